@@ -1,0 +1,47 @@
+# hcomm — build, test, benchmark, demo.
+#
+#   make demo   run the main job (see README)
+#   make test   vet + race tests over every package, privileged tests included
+#               (they skip with a reason unless root; HCOMM_REQUIRE_PRIVILEGED=1
+#               turns those skips into failures, as CI does)
+#
+# Targets that need packages install them when missing (apt-get, as root).
+
+GO        ?= go
+PKGS      ?= ./...
+BIN       := bin
+STATICCHECK_VERSION := v0.8.2
+
+.PHONY: all build test lint-vet test-unit test-long bench demo lint generate clean
+
+all: build
+
+build:
+	$(GO) build $(PKGS)
+	mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+# The README's test command. Everything CI runs hangs off this target.
+test: lint-vet test-unit
+
+lint-vet:
+	$(GO) vet $(PKGS)
+
+test-unit:
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+demo:
+	$(GO) run ./cmd/hcomm-demo
+
+lint: lint-vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+
+generate:
+	$(GO) generate $(PKGS)
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,3 @@
+module github.com/hcomm-go/hcomm
+
+go 1.26.0

@@ -1,0 +1,45 @@
+package testutil
+
+import (
+	"testing"
+)
+
+// fakeTB records how a helper ended the test instead of ending it.
+type fakeTB struct {
+	testing.TB
+	skipped, failed bool
+	msg             string
+}
+
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Skipf(format string, args ...any) {
+	f.skipped = true
+	f.msg = format
+}
+func (f *fakeTB) Fatalf(format string, args ...any) {
+	f.failed = true
+	f.msg = format
+}
+
+func TestMissingPrivilege(t *testing.T) {
+	tests := []struct {
+		name     string
+		env      string
+		wantSkip bool
+		wantFail bool
+	}{
+		{"not required skips", "", true, false},
+		{"zero skips", "0", true, false},
+		{"required fails", "1", false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(RequireEnv, tc.env)
+			f := &fakeTB{TB: t}
+			MissingPrivilege(f, "reason")
+			if f.skipped != tc.wantSkip || f.failed != tc.wantFail {
+				t.Fatalf("skipped=%v failed=%v, want skipped=%v failed=%v", f.skipped, f.failed, tc.wantSkip, tc.wantFail)
+			}
+		})
+	}
+}
