@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# exec.sh — a `go test -exec` wrapper that runs one test binary in a QEMU guest
+# with real VFIO (vIOMMU + QEMU's edu device), hugetlb, io_uring and BPF:
+#
+#   CGO_ENABLED=0 go test -exec "$PWD/tests/vm/exec.sh" ./vfio/...
+#
+# go test calls it as `exec.sh /path/pkg.test -test.flags...` in the package's
+# directory. It boots one VM per test binary, runs the binary there with the
+# same arguments (and the HCOMM_* environment, plus HCOMM_IN_VM=1), copies its
+# output to stdout and exits with its exit status, so go test reports as usual.
+# The binary must be static (CGO_ENABLED=0): the guest has no libc.
+#
+# Environment: HCOMM_VM_TIMEOUT (seconds, default 240) bounds one VM;
+# HCOMM_VM_KEEP=1 keeps the work directory (console log) for inspection.
+#
+# The verdict comes from the guest's own "HCOMM-VM-VERDICT rc=N" line on its
+# second serial port: QEMU exits 0 on a guest power-off whatever the tests
+# did, so its exit code alone proves nothing. No verdict line (kernel panic,
+# hang, setup failure) is a failure.
+set -uo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+bin="${1:?usage: exec.sh test-binary [args...]}"
+shift
+
+die() { echo "exec.sh: $*" >&2; exit 1; }
+
+[ -x "$bin" ] || die "$bin is not executable"
+if LC_ALL=C readelf -lW "$bin" 2>/dev/null | grep -q 'Requesting program interpreter'; then
+	die "$bin is dynamically linked; build it with CGO_ENABLED=0 (the guest has no libc)"
+fi
+
+kdir="$("$here/prepare.sh")"
+rc=$?
+if [ $rc -eq 3 ]; then
+	die "the VM harness cannot run on this host (see the message above)"
+fi
+[ $rc -eq 0 ] && [ -n "$kdir" ] || die "prepare.sh failed (exit $rc)"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/hcomm-vm.XXXXXX")"
+if [ "${HCOMM_VM_KEEP:-0}" != 1 ]; then
+	trap 'rm -rf "$work"' EXIT
+else
+	echo "exec.sh: keeping $work" >&2
+fi
+
+# The per-test archive: /pkg/test, /pkg/args, /pkg/env and, when the package
+# has one, its testdata/ under /pkg/wd (the working directory go test gives).
+mkdir -p "$work/root/pkg/wd"
+cp "$bin" "$work/root/pkg/test"
+[ -d testdata ] && cp -r testdata "$work/root/pkg/wd/"
+q() { printf "'%s' " "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+: >"$work/root/pkg/args"
+for a in "$@"; do q "$a" >>"$work/root/pkg/args"; done
+: >"$work/root/pkg/env"
+while IFS= read -r name; do
+	printf 'export %s=%s\n' "$name" "$(q "${!name}")" >>"$work/root/pkg/env"
+done < <(compgen -e | grep -E '^(HCOMM_|GOTRACEBACK$|GODEBUG$|GOMAXPROCS$)' | grep -v '^HCOMM_IN_VM$')
+(cd "$work/root" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --quiet) >"$work/pkg.cpio" ||
+	die "cpio failed"
+cat "$kdir/base.cpio" "$work/pkg.cpio" >"$work/initrd"
+
+timeout --foreground -k 5 "${HCOMM_VM_TIMEOUT:-240}" \
+	qemu-system-x86_64 \
+	-accel tcg,thread=multi -cpu max -machine q35 -smp 2 -m "${HCOMM_VM_MEM:-1024}" \
+	-nodefaults -display none -no-reboot \
+	-device intel-iommu,intremap=on,caching-mode=on \
+	-device edu \
+	-kernel "$kdir/vmlinux" -initrd "$work/initrd" \
+	-append "console=ttyS0 intel_iommu=on panic=-1 quiet" \
+	-serial "file:$work/console.log" -serial "file:$work/out.log" \
+	</dev/null >"$work/qemu.log" 2>&1
+qrc=$?
+
+# The test output is between the BEGIN line and the END marker (which may
+# follow output that did not end in a newline).
+out="$work/out.log"
+touch "$out"
+awk '
+	/^HCOMM-VM-BEGIN$/ && !begun { begun = 1; next }
+	begun && !ended {
+		i = index($0, "HCOMM-VM-END")
+		if (i > 0) { ended = 1; if (i > 1) print substr($0, 1, i - 1); next }
+		print
+	}
+' "$out"
+verdict="$(grep -ao 'HCOMM-VM-VERDICT rc=[0-9]*$' "$out" | tail -n1 | sed 's/.*rc=//')"
+setup="$(grep -a 'HCOMM-VM-SETUP-FAILED' "$out")"
+if [ -z "$verdict" ] || [ -n "$setup" ]; then
+	{
+		echo "exec.sh: no verdict from the guest (qemu exit $qrc${setup:+; $setup})"
+		[ $qrc -eq 124 ] && echo "exec.sh: the VM ran longer than ${HCOMM_VM_TIMEOUT:-240}s and was killed"
+		echo "--- qemu:"; cat "$work/qemu.log"
+		echo "--- guest console (last 60 lines):"; tail -n 60 "$work/console.log"
+		echo "--- guest output:"; cat "$out"
+	} >&2
+	exit 1
+fi
+if [ "$verdict" -ne 0 ] && [ "${HCOMM_VM_CONSOLE:-1}" = 1 ]; then
+	{ echo "--- guest console (last 30 lines):"; tail -n 30 "$work/console.log"; } >&2
+fi
+exit "$verdict"
