@@ -1,0 +1,221 @@
+package hugepage
+
+import (
+	"errors"
+	"testing"
+	"unsafe"
+
+	"github.com/hcomm-go/hcomm/internal/testutil"
+	"golang.org/x/sys/unix"
+)
+
+// reserve reserves n pages of ps bytes for the test and releases them at
+// cleanup. For 1 GiB pages, a kernel that cannot find one at run time
+// (fragmented memory, even after compaction) is a missing feature: the test
+// skips with the reason, or fails when privileged tests are required.
+func reserve(t *testing.T, ps, n int) *Reservation {
+	t.Helper()
+	testutil.RequirePrivileged(t, "reserve "+fmtBytes(int64(ps))+" hugetlb pages")
+	if err := hugeSizeSupported(ps); err != nil {
+		testutil.RequireFeature(t, fmtBytes(int64(ps))+" hugetlb pages", err)
+	}
+	r, err := Reserve(ps, n)
+	if errors.Is(err, ErrReserve) {
+		testutil.RequireFeature(t, itoa(n)+" hugetlb pages of "+fmtBytes(int64(ps))+" at run time", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Release(); err != nil {
+			t.Errorf("release: %v", err)
+		}
+	})
+	return r
+}
+
+// checkHugeArena proves an arena is what it claims: smaps shows the page
+// size and the hugetlb bytes, pagemap shows runs that are whole, aligned
+// hugepages, and the memory reads back what was written.
+func checkHugeArena(t *testing.T, a *Arena, ps int) {
+	t.Helper()
+	r, err := a.Residency()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.KernelPageSize != ps {
+		t.Fatalf("smaps KernelPageSize %d kB, want %d kB", r.KernelPageSize>>10, ps>>10)
+	}
+	if r.Hugetlb != int64(a.Len()) {
+		t.Fatalf("smaps hugetlb bytes %d, want %d (populated)", r.Hugetlb, a.Len())
+	}
+	runs, err := a.PhysRuns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, run := range runs {
+		if run.Phys%uint64(ps) != 0 || run.Len%ps != 0 || run.Offset%ps != 0 {
+			t.Fatalf("physical run %+v is not made of whole %s pages", run, fmtBytes(int64(ps)))
+		}
+		total += run.Len
+	}
+	if total != a.Len() {
+		t.Fatalf("physical runs cover %d bytes, arena has %d", total, a.Len())
+	}
+	t.Logf("%v arena of %s: %d physically contiguous run(s), first at %#x", a.Backing(), fmtBytes(int64(a.Len())), len(runs), runs[0].Phys)
+	phys, err := a.PhysAddr(ps + 123)
+	if a.Len() > ps && (err != nil || phys != runOf(runs, ps).Phys+uint64(ps-runOf(runs, ps).Offset)+123) {
+		t.Fatalf("PhysAddr(%d) = %#x, %v; runs %+v", ps+123, phys, err, runs)
+	}
+	mem := a.Bytes()
+	for i := 0; i < len(mem); i += 4096 {
+		mem[i] = byte(i >> 12)
+	}
+	for i := 0; i < len(mem); i += 4096 {
+		if mem[i] != byte(i>>12) {
+			t.Fatalf("byte %d reads %d", i, mem[i])
+		}
+	}
+}
+
+func runOf(runs []PhysRun, off int) PhysRun {
+	for _, r := range runs {
+		if off >= r.Offset && off < r.Offset+r.Len {
+			return r
+		}
+	}
+	return PhysRun{}
+}
+
+func TestHugetlb2M(t *testing.T) {
+	before, _ := readHugeCounts(size2M)
+	reserve(t, size2M, 4)
+	a, err := NewArena(ArenaConfig{Size: 7 << 20, Backings: []Backing{BackingHugetlb2M}, Populate: true, Lock: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if a.Len() != 8<<20 || a.Backing() != BackingHugetlb2M || a.Addr()%size2M != 0 {
+		t.Fatalf("arena len %d backing %v addr %#x", a.Len(), a.Backing(), a.Addr())
+	}
+	checkHugeArena(t, a, size2M)
+	if c, _ := readHugeCounts(size2M); c.Total != before.Total+4 || c.Free != before.Free {
+		t.Fatalf("pool during the test %+v, before %+v: want 4 more pages, all 4 in use", c, before)
+	}
+}
+
+func TestMemfd2MShared(t *testing.T) {
+	reserve(t, size2M, 2)
+	a, err := NewArena(ArenaConfig{Size: 4 << 20, Backings: []Backing{BackingMemfd2M}, Populate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if a.Fd() < 0 || a.Backing() != BackingMemfd2M {
+		t.Fatalf("memfd arena fd %d backing %v", a.Fd(), a.Backing())
+	}
+	checkHugeArena(t, a, size2M)
+	// What another process (or a device emulator) does with the fd: map it
+	// again and see the same memory.
+	p, err := unix.MmapPtr(a.Fd(), 0, nil, uintptr(a.Len()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatalf("second mapping of the memfd: %v", err)
+	}
+	defer unix.MunmapPtr(p, uintptr(a.Len()))
+	other := unsafe.Slice((*byte)(p), a.Len())
+	a.Bytes()[3<<20] = 0xA5
+	other[100] = 0x5A
+	if other[3<<20] != 0xA5 || a.Bytes()[100] != 0x5A {
+		t.Fatal("the two mappings of the memfd do not share memory")
+	}
+}
+
+func TestHugetlb1G(t *testing.T) {
+	reserve(t, size1G, 1)
+	for _, b := range []Backing{BackingHugetlb1G, BackingMemfd1G} {
+		t.Run(b.String(), func(t *testing.T) {
+			a, err := NewArena(ArenaConfig{Size: size1G, Backings: []Backing{b}, Populate: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			if a.Len() != size1G || a.Addr()%size1G != 0 {
+				t.Fatalf("arena len %d addr %#x", a.Len(), a.Addr())
+			}
+			checkHugeArena(t, a, size1G)
+			runs, _ := a.PhysRuns()
+			if len(runs) != 1 {
+				t.Fatalf("1 GiB page in %d physical runs, want 1", len(runs))
+			}
+		})
+	}
+}
+
+func TestReserveRelease(t *testing.T) {
+	testutil.RequirePrivileged(t, "reserve 2 MiB hugetlb pages")
+	before, err := readHugeCounts(size2M)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Reserve(size2M, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid, _ := readHugeCounts(size2M)
+	if err := r.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Release(); err != nil {
+		t.Fatalf("second Release: %v", err)
+	}
+	after, _ := readHugeCounts(size2M)
+	if mid.Total != before.Total+3 || after.Total != before.Total {
+		t.Fatalf("nr_hugepages before %d, reserved %d, after release %d", before.Total, mid.Total, after.Total)
+	}
+}
+
+func TestReleaseWhileMapped(t *testing.T) {
+	testutil.RequirePrivileged(t, "reserve 2 MiB hugetlb pages")
+	before, _ := readHugeCounts(size2M)
+	r, err := Reserve(size2M, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewArena(ArenaConfig{Size: size2M, Backings: []Backing{BackingHugetlb2M}, Populate: true})
+	if err != nil {
+		r.Release()
+		t.Fatal(err)
+	}
+	if err := r.Release(); err != nil {
+		t.Fatal(err)
+	}
+	a.Bytes()[0] = 1 // still mapped: the page became a surplus page
+	a.Close()
+	after, _ := readHugeCounts(size2M)
+	if after.Total != before.Total || after.Surplus != before.Surplus {
+		t.Fatalf("after release and close: %+v, before %+v", after, before)
+	}
+}
+
+func TestPhysPrivileged4K(t *testing.T) {
+	testutil.RequirePrivileged(t, "read physical addresses from /proc/self/pagemap")
+	a, err := NewArena(ArenaConfig{Size: 64 << 10, Backings: []Backing{Backing4K}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.PhysRuns(); !errors.Is(err, ErrNotResident) {
+		t.Fatalf("PhysRuns of an untouched arena = %v, want ErrNotResident", err)
+	}
+	prefault(a.Bytes())
+	runs, err := a.PhysRuns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range runs {
+		if r.Phys == 0 {
+			t.Fatalf("run %+v at physical address 0", r)
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package hugepage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Reservation is a number of hugetlb pages that Reserve added to the
+// kernel's pool; Release gives back exactly those.
+type Reservation struct {
+	pageSize int
+	n        int
+
+	mu       sync.Mutex
+	released bool
+}
+
+// reserveMu serialises reservations inside the process; an flock on the
+// page size's sysfs directory serialises them between processes using hcomm.
+var reserveMu sync.Mutex
+
+const procCompact = "/proc/sys/vm/compact_memory"
+
+// Reserve adds n hugetlb pages of pageSize bytes (2 MiB or 1 GiB) to the
+// kernel's pool, through /sys/kernel/mm/hugepages/hugepages-<size>kB/nr_hugepages.
+// It needs root (ErrPrivilege otherwise). When the kernel cannot find
+// enough contiguous memory it compacts memory once and retries; if it still
+// falls short, it gives back what it got and returns ErrReserve saying how
+// many it could have had. Release undoes exactly this reservation, even if
+// others changed the pool in between.
+func Reserve(pageSize int, n int) (*Reservation, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("reserve %d pages: %w", n, ErrInvalidSize)
+	}
+	if err := hugeSizeSupported(pageSize); err != nil {
+		return nil, fmt.Errorf("reserve %d pages of %d bytes: %w", n, pageSize, err)
+	}
+	path := nrHugepagesPath(pageSize)
+	unlock, err := lockPool(pageSize)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	before, err := readInt(path)
+	if err != nil {
+		return nil, fmt.Errorf("reserve: %w", err)
+	}
+	got, err := setNrHugepages(path, before+n)
+	if err != nil {
+		return nil, err
+	}
+	if got < before+n {
+		// The buddy allocator could not find contiguous free memory of
+		// this size; compaction may make some. Best effort.
+		_ = os.WriteFile(procCompact, []byte("1"), 0)
+		if got, err = setNrHugepages(path, before+n); err != nil {
+			return nil, err
+		}
+	}
+	if got < before+n {
+		if _, rerr := setNrHugepages(path, before); rerr != nil {
+			return nil, fmt.Errorf("reserve: giving back a partial reservation: %w", rerr)
+		}
+		hint := ""
+		if pageSize == size1G {
+			hint = "; 1 GiB pages need 1 GiB of physically contiguous free memory: reserve them at boot (kernel command line hugepagesz=1G hugepages=N) if run-time allocation fails"
+		}
+		return nil, fmt.Errorf("%w: asked the kernel for %d more pages of %s (%s %d -> %d), it found only %d even after compacting memory%s",
+			ErrReserve, n, fmtBytes(int64(pageSize)), path, before, before+n, got-before, hint)
+	}
+	return &Reservation{pageSize: pageSize, n: n}, nil
+}
+
+// PageSize is the size of the reserved pages.
+func (r *Reservation) PageSize() int { return r.pageSize }
+
+// Pages is the number of pages reserved.
+func (r *Reservation) Pages() int { return r.n }
+
+// Release lowers the pool by the pages Reserve added. Pages still mapped
+// by an arena become surplus pages and go back to the system when the arena
+// is closed. Release is idempotent.
+func (r *Reservation) Release() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.released {
+		return nil
+	}
+	unlock, err := lockPool(r.pageSize)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	path := nrHugepagesPath(r.pageSize)
+	cur, err := readInt(path)
+	if err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	target := max(cur-r.n, 0)
+	if _, err := setNrHugepages(path, target); err != nil {
+		return fmt.Errorf("release %d pages of %s: %w", r.n, fmtBytes(int64(r.pageSize)), err)
+	}
+	r.released = true
+	return nil
+}
+
+// setNrHugepages writes n and returns what the kernel then reports.
+func setNrHugepages(path string, n int) (int, error) {
+	if err := os.WriteFile(path, []byte(strconv.Itoa(n)), 0); err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return 0, fmt.Errorf("%w: writing %s needs root (euid %d): %w", ErrPrivilege, path, os.Geteuid(), err)
+		}
+		return 0, fmt.Errorf("write %s: %w", path, err)
+	}
+	return readInt(path)
+}
+
+func lockPool(ps int) (func(), error) {
+	reserveMu.Lock()
+	fd, err := unix.Open(hugeDir(ps), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		reserveMu.Unlock()
+		return nil, fmt.Errorf("open %s: %w", hugeDir(ps), err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		unix.Close(fd)
+		reserveMu.Unlock()
+		return nil, fmt.Errorf("flock %s: %w", hugeDir(ps), err)
+	}
+	return func() {
+		unix.Flock(fd, unix.LOCK_UN)
+		unix.Close(fd)
+		reserveMu.Unlock()
+	}, nil
+}
