@@ -84,4 +84,3 @@ func (a *Arena) physRange(off, n int) ([]PhysRun, error) {
 	}
 	return runs, nil
 }
-
