@@ -30,6 +30,11 @@ lint-vet:
 test-unit:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
+# Long modes, without -race: HCOMM_LONG=1 makes stress tests move their long
+# counts (ring/: >= 10^8 items per descriptor-ring stress test).
+test-long:
+	HCOMM_LONG=1 $(GO) test -count=1 -timeout 60m -run 'Stress' ./ring/...
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
