@@ -22,10 +22,10 @@ import (
 // A reservation that is never committed stalls the consumer at that batch:
 // every successful Reserve must be followed by Commit.
 type MPSC struct {
-	s         slots
-	lapShift  uint            // log2(entries): position >> lapShift is the lap
-	pub       []atomic.Uint64 // per slot: lap<<32 | batch length, 0 = unpublished
-	_         [cacheLine]byte
+	s        slots
+	lapShift uint            // log2(entries): position >> lapShift is the lap
+	pub      []atomic.Uint64 // per slot: lap<<32 | batch length, 0 = unpublished
+	_        [cacheLine]byte
 
 	// Producers' cache line (contended by design: the CAS on tail).
 	tail       atomic.Uint64 // end of all reservations

@@ -392,7 +392,7 @@ func TestStressCompletion(t *testing.T) {
 		e := make([]byte, 16)
 		for tag := uint64(0); tag < uint64(total); {
 			binary.LittleEndian.PutUint64(e[0:], tag)
-			binary.LittleEndian.PutUint16(e[8:], uint16(tag)&0x7)   // status
+			binary.LittleEndian.PutUint16(e[8:], uint16(tag)&0x7)     // status
 			binary.LittleEndian.PutUint16(e[10:], 0xfffe|uint16(tag)) // phase word noise: writer owns bit 0
 			binary.LittleEndian.PutUint32(e[12:], uint32(tag*3))      // len
 			if err := cw.Write(e); errors.Is(err, ErrFull) {
