@@ -1,0 +1,100 @@
+package mock
+
+import "sync/atomic"
+
+// Counters is a snapshot of what the device did since New.
+type Counters struct {
+	SQDoorbells uint64 // SQ_TAIL writes, all queues
+	CQDoorbells uint64 // CQ_HEAD writes, all queues
+	Descriptors uint64 // submission entries fetched
+	// Completions counts completion entries written, by status
+	// (index = status; the last index counts any larger status).
+	Completions    [8]uint64
+	BytesH2D       uint64 // bytes moved host → device memory
+	BytesD2H       uint64 // bytes moved device memory → host
+	BytesD2D       uint64 // bytes moved within device memory
+	IOMMUFaults    uint64 // accesses the IOMMU refused (descriptor data and ring accesses)
+	DevMemFaults   uint64 // device-memory bounds violations
+	BadDescriptors uint64 // descriptors refused by validation
+	Fences         uint64
+	// Injected faults that fired, by kind.
+	InjectedErrors, InjectedLatency, InjectedStalls, InjectedResets uint64
+	Resets                                                          uint64 // controller resets, function-level resets, injected resets
+	FatalFaults                                                     uint64 // times the device halted with STATUS.fatal
+	MSIs                                                            uint64 // eventfd signals written
+	MSIErrors                                                       uint64 // eventfd writes that failed
+	CQFullWaits                                                     uint64 // times a queue waited for the host to release completions
+	IgnoredWrites                                                   uint64 // writes to queue configuration while enabled
+	WorkerSleeps                                                    uint64 // times the worker blocked after spinning
+}
+
+// QueueCounters is a snapshot of one queue's counters.
+type QueueCounters struct {
+	SQDoorbells, CQDoorbells, Descriptors, Completions uint64
+}
+
+type counters struct {
+	descriptors, bytesH2D, bytesD2H, bytesD2D                     atomic.Uint64
+	completions                                                   [8]atomic.Uint64
+	iommuFaults, devMemFaults, badDescriptors, fences             atomic.Uint64
+	injErrors, injLatency, injStalls, injResets                   atomic.Uint64
+	resets, fatal, msis, msiErrors, cqFull, ignoredWrites, sleeps atomic.Uint64
+}
+
+// Counters returns a snapshot of the device's counters.
+func (d *Device) Counters() Counters {
+	c := &d.ctr
+	s := Counters{
+		Descriptors:     c.descriptors.Load(),
+		BytesH2D:        c.bytesH2D.Load(),
+		BytesD2H:        c.bytesD2H.Load(),
+		BytesD2D:        c.bytesD2D.Load(),
+		IOMMUFaults:     c.iommuFaults.Load(),
+		DevMemFaults:    c.devMemFaults.Load(),
+		BadDescriptors:  c.badDescriptors.Load(),
+		Fences:          c.fences.Load(),
+		InjectedErrors:  c.injErrors.Load(),
+		InjectedLatency: c.injLatency.Load(),
+		InjectedStalls:  c.injStalls.Load(),
+		InjectedResets:  c.injResets.Load(),
+		Resets:          c.resets.Load(),
+		FatalFaults:     c.fatal.Load(),
+		MSIs:            c.msis.Load(),
+		MSIErrors:       c.msiErrors.Load(),
+		CQFullWaits:     c.cqFull.Load(),
+		IgnoredWrites:   c.ignoredWrites.Load(),
+		WorkerSleeps:    c.sleeps.Load(),
+	}
+	for i := range s.Completions {
+		s.Completions[i] = c.completions[i].Load()
+	}
+	for i := range d.qctr {
+		s.SQDoorbells += d.qctr[i].sqDoorbells.Load()
+		s.CQDoorbells += d.qctr[i].cqDoorbells.Load()
+	}
+	return s
+}
+
+// CompletionsTotal is the number of completion entries written, any status.
+func (c Counters) CompletionsTotal() uint64 {
+	var n uint64
+	for _, v := range c.Completions {
+		n += v
+	}
+	return n
+}
+
+// QueueCounters returns a snapshot of queue q's counters (zero for a queue
+// the device does not have).
+func (d *Device) QueueCounters(q int) QueueCounters {
+	if q < 0 || q >= len(d.qctr) {
+		return QueueCounters{}
+	}
+	c := &d.qctr[q]
+	return QueueCounters{
+		SQDoorbells: c.sqDoorbells.Load(),
+		CQDoorbells: c.cqDoorbells.Load(),
+		Descriptors: c.descriptors.Load(),
+		Completions: c.completions.Load(),
+	}
+}
