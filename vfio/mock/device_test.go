@@ -107,7 +107,7 @@ func TestMapDMA(t *testing.T) {
 		{"below range", 0x1000, mem[:4096], vfio.DMARead, vfio.ErrBadMapping, false},
 		{"above range", 0xfffffff000, mem[:4096], vfio.DMARead, vfio.ErrBadMapping, false},
 		{"overlap start", 0x101000, mem[:4096], vfio.DMARead, vfio.ErrIOVAInUse, false},
-		{"overlap around", 0x0ff000, mem[:4 * 4096], vfio.DMARead, vfio.ErrIOVAInUse, false},
+		{"overlap around", 0x0ff000, mem[:4*4096], vfio.DMARead, vfio.ErrIOVAInUse, false},
 		{"adjacent", 0x102000, mem[2*4096:], vfio.DMARead, nil, true},
 	}
 	for _, tc := range tests {
