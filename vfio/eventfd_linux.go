@@ -1,0 +1,75 @@
+package vfio
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// EventFD is a non-blocking eventfd for interrupt delivery (SetIRQs). A
+// driver waits on it with Wait, or hands Fd to io_uring (ring.Uring) to
+// read it without blocking a thread.
+type EventFD struct {
+	fd     int
+	mu     sync.Mutex
+	closed bool
+}
+
+// NewEventFD creates an eventfd (EFD_CLOEXEC|EFD_NONBLOCK, counter mode).
+func NewEventFD() (*EventFD, error) {
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	return &EventFD{fd: fd}, nil
+}
+
+// Fd is the file descriptor.
+func (e *EventFD) Fd() int { return e.fd }
+
+// TryRead returns the counter and resets it, or 0 without blocking when no
+// event is pending.
+func (e *EventFD) TryRead() (uint64, error) {
+	var b [8]byte
+	_, err := unix.Read(e.fd, b[:])
+	if errors.Is(err, unix.EAGAIN) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read eventfd: %w", err)
+	}
+	return binary.NativeEndian.Uint64(b[:]), nil
+}
+
+// Wait blocks until at least one event arrived (and consumes the count) or
+// ctx ends. It sleeps in poll(2) in slices of at most 50 ms to notice ctx.
+func (e *EventFD) Wait(ctx context.Context) (uint64, error) {
+	for {
+		if n, err := e.TryRead(); err != nil || n > 0 {
+			return n, err
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("wait for interrupt: %w", err)
+		}
+		fds := []unix.PollFd{{Fd: int32(e.fd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, 50); err != nil && !errors.Is(err, unix.EINTR) {
+			return 0, fmt.Errorf("poll eventfd: %w", err)
+		}
+	}
+}
+
+// Close closes the eventfd. Idempotent. Disable the interrupt (SetIRQs with
+// no eventfds) before closing.
+func (e *EventFD) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	return unix.Close(e.fd)
+}
