@@ -1,0 +1,241 @@
+package ring
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// GetSQE hands out the next free submission entry, or nil when the
+// submission queue is full (submit, then retry; or use NextSQE). The entry
+// is the kernel-shared slot itself: fill it with one of the Prep methods.
+// It is published by the next Submit or SubmitAndWait. No system call.
+func (u *Uring) GetSQE() *SQE {
+	if u.sqeTail-u.sqHeadCache >= u.sqEntries {
+		// Acquire: the kernel advances the SQ head once it has consumed
+		// (copied) an SQE; only then may the slot be rewritten.
+		u.sqHeadCache = atomic.LoadUint32(u.sqHead)
+		if u.sqeTail-u.sqHeadCache >= u.sqEntries {
+			return nil
+		}
+	}
+	e := &u.sqes[u.sqeTail&u.sqMask]
+	u.sqeTail++
+	return e
+}
+
+// NextSQE is GetSQE that, when the queue is full, submits what is queued
+// (one io_uring_enter) and tries again; ErrSQFull if there is still no room
+// (an SQPOLL thread that has not caught up).
+func (u *Uring) NextSQE() (*SQE, error) {
+	if e := u.GetSQE(); e != nil {
+		return e, nil
+	}
+	if _, err := u.Submit(); err != nil {
+		return nil, err
+	}
+	if e := u.GetSQE(); e != nil {
+		return e, nil
+	}
+	return nil, ErrSQFull
+}
+
+// flushSQ publishes the SQEs handed out since the last flush with one store
+// of the SQ tail and returns how many SQEs the kernel has yet to consume.
+// With SQPOLL, where no enter reports what was submitted, the newly
+// published SQEs are counted as submissions here.
+func (u *Uring) flushSQ() uint32 {
+	if u.sqeHead != u.sqeTail {
+		if u.sqpoll {
+			u.stats.Submissions += uint64(u.sqeTail - u.sqeHead)
+		}
+		u.sqeHead = u.sqeTail
+		if u.sqpoll {
+			// Release, and a full barrier (XCHG on amd64) before the
+			// NEED_WAKEUP check that follows: the SQ thread reads the
+			// tail concurrently and must see complete SQEs.
+			atomic.StoreUint32(u.sqTail, u.sqeTail)
+		} else {
+			// Without SQPOLL the kernel reads the tail only inside
+			// io_uring_enter, which this thread makes after the store;
+			// the system call orders it. A plain store, as liburing does.
+			*u.sqTail = u.sqeTail
+		}
+	}
+	return u.sqeTail - atomic.LoadUint32(u.sqHead)
+}
+
+// cqNeedsEnter reports kernel-side work only an enter with GETEVENTS will
+// finish: deferred task work (TASKRUN, set thanks to TASKRUN_FLAG) or
+// completions that overflowed into the kernel's backlog.
+func (u *Uring) cqNeedsEnter() bool {
+	return atomic.LoadUint32(u.sqFlags)&(sqCQOverflow|sqTaskrun) != 0
+}
+
+// Submit publishes the queued SQEs and, when needed, makes one
+// non-blocking io_uring_enter: it returns as soon as the kernel has taken
+// the batch, without waiting for completions. With SQPOLL it makes no
+// system call unless the SQ thread sleeps. Returns the SQEs submitted.
+func (u *Uring) Submit() (int, error) {
+	if u.closed {
+		return 0, ErrClosed
+	}
+	pending := u.flushSQ()
+	var flags uint32
+	if u.sqpoll {
+		if atomic.LoadUint32(u.sqFlags)&sqNeedWakeup == 0 {
+			return int(pending), nil
+		}
+		flags |= enterSQWakeup
+		pending = 0 // the SQ thread submits; to_submit is ignored
+	}
+	if u.cqNeedsEnter() {
+		flags |= enterGetevents // min_complete 0: runs task work, never sleeps
+	}
+	if pending == 0 && flags == 0 {
+		return 0, nil
+	}
+	n, err := u.enterNoWait(pending, flags)
+	if !u.sqpoll {
+		u.stats.Submissions += uint64(n)
+	}
+	return n, err
+}
+
+// SubmitAndWait publishes the queued SQEs and waits, in the same
+// io_uring_enter, until at least waitNr completions are ready (reap them
+// with PeekCQEs). It makes no system call when nothing is queued and
+// waitNr completions are already there.
+func (u *Uring) SubmitAndWait(waitNr int) (int, error) {
+	if u.closed {
+		return 0, ErrClosed
+	}
+	if waitNr <= 0 {
+		return u.Submit()
+	}
+	pending := u.flushSQ()
+	flags := uint32(enterGetevents)
+	if u.sqpoll {
+		if atomic.LoadUint32(u.sqFlags)&sqNeedWakeup != 0 {
+			flags |= enterSQWakeup
+		}
+		pending = 0
+	}
+	if pending == 0 && u.CQReady() >= waitNr && !u.cqNeedsEnter() {
+		return 0, nil
+	}
+	n, err := u.enterWait(pending, uint32(waitNr), flags)
+	if !u.sqpoll {
+		u.stats.Submissions += uint64(n)
+	}
+	return n, err
+}
+
+// CQReady is the number of completions ready to reap (no system call).
+func (u *Uring) CQReady() int {
+	// Acquire on the kernel's tail: pairs with its release when posting.
+	return int(atomic.LoadUint32(u.cqTail) - *u.cqHead)
+}
+
+// PeekCQEs copies up to len(dst) ready completions into dst, oldest first,
+// consumes them with one store of the CQ head, and returns how many. It
+// makes one non-blocking io_uring_enter only when the queue is empty and the
+// kernel flags work that only such an enter finishes (deferred task work,
+// overflowed completions). Never blocks, never allocates.
+func (u *Uring) PeekCQEs(dst []CQE) (int, error) {
+	if u.closed {
+		return 0, ErrClosed
+	}
+	head := *u.cqHead // written only by this thread
+	// Acquire: the kernel fills a CQE before it publishes the tail.
+	tail := atomic.LoadUint32(u.cqTail)
+	if tail == head && u.cqNeedsEnter() {
+		if _, err := u.enterNoWait(0, enterGetevents); err != nil {
+			return 0, err
+		}
+		tail = atomic.LoadUint32(u.cqTail)
+	}
+	n := tail - head
+	if n > uint32(len(dst)) {
+		n = uint32(len(dst))
+	}
+	for i := uint32(0); i < n; i++ {
+		dst[i] = u.cqes[(head+i)&u.cqMask]
+	}
+	// Release: the copies above are done before the kernel may reuse the
+	// slots.
+	atomic.StoreUint32(u.cqHead, head+n)
+	u.stats.Completions += uint64(n)
+	return int(n), nil
+}
+
+// WaitCQEs waits until at least n completions are ready (a waiting
+// io_uring_enter unless they already are), then reaps up to len(dst).
+func (u *Uring) WaitCQEs(dst []CQE, n int) (int, error) {
+	if _, err := u.SubmitAndWait(n); err != nil {
+		return 0, err
+	}
+	return u.PeekCQEs(dst)
+}
+
+// enterNoWait makes an io_uring_enter that cannot sleep: submission only,
+// or GETEVENTS with min_complete 0 (run task work, post what is done). It
+// uses RawSyscall6, skipping the Go scheduler's entersyscall/exitsyscall
+// bookkeeping (tens of ns per call, a large share of a NOP batch of 1): the
+// call returns after bounded in-kernel work, so not handing the P to another
+// thread costs nothing. Operations that would block are punted by the
+// kernel to its io-wq workers, never executed by this call.
+func (u *Uring) enterNoWait(toSubmit, flags uint32) (int, error) {
+	for {
+		u.stats.Enters++
+		r, _, errno := unix.RawSyscall6(unix.SYS_IO_URING_ENTER, u.enterFd, uintptr(toSubmit), 0,
+			uintptr(flags|u.enterFlags), 0, 0)
+		if errno == unix.EINTR {
+			// The kernel returns EINTR only when it submitted nothing in
+			// this call: retry with what is still pending.
+			if toSubmit != 0 {
+				toSubmit = u.sqeTail - atomic.LoadUint32(u.sqHead)
+			}
+			continue
+		}
+		if errno != 0 {
+			return 0, u.enterErr("submit", toSubmit, 0, errno)
+		}
+		return int(r), nil
+	}
+}
+
+// enterWait makes an io_uring_enter that may sleep until minComplete
+// completions are ready. It uses Syscall6 so that the Go scheduler hands
+// this thread's P to other goroutines while it sleeps; RawSyscall6 would
+// stall them for the whole wait. EINTR (a signal, e.g. SIGCHLD or the
+// runtime's preemption signal, during the wait) is retried; the kernel
+// returns EINTR only when it submitted nothing in that call.
+func (u *Uring) enterWait(toSubmit, minComplete, flags uint32) (int, error) {
+	for {
+		u.stats.Enters++
+		u.stats.WaitEnters++
+		r, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, u.enterFd, uintptr(toSubmit), uintptr(minComplete),
+			uintptr(flags|u.enterFlags), 0, 0)
+		if errno == unix.EINTR {
+			toSubmit = u.sqeTail - atomic.LoadUint32(u.sqHead)
+			if u.sqpoll {
+				toSubmit = 0
+			}
+			continue
+		}
+		if errno != 0 {
+			return 0, u.enterErr("submit and wait", toSubmit, minComplete, errno)
+		}
+		return int(r), nil
+	}
+}
+
+func (u *Uring) enterErr(what string, toSubmit, minComplete uint32, errno unix.Errno) error {
+	err := fmt.Errorf("io_uring_enter (%s %d, wait %d): %w", what, toSubmit, minComplete, errno)
+	if errno == unix.EBUSY || errno == unix.EAGAIN {
+		return fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	return u.threadErr(err)
+}
