@@ -179,9 +179,11 @@ func (r *fuzzRig) run(t *testing.T, raw []byte) {
 	r.q.t = t
 	r.tag++
 	binary.LittleEndian.PutUint64(raw[8:], r.tag)
-	status, n, fa := r.oracle(raw)
 	before := r.d.QueueCounters(0).Completions
 	r.q.putRaw(raw)
+	// The oracle runs after the descriptor is in the SQ: a descriptor may
+	// read the (device-readable) SQ page, itself included.
+	status, n, fa := r.oracle(raw)
 	r.q.doorbell()
 	deadline := time.Now().Add(20 * time.Second)
 	for r.d.QueueCounters(0).Completions == before {

@@ -180,9 +180,14 @@ type bar2Region struct {
 	mem []byte
 }
 
-func (r *bar2Region) Index() int     { return vfio.RegionBAR2 }
-func (r *bar2Region) Size() uint64   { return uint64(len(r.mem)) }
-func (r *bar2Region) Mapped() []byte { return r.mem }
+func (r *bar2Region) Index() int   { return vfio.RegionBAR2 }
+func (r *bar2Region) Size() uint64 { return uint64(len(r.mem)) }
+func (r *bar2Region) Mapped() []byte {
+	if r.d.closed.Load() {
+		return nil
+	}
+	return r.mem
+}
 
 func (r *bar2Region) check(op string, off, width uint64) error {
 	if r.d.closed.Load() {
