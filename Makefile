@@ -1,7 +1,8 @@
 # hcomm — build, test, benchmark, demo.
 #
 #   make demo   run the main job (see README)
-#   make test   vet + race tests over every package, privileged tests included
+#   make test   vet + race tests over every package, privileged tests included,
+#               then test-vm (the privileged ones again in a QEMU guest)
 #               (they skip with a reason unless root; HCOMM_REQUIRE_PRIVILEGED=1
 #               turns those skips into failures, as CI does)
 #
@@ -12,7 +13,7 @@ PKGS      ?= ./...
 BIN       := bin
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test lint-vet test-unit test-long bench demo lint generate clean
+.PHONY: all build test lint-vet test-unit test-vm test-long bench demo lint generate clean
 
 all: build
 
@@ -22,7 +23,7 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 # The README's test command. Everything CI runs hangs off this target.
-test: lint-vet test-unit
+test: lint-vet test-unit test-vm
 
 lint-vet:
 	$(GO) vet $(PKGS)
@@ -30,13 +31,29 @@ lint-vet:
 test-unit:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
+# Packages with privileged tests, run again inside a QEMU guest that has what
+# the host lacks (VFIO + vIOMMU + QEMU's edu device, hugetlb, io_uring, BPF):
+# one VM per test binary, see tests/vm/ and docs/vm-tests.md. Add your
+# package here when it has tests that need privileges. Needs no root once
+# qemu-system-x86, busybox-static and cpio are installed (installed here when
+# root); without them it skips, or fails under HCOMM_REQUIRE_PRIVILEGED=1.
+VM_PKGS ?= ./hugepage/... ./vfio/...
+
+test-vm:
+	tests/vm/run.sh $(VM_PKGS)
+
 # Long modes, without -race: HCOMM_LONG=1 makes stress tests move their long
 # counts (ring/: >= 10^8 items per descriptor-ring stress test).
 test-long:
 	HCOMM_LONG=1 $(GO) test -count=1 -timeout 60m -run 'Stress' ./ring/...
 
-bench:
+bench: bench-uring-nop
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# io_uring NOPs: Go (ring.BenchmarkUringNop) vs C liburing (ring/testdata/uring_nop.c,
+# liburing-dev installed when missing), interleaved rounds, medians and Go/C ratios.
+bench-uring-nop:
+	GO=$(GO) RUNS=$${RUNS:-5} ring/testdata/bench_uring_nop.sh
 
 demo:
 	$(GO) run ./cmd/hcomm-demo
