@@ -13,7 +13,7 @@ PKGS      ?= ./...
 BIN       := bin
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test lint-vet test-unit test-vm test-long bench demo lint generate clean
+.PHONY: all build test lint-vet test-unit test-vm test-long bench bench-uring-nop demo lint generate clean
 
 all: build
 
