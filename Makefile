@@ -1,10 +1,10 @@
 # hcomm — build, test, benchmark, demo.
 #
 #   make demo   run the main job (see README)
-#   make test   vet + race tests over every package, privileged tests included,
-#               then test-vm (the privileged ones again in a QEMU guest)
+#   make test   vet + race tests over every package, privileged tests included
 #               (they skip with a reason unless root; HCOMM_REQUIRE_PRIVILEGED=1
-#               turns those skips into failures, as CI does)
+#               turns those skips into failures, as CI does), then test-vm:
+#               the privileged tests again inside a QEMU guest (tests/vm/)
 #
 # Targets that need packages install them when missing (apt-get, as root).
 
@@ -37,7 +37,7 @@ test-unit:
 # package here when it has tests that need privileges. Needs no root once
 # qemu-system-x86, busybox-static and cpio are installed (installed here when
 # root); without them it skips, or fails under HCOMM_REQUIRE_PRIVILEGED=1.
-VM_PKGS ?= ./hugepage/... ./vfio/...
+VM_PKGS ?= ./hugepage/... ./vfio ./vfio/edu
 
 test-vm:
 	tests/vm/run.sh $(VM_PKGS)

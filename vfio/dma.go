@@ -183,3 +183,12 @@ func (s *DMASpace) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// BlockIOVA returns the device address of a pool block: its arena's IOVA
+// plus its offset. The arena must be mapped (MapArena). No allocation.
+func (s *DMASpace) BlockIOVA(b hugepage.Block) (uint64, error) {
+	if b.IsZero() {
+		return 0, fmt.Errorf("IOVA of the zero block: %w", ErrBadMapping)
+	}
+	return s.IOVA(b.Arena(), b.Offset(), b.Len())
+}

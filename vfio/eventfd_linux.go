@@ -10,18 +10,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// EventFD is a non-blocking eventfd for interrupt delivery (SetIRQs). A
-// driver waits on it with Wait, or hands Fd to io_uring (ring.Uring) to
-// read it without blocking a thread.
+// EventFD is an eventfd for interrupt delivery (SetIRQs). A driver waits on
+// it with Wait, or hands Fd to io_uring (ring.Uring, PrepReadEventfd) to read
+// it without blocking a thread. The fd is blocking on purpose: io_uring
+// answers a read of an O_NONBLOCK file with EAGAIN instead of waiting for
+// it. TryRead and Wait poll before they read, so they never block beyond
+// what they promise; one consumer at a time.
 type EventFD struct {
 	fd     int
 	mu     sync.Mutex
 	closed bool
 }
 
-// NewEventFD creates an eventfd (EFD_CLOEXEC|EFD_NONBLOCK, counter mode).
+// NewEventFD creates an eventfd (EFD_CLOEXEC, counter mode).
 func NewEventFD() (*EventFD, error) {
-	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
@@ -34,11 +37,11 @@ func (e *EventFD) Fd() int { return e.fd }
 // TryRead returns the counter and resets it, or 0 without blocking when no
 // event is pending.
 func (e *EventFD) TryRead() (uint64, error) {
+	if ready, err := e.poll(0); err != nil || !ready {
+		return 0, err
+	}
 	var b [8]byte
 	_, err := unix.Read(e.fd, b[:])
-	if errors.Is(err, unix.EAGAIN) {
-		return 0, nil
-	}
 	if err != nil {
 		return 0, fmt.Errorf("read eventfd: %w", err)
 	}
@@ -55,11 +58,23 @@ func (e *EventFD) Wait(ctx context.Context) (uint64, error) {
 		if err := ctx.Err(); err != nil {
 			return 0, fmt.Errorf("wait for interrupt: %w", err)
 		}
-		fds := []unix.PollFd{{Fd: int32(e.fd), Events: unix.POLLIN}}
-		if _, err := unix.Poll(fds, 50); err != nil && !errors.Is(err, unix.EINTR) {
-			return 0, fmt.Errorf("poll eventfd: %w", err)
+		if _, err := e.poll(50); err != nil {
+			return 0, err
 		}
 	}
+}
+
+// poll waits up to ms milliseconds for the eventfd to be readable.
+func (e *EventFD) poll(ms int) (bool, error) {
+	fds := []unix.PollFd{{Fd: int32(e.fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, ms)
+	if errors.Is(err, unix.EINTR) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("poll eventfd: %w", err)
+	}
+	return n > 0 && fds[0].Revents&unix.POLLIN != 0, nil
 }
 
 // Close closes the eventfd. Idempotent. Disable the interrupt (SetIRQs with

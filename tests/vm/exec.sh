@@ -26,7 +26,19 @@ shift
 die() { echo "exec.sh: $*" >&2; exit 1; }
 
 [ -x "$bin" ] || die "$bin is not executable"
-if LC_ALL=C readelf -lW "$bin" 2>/dev/null | grep -q 'Requesting program interpreter'; then
+# has_interp: does the ELF64 binary have a PT_INTERP program header (is it
+# dynamically linked)? Reads the header table with od: no binutils needed.
+has_interp() {
+	local f="$1" phoff phentsize phnum i type
+	u() { od -An -t "u$2" -j "$1" -N "$2" "$f" | tr -d ' '; }
+	phoff=$(u 32 8) phentsize=$(u 54 2) phnum=$(u 56 2)
+	for ((i = 0; i < phnum; i++)); do
+		type=$(u $((phoff + i * phentsize)) 4)
+		[ "$type" = 3 ] && return 0
+	done
+	return 1
+}
+if has_interp "$bin"; then
 	die "$bin is dynamically linked; build it with CGO_ENABLED=0 (the guest has no libc)"
 fi
 

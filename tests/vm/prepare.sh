@@ -40,7 +40,6 @@ if ! dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "install 
 fi
 command -v cpio >/dev/null || need+=(cpio)
 command -v xz >/dev/null || need+=(xz-utils)
-command -v zstd >/dev/null || need+=(zstd)
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		log "missing host packages: ${need[*]} (install them as root: apt-get install ${need[*]})"
@@ -96,7 +95,7 @@ if [ ! -f "$kdir/.ready" ]; then
 		return 1
 	}
 	extract '\xfd\x37\x7a\x58\x5a\x00' 'xz -dc' ||
-		extract '\x28\xb5\x2f\xfd' 'zstd -dc' ||
+		{ command -v zstd >/dev/null && extract '\x28\xb5\x2f\xfd' 'zstd -dc'; } ||
 		extract '\x1f\x8b\x08' 'gzip -dc' || {
 		log "cannot decompress $vmlinuz; booting the bzImage"
 		cp "$vmlinuz" "$kdir/vmlinux"
@@ -106,7 +105,10 @@ if [ ! -f "$kdir/.ready" ]; then
 		[ -n "$f" ] || { log "module $m not in $kpkg"; exit 1; }
 		case "$f" in
 		*.ko.xz) xz -dc "$f" >"$kdir/modules/$m.ko" ;;
-		*.ko.zst) zstd -qdc "$f" >"$kdir/modules/$m.ko" ;;
+		*.ko.zst)
+			command -v zstd >/dev/null || apt-get install -y -qq zstd >&2 || { log "zstd needed for $f"; exit 1; }
+			zstd -qdc "$f" >"$kdir/modules/$m.ko"
+			;;
 		*.ko.gz) gzip -dc "$f" >"$kdir/modules/$m.ko" ;;
 		*.ko) cp "$f" "$kdir/modules/$m.ko" ;;
 		esac
