@@ -47,7 +47,8 @@ func (d *demo) reserve(ps, n int, what string) bool {
 			d.printf("using %d already reserved %s pages for %s", n, sizeName(ps), what)
 			return true
 		}
-		d.skip("%s: needs %d hugetlb pages of %s; not root, so the demo cannot reserve them (run as root, or: echo N > /sys/kernel/mm/hugepages/hugepages-%dkB/nr_hugepages)", what, n, sizeName(ps), ps>>10)
+		d.skip("%s: needs %d hugetlb pages of %s; not root, so the demo cannot reserve them (run as root, or as root: echo %d > /sys/kernel/mm/hugepages/hugepages-%dkB/nr_hugepages)",
+			what, n, sizeName(ps), c.Total+n-c.Available(), ps>>10)
 		return false
 	}
 	r, err := hugepage.Reserve(ps, n)
