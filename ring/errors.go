@@ -40,6 +40,8 @@ var (
 	ErrNotFromRing = errors.New("SQE does not belong to this ring")
 	// ErrUnsupported: the kernel lacks an io_uring feature or opcode.
 	ErrUnsupported = errors.New("io_uring feature unsupported by the kernel")
+	// ErrTimeout: SubmitAndWaitTimeout's timeout expired first (ETIME).
+	ErrTimeout = errors.New("io_uring wait timed out")
 	// ErrMemlock: registering buffers exceeded RLIMIT_MEMLOCK without
 	// CAP_IPC_LOCK.
 	ErrMemlock = errors.New("registered buffers exceed RLIMIT_MEMLOCK")

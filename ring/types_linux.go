@@ -25,6 +25,7 @@ type probeHeader C.struct_io_uring_probe
 type probeOp C.struct_io_uring_probe_op
 type rsrcUpdate C.struct_io_uring_rsrc_update
 type kernelTimespec C.struct___kernel_timespec
+type geteventsArg C.struct_io_uring_getevents_arg
 
 const (
 	sizeofSQE         = C.sizeof_struct_io_uring_sqe

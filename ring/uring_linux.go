@@ -161,6 +161,7 @@ type Uring struct {
 	features   Features
 	sqpoll     bool
 	locked     bool // NewUring called LockOSThread
+	ownerTid   int  // the owner thread, when locked
 	closed     bool
 
 	// Submission queue. sqeTail counts SQEs handed out by GetSQE; sqeHead
@@ -178,6 +179,8 @@ type Uring struct {
 
 	ringMem, cqMem, sqeMem []byte
 	timespecs              []kernelTimespec // one per SQE slot, for TIMEOUT and LINK_TIMEOUT
+	waitTS                 kernelTimespec   // SubmitAndWaitTimeout's timeout (read by the kernel during the call)
+	waitArg                geteventsArg
 	probe                  Probe
 	fallbacks              []error
 	stats                  UringStats
@@ -231,10 +234,15 @@ func NewUring(cfg UringConfig) (u *Uring, err error) {
 		}()
 	}
 	if !cfg.NoModernFlags {
-		modern := SetupNoSQArray | SetupCoopTaskrun | SetupTaskrunFlag
+		modern := SetupNoSQArray
+		if !cfg.SQPoll {
+			// The kernel refuses the task-run flags with SQPOLL (EINVAL):
+			// completions are run by the SQ thread, not by this task.
+			modern |= SetupCoopTaskrun | SetupTaskrunFlag
+		}
 		if bound {
 			modern |= SetupSingleIssuer
-			if !cfg.SQPoll { // the kernel refuses DEFER_TASKRUN with SQPOLL
+			if !cfg.SQPoll {
 				modern |= SetupDeferTaskrun
 			}
 		}
@@ -265,7 +273,8 @@ func NewUring(cfg UringConfig) (u *Uring, err error) {
 			step++
 		}
 		if step == len(modernSteps) {
-			return nil, fmt.Errorf("io_uring_setup(%d entries, flags %v): %w", entries, want, errno)
+			return nil, fmt.Errorf("io_uring_setup(%d entries, flags %v; refused with more flags too: %w): %w",
+				entries, want, errors.Join(fallbacks...), errno)
 		}
 		drop := modernSteps[step].flags & optional
 		fallbacks = append(fallbacks, fmt.Errorf("io_uring_setup refused %s with flags %v: %w", modernSteps[step].why, want, errno))
@@ -297,6 +306,9 @@ func NewUring(cfg UringConfig) (u *Uring, err error) {
 		u.fallbacks = append(u.fallbacks, err)
 	}
 	u.locked = bound
+	if bound {
+		u.ownerTid = unix.Gettid()
+	}
 	if bound && !cfg.NoModernFlags {
 		if err := u.registerRingFd(); err != nil {
 			u.fallbacks = append(u.fallbacks, err)
@@ -448,15 +460,17 @@ func (u *Uring) release() error {
 	return errors.Join(errs...)
 }
 
-// threadErr turns the kernel's answers to a call from the wrong thread into
-// ErrWrongThread: EEXIST (SINGLE_ISSUER) or EBADF (a registered ring fd is
-// per thread).
+// threadErr turns the kernel's answer to a call from the wrong thread
+// (EEXIST for SINGLE_ISSUER; EINVAL or EBADF for a registered ring fd, which
+// exists only in the owner thread) into ErrWrongThread. Only on this error
+// path does it compare the calling thread with the owner (one gettid).
 func (u *Uring) threadErr(err error) error {
-	if !u.locked {
+	if err == nil || !u.locked {
 		return err
 	}
-	if errors.Is(err, unix.EEXIST) || (errors.Is(err, unix.EBADF) && u.enterFlags&enterRegisteredRing != 0) {
-		return fmt.Errorf("%w (owner goroutine holds the OS thread; call from it): %w", ErrWrongThread, err)
+	if tid := unix.Gettid(); tid != u.ownerTid {
+		return fmt.Errorf("%w: called on thread %d, owner goroutine is locked to thread %d: %w",
+			ErrWrongThread, tid, u.ownerTid, err)
 	}
 	return err
 }

@@ -128,24 +128,24 @@ type SQE struct{ s sqe }
 type CQE struct{ c cqe }
 
 // UserData is the value the SQE carried (SetUserData).
-func (c *CQE) UserData() uint64 { return c.c.Data }
+func (c CQE) UserData() uint64 { return c.c.Data }
 
 // Res is the operation's result: a byte count or similar, or a negated errno.
-func (c *CQE) Res() int32 { return c.c.Res }
+func (c CQE) Res() int32 { return c.c.Res }
 
 // Flags are the IORING_CQE_F_* bits.
-func (c *CQE) Flags() uint32 { return c.c.Flags }
+func (c CQE) Flags() uint32 { return c.c.Flags }
 
 // More reports IORING_CQE_F_MORE: another CQE for the same request follows
 // (SEND_ZC's notification).
-func (c *CQE) More() bool { return c.c.Flags&cqeFMore != 0 }
+func (c CQE) More() bool { return c.c.Flags&cqeFMore != 0 }
 
 // Notif reports IORING_CQE_F_NOTIF: this is SEND_ZC's notification that the
 // kernel no longer uses the buffer.
-func (c *CQE) Notif() bool { return c.c.Flags&cqeFNotif != 0 }
+func (c CQE) Notif() bool { return c.c.Flags&cqeFNotif != 0 }
 
 // Err is the errno of a failed operation (Res < 0), or nil.
-func (c *CQE) Err() error {
+func (c CQE) Err() error {
 	if c.c.Res < 0 {
 		return syscall.Errno(-c.c.Res)
 	}

@@ -3,6 +3,8 @@ package ring
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -12,6 +14,9 @@ import (
 // is the kernel-shared slot itself: fill it with one of the Prep methods.
 // It is published by the next Submit or SubmitAndWait. No system call.
 func (u *Uring) GetSQE() *SQE {
+	if u.closed {
+		return nil
+	}
 	if u.sqeTail-u.sqHeadCache >= u.sqEntries {
 		// Acquire: the kernel advances the SQ head once it has consumed
 		// (copied) an SQE; only then may the slot be rewritten.
@@ -37,6 +42,16 @@ func (u *Uring) NextSQE() (*SQE, error) {
 	}
 	if e := u.GetSQE(); e != nil {
 		return e, nil
+	}
+	if u.sqpoll {
+		// The SQ thread has not consumed the queue yet: wait until it
+		// has made room (IORING_ENTER_SQ_WAIT), as liburing does.
+		if _, err := u.enterWait(0, 0, enterSQWait, time.Time{}); err != nil {
+			return nil, err
+		}
+		if e := u.GetSQE(); e != nil {
+			return e, nil
+		}
 	}
 	return nil, ErrSQFull
 }
@@ -125,7 +140,39 @@ func (u *Uring) SubmitAndWait(waitNr int) (int, error) {
 	if pending == 0 && u.CQReady() >= waitNr && !u.cqNeedsEnter() {
 		return 0, nil
 	}
-	n, err := u.enterWait(pending, uint32(waitNr), flags)
+	n, err := u.enterWait(pending, uint32(waitNr), flags, time.Time{})
+	if !u.sqpoll {
+		u.stats.Submissions += uint64(n)
+	}
+	return n, err
+}
+
+// SubmitAndWaitTimeout is SubmitAndWait bounded by d: it returns ErrTimeout
+// (wrapping ETIME) when fewer than waitNr completions are ready once d has
+// passed. A retry after a signal waits only for what is left of d. Needs
+// IORING_FEAT_EXT_ARG (Linux 5.11; ErrUnsupported otherwise).
+func (u *Uring) SubmitAndWaitTimeout(waitNr int, d time.Duration) (int, error) {
+	if u.closed {
+		return 0, ErrClosed
+	}
+	if u.features&FeatExtArg == 0 {
+		return 0, fmt.Errorf("wait with timeout needs IORING_FEAT_EXT_ARG (Linux 5.11): %w", ErrUnsupported)
+	}
+	if waitNr <= 0 {
+		return u.Submit()
+	}
+	pending := u.flushSQ()
+	flags := uint32(enterGetevents | enterExtArg)
+	if u.sqpoll {
+		if atomic.LoadUint32(u.sqFlags)&sqNeedWakeup != 0 {
+			flags |= enterSQWakeup
+		}
+		pending = 0
+	}
+	if pending == 0 && u.CQReady() >= waitNr && !u.cqNeedsEnter() {
+		return 0, nil
+	}
+	n, err := u.enterWait(pending, uint32(waitNr), flags, time.Now().Add(d))
 	if !u.sqpoll {
 		u.stats.Submissions += uint64(n)
 	}
@@ -212,18 +259,32 @@ func (u *Uring) enterNoWait(toSubmit, flags uint32) (int, error) {
 // stall them for the whole wait. EINTR (a signal, e.g. SIGCHLD or the
 // runtime's preemption signal, during the wait) is retried; the kernel
 // returns EINTR only when it submitted nothing in that call.
-func (u *Uring) enterWait(toSubmit, minComplete, flags uint32) (int, error) {
+//
+// With IORING_ENTER_EXT_ARG in flags, deadline bounds the wait: the
+// kernel reads the timeout from u.waitArg/u.waitTS (heap memory of the
+// Uring, valid for the whole call) and answers ETIME when it expires.
+func (u *Uring) enterWait(toSubmit, minComplete, flags uint32, deadline time.Time) (int, error) {
 	for {
+		var arg, argSz uintptr
+		if flags&enterExtArg != 0 {
+			left := max(time.Until(deadline), 0)
+			u.waitTS = kernelTimespec{Sec: int64(left / time.Second), Nsec: int64(left % time.Second)}
+			u.waitArg = geteventsArg{Ts: uint64(uintptr(unsafe.Pointer(&u.waitTS)))}
+			arg, argSz = uintptr(unsafe.Pointer(&u.waitArg)), unsafe.Sizeof(u.waitArg)
+		}
 		u.stats.Enters++
 		u.stats.WaitEnters++
 		r, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, u.enterFd, uintptr(toSubmit), uintptr(minComplete),
-			uintptr(flags|u.enterFlags), 0, 0)
+			uintptr(flags|u.enterFlags), arg, argSz)
 		if errno == unix.EINTR {
 			toSubmit = u.sqeTail - atomic.LoadUint32(u.sqHead)
 			if u.sqpoll {
 				toSubmit = 0
 			}
 			continue
+		}
+		if errno == unix.ETIME {
+			return 0, fmt.Errorf("io_uring_enter (wait %d): %w: %w", minComplete, ErrTimeout, errno)
 		}
 		if errno != 0 {
 			return 0, u.enterErr("submit and wait", toSubmit, minComplete, errno)

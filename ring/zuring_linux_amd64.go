@@ -78,6 +78,12 @@ type kernelTimespec struct {
 	Sec  int64
 	Nsec int64
 }
+type geteventsArg struct {
+	Sigmask uint64
+	Sz      uint32
+	Pad     uint32
+	Ts      uint64
+}
 
 const (
 	sizeofSQE         = 0x40

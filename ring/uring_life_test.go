@@ -1,0 +1,120 @@
+package ring
+
+import (
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+func unsafePointer(p *byte) unsafe.Pointer { return unsafe.Pointer(p) }
+
+// TestUringCloseLeavesNothing: after Close, no fd and no mapping of the ring
+// is left (counted in /proc/self/fd and /proc/self/maps), for each kind of
+// ring, with buffers and files registered and I/O done.
+func TestUringCloseLeavesNothing(t *testing.T) {
+	for _, cfg := range []UringConfig{{Entries: 64}, {Entries: 8, Unbound: true}, {Entries: 8, NoModernFlags: true},
+		{Entries: 8, SQPoll: true, SQThreadIdle: 10 * time.Millisecond}} {
+		runtime.GC()
+		fds0, ufds0, maps0, umaps0 := procCounts(t)
+		u, err := NewUring(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ufds1, _, umaps1 := procCounts(t)
+		if ufds1 != ufds0+1 || umaps1 < umaps0+1 {
+			t.Errorf("%+v: open ring shows %d io_uring fds and %d mappings (before: %d, %d)", cfg, ufds1, umaps1, ufds0, umaps0)
+		}
+		buf := make([]byte, 1<<16)
+		efd := newEventfd(t)
+		if err := u.RegisterBuffers([][]byte{buf}); err != nil {
+			t.Fatal(err)
+		}
+		if err := u.RegisterFiles([]int32{int32(efd)}); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 4; i++ {
+			e, _ := u.NextSQE()
+			e.PrepNop()
+		}
+		reap(t, u, 4)
+		if err := u.Close(); err != nil {
+			t.Fatalf("%+v: Close: %v", cfg, err)
+		}
+		if err := u.Close(); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+		runtime.KeepAlive(buf)
+		fds2, ufds2, maps2, umaps2 := procCounts(t)
+		// newEventfd's fd is closed at test cleanup: one more fd than before.
+		if ufds2 != ufds0 || umaps2 != umaps0 || fds2 != fds0+1 {
+			t.Errorf("%+v: after Close: %d fds (%d io_uring), %d mappings (%d io_uring); before: %d (%d), %d (%d)",
+				cfg, fds2, ufds2, maps2, umaps2, fds0, ufds0, maps0, umaps0)
+		}
+		t.Logf("%+v: fds %d -> %d (+1 eventfd), io_uring mappings %d -> %d -> %d, maps lines %d -> %d",
+			cfg, fds0, fds2, umaps0, umaps1, umaps2, maps0, maps2)
+	}
+}
+
+// TestUringWrongThread: a thread-bound ring used from another goroutine
+// (another OS thread) returns ErrWrongThread; the owner still works.
+func TestUringWrongThread(t *testing.T) {
+	u := newTestUring(t, UringConfig{Entries: 8})
+	if !u.RingFdRegistered() && u.Flags()&SetupSingleIssuer == 0 {
+		t.Skip("ring is not thread-bound on this kernel")
+	}
+	errc := make(chan error)
+	go func() {
+		e := u.GetSQE()
+		e.PrepNop()
+		_, err := u.Submit()
+		errc <- err
+	}()
+	if err := <-errc; !errors.Is(err, ErrWrongThread) {
+		t.Fatalf("Submit from another goroutine: %v, want ErrWrongThread", err)
+	}
+	if c := reap(t, u, 1)[0]; c.Res() != 0 {
+		t.Fatalf("owner's NOP after misuse: res %d", c.Res())
+	}
+}
+
+func TestUringErrors(t *testing.T) {
+	u := newTestUring(t, UringConfig{Entries: 8})
+	var foreign SQE
+	if err := u.PrepTimeout(&foreign, time.Second, 0, 0); !errors.Is(err, ErrNotFromRing) {
+		t.Errorf("PrepTimeout on a foreign SQE: %v, want ErrNotFromRing", err)
+	}
+	e := u.GetSQE()
+	if err := u.PrepTimeout(e, -time.Second, 0, 0); err == nil {
+		t.Error("PrepTimeout with a negative duration succeeded")
+	}
+	e.PrepNop()
+	if err := u.RegisterBuffers(nil); err == nil {
+		t.Error("RegisterBuffers(nil) succeeded")
+	}
+	if err := u.RegisterFiles(nil); err == nil {
+		t.Error("RegisterFiles(nil) succeeded")
+	}
+	reap(t, u, 1)
+
+	v, err := NewUring(UringConfig{Entries: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Submit(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Submit after Close: %v, want ErrClosed", err)
+	}
+	if _, err := v.PeekCQEs(make([]CQE, 1)); !errors.Is(err, ErrClosed) {
+		t.Errorf("PeekCQEs after Close: %v, want ErrClosed", err)
+	}
+	if err := v.RegisterBuffers([][]byte{make([]byte, 8)}); !errors.Is(err, ErrClosed) {
+		t.Errorf("RegisterBuffers after Close: %v, want ErrClosed", err)
+	}
+	if v.GetSQE() != nil {
+		t.Error("GetSQE after Close returned an entry")
+	}
+}
