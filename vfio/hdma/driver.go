@@ -375,6 +375,7 @@ func (d *Driver) SetupQueue(cfg QueueConfig) (*Queue, error) {
 		cqHeadReg: model.QueueReg(cfg.Index, model.QCQHead),
 		efd:       -1,
 		irq:       cfg.Interrupts,
+		headBatch: max(1, n/4),
 	}
 	if old := d.queues[cfg.Index]; old != nil && old.efd >= 0 {
 		if cfg.Interrupts {

@@ -97,6 +97,11 @@ type Queue struct {
 	outstanding int    // written, not completed
 	slots       []slot
 
+	// headPending counts completion entries consumed but not yet released
+	// to the device through CQ_HEAD (released in batches, see Reap).
+	headPending int
+	headBatch   int
+
 	// Completions made by recovery, handed out by Reap before the ring's.
 	failed            []Completion
 	failHead, failLen int
@@ -118,6 +123,34 @@ func (q *Queue) Outstanding() int { return q.outstanding + q.failLen }
 
 // Free is how many more descriptors Enqueue accepts now.
 func (q *Queue) Free() int { return int(q.mask) - q.outstanding - q.failLen }
+
+// room reports whether one more descriptor may be outstanding. The device
+// sees a completion-ring entry as free only after CQ_HEAD releases it, so
+// entries reaped but not yet released count against the ring too: with
+// outstanding + unreleased ≤ Entries-1 the device never finds the completion
+// ring full, and a lazy CQ_HEAD can never stall it. When only the unreleased
+// entries stand in the way, room releases them (one CQ_HEAD write).
+func (q *Queue) room() bool {
+	if q.slots[q.tail].busy {
+		return false
+	}
+	if q.outstanding+q.failLen+q.headPending < int(q.mask) {
+		return true
+	}
+	if q.headPending > 0 && q.outstanding+q.failLen < int(q.mask) {
+		q.releaseHead()
+		return true
+	}
+	return false
+}
+
+// releaseHead tells the device which completion entries it may reuse.
+func (q *Queue) releaseHead() {
+	if err := q.bar0.Write32(q.cqHeadReg, q.cq.Head()); err == nil {
+		q.st.HeadWrites++
+	}
+	q.headPending = 0
+}
 
 // Stats returns the queue's counters.
 func (q *Queue) Stats() QueueStats { return q.st }
@@ -169,7 +202,7 @@ func (q *Queue) Enqueue(desc Desc) error {
 	if q.d.resetSeen.Load() {
 		return ErrRecoveryNeeded
 	}
-	if q.outstanding+q.failLen >= int(q.mask) || q.slots[q.tail].busy {
+	if !q.room() {
 		return ErrQueueFull
 	}
 	i := q.tail
@@ -263,8 +296,13 @@ func (q *Queue) Reap(out []Completion) int {
 	_ = q.cq.Release(k)
 	q.st.Reaped += uint64(k)
 	q.advanceOldest()
-	if err := q.bar0.Write32(q.cqHeadReg, q.cq.Head()); err == nil {
-		q.st.HeadWrites++
+	// CQ_HEAD is written once per headBatch entries (a quarter of the
+	// ring), not per Reap: busy-polling callers reap a few entries at a
+	// time, and each MMIO write costs. Enqueue releases early if the
+	// unreleased entries are what keeps it from submitting (room).
+	q.headPending += k
+	if q.headPending >= q.headBatch {
+		q.releaseHead()
 	}
 	return n
 }
@@ -363,7 +401,7 @@ func (q *Queue) abort() {
 		q.outstanding--
 	}
 	// Slots keep their generation counters: a stale tag can never match.
-	q.tail, q.published, q.oldest, q.outstanding = 0, 0, 0, 0
+	q.tail, q.published, q.oldest, q.outstanding, q.headPending = 0, 0, 0, 0, 0
 	q.cq.Reset()
 	clear(q.sq)
 }

@@ -33,40 +33,51 @@ type QueueCounters struct {
 	SQDoorbells, CQDoorbells, Descriptors, Completions uint64
 }
 
+// counters are the device-side counters. They are plain integers guarded by
+// Device.mu (the worker holds it while it works, so counting costs no atomic
+// operation per descriptor); Counters takes mu, so a snapshot taken after the
+// host saw a completion includes that completion.
 type counters struct {
-	descriptors, bytesH2D, bytesD2H, bytesD2D                     atomic.Uint64
-	completions                                                   [8]atomic.Uint64
-	iommuFaults, devMemFaults, badDescriptors, fences             atomic.Uint64
-	injErrors, injLatency, injStalls, injResets                   atomic.Uint64
-	resets, fatal, msis, msiErrors, cqFull, ignoredWrites, sleeps atomic.Uint64
+	descriptors, bytesH2D, bytesD2H, bytesD2D             uint64
+	completions                                           [8]uint64
+	iommuFaults, devMemFaults, badDescriptors, fences     uint64
+	injErrors, injLatency, injStalls, injResets           uint64
+	resets, fatal, msis, msiErrors, cqFull, ignoredWrites uint64
+}
+
+// queueCounters are per-queue counters: doorbells are counted lock-free by
+// the host-side register path, the rest under Device.mu by the worker.
+type queueCounters struct {
+	sqDoorbells, cqDoorbells atomic.Uint64
+	descriptors, completions uint64
 }
 
 // Counters returns a snapshot of the device's counters.
 func (d *Device) Counters() Counters {
-	c := &d.ctr
+	d.mu.Lock()
+	c := d.ctr
+	d.mu.Unlock()
 	s := Counters{
-		Descriptors:     c.descriptors.Load(),
-		BytesH2D:        c.bytesH2D.Load(),
-		BytesD2H:        c.bytesD2H.Load(),
-		BytesD2D:        c.bytesD2D.Load(),
-		IOMMUFaults:     c.iommuFaults.Load(),
-		DevMemFaults:    c.devMemFaults.Load(),
-		BadDescriptors:  c.badDescriptors.Load(),
-		Fences:          c.fences.Load(),
-		InjectedErrors:  c.injErrors.Load(),
-		InjectedLatency: c.injLatency.Load(),
-		InjectedStalls:  c.injStalls.Load(),
-		InjectedResets:  c.injResets.Load(),
-		Resets:          c.resets.Load(),
-		FatalFaults:     c.fatal.Load(),
-		MSIs:            c.msis.Load(),
-		MSIErrors:       c.msiErrors.Load(),
-		CQFullWaits:     c.cqFull.Load(),
-		IgnoredWrites:   c.ignoredWrites.Load(),
-		WorkerSleeps:    c.sleeps.Load(),
-	}
-	for i := range s.Completions {
-		s.Completions[i] = c.completions[i].Load()
+		Descriptors:     c.descriptors,
+		Completions:     c.completions,
+		BytesH2D:        c.bytesH2D,
+		BytesD2H:        c.bytesD2H,
+		BytesD2D:        c.bytesD2D,
+		IOMMUFaults:     c.iommuFaults,
+		DevMemFaults:    c.devMemFaults,
+		BadDescriptors:  c.badDescriptors,
+		Fences:          c.fences,
+		InjectedErrors:  c.injErrors,
+		InjectedLatency: c.injLatency,
+		InjectedStalls:  c.injStalls,
+		InjectedResets:  c.injResets,
+		Resets:          c.resets,
+		FatalFaults:     c.fatal,
+		MSIs:            c.msis,
+		MSIErrors:       c.msiErrors,
+		CQFullWaits:     c.cqFull,
+		IgnoredWrites:   c.ignoredWrites,
+		WorkerSleeps:    d.sleeps.Load(),
 	}
 	for i := range d.qctr {
 		s.SQDoorbells += d.qctr[i].sqDoorbells.Load()
@@ -91,10 +102,13 @@ func (d *Device) QueueCounters(q int) QueueCounters {
 		return QueueCounters{}
 	}
 	c := &d.qctr[q]
+	d.mu.Lock()
+	desc, cpl := c.descriptors, c.completions
+	d.mu.Unlock()
 	return QueueCounters{
 		SQDoorbells: c.sqDoorbells.Load(),
 		CQDoorbells: c.cqDoorbells.Load(),
-		Descriptors: c.descriptors.Load(),
-		Completions: c.completions.Load(),
+		Descriptors: desc,
+		Completions: cpl,
 	}
 }

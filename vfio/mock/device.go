@@ -123,12 +123,6 @@ type queue struct {
 	irqPending bool
 }
 
-// queueCounters are per-queue counters, written by the host-side doorbell
-// path and the worker, read by anyone.
-type queueCounters struct {
-	sqDoorbells, cqDoorbells, descriptors, completions atomic.Uint64
-}
-
 // Device is vfio-mock: a software HDMA device behind vfio.Device.
 //
 // Threading: one device worker goroutine per Device does all device-side work
@@ -167,6 +161,7 @@ type Device struct {
 	one     [8]byte // the 8-byte eventfd increment
 	cpl     [model.DescSize]byte
 
+	sleeps   atomic.Uint64 // worker sleeps (counted outside mu)
 	bell     atomic.Uint64 // bumped by every doorbell write
 	sleeping atomic.Bool   // the worker is about to sleep or sleeps
 	wake     chan struct{}
@@ -415,8 +410,8 @@ func (d *Device) raiseMSILocked(v int) {
 	if v >= len(d.msi) || d.msi[v] < 0 {
 		return
 	}
-	d.ctr.msis.Add(1)
+	d.ctr.msis++
 	if _, err := unix.Write(d.msi[v], d.one[:]); err != nil {
-		d.ctr.msiErrors.Add(1)
+		d.ctr.msiErrors++
 	}
 }

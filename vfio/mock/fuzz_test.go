@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/bits"
+	"runtime"
 	"testing"
 	"time"
 
@@ -190,6 +191,7 @@ func (r *fuzzRig) run(t *testing.T, raw []byte) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no completion in 20s for %x", raw)
 		}
+		runtime.Gosched()
 	}
 	c, ok := r.q.poll()
 	if !ok {

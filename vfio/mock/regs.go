@@ -146,7 +146,7 @@ func (d *Device) writeReg(off uint64, v uint32) {
 		// Queue configuration: latched at enable, read-only while enabled.
 		d.mu.Lock()
 		if d.enabled {
-			d.ctr.ignoredWrites.Add(1)
+			d.ctr.ignoredWrites++
 		} else {
 			d.regs[off/4].Store(v)
 		}

@@ -41,7 +41,7 @@ func (d *Device) run() {
 			timer.Reset(time.Until(next))
 			deadline = timer.C
 		}
-		d.ctr.sleeps.Add(1)
+		d.sleeps.Add(1)
 		select {
 		case <-d.wake:
 		case <-deadline:
@@ -63,7 +63,7 @@ func (d *Device) spin(seen uint64) bool {
 		if d.bell.Load() != seen {
 			return true
 		}
-		if i%64 == 0 {
+		if i%1024 == 0 {
 			if time.Since(start) > d.cfg.Spin || d.closed.Load() {
 				return false
 			}
@@ -136,7 +136,7 @@ func (d *Device) runQueue(qi int, q *queue) (progress bool, next time.Time) {
 			return true, next
 		}
 		if !ok {
-			d.ctr.cqFull.Add(1)
+			d.ctr.cqFull++
 			return progress, next
 		}
 		var desc model.Descriptor
@@ -146,8 +146,8 @@ func (d *Device) runQueue(qi int, q *queue) (progress bool, next time.Time) {
 		}
 		q.sqHead = (q.sqHead + 1) & (q.sqSize - 1)
 		q.seq++
-		d.ctr.descriptors.Add(1)
-		d.qctr[qi].descriptors.Add(1)
+		d.ctr.descriptors++
+		d.qctr[qi].descriptors++
 		progress = true
 
 		status, n := uint16(0), uint32(0)
@@ -155,22 +155,22 @@ func (d *Device) runQueue(qi int, q *queue) (progress bool, next time.Time) {
 			d.logInjectionLocked(r.Kind, qi, desc.Tag, q.seq)
 			switch r.Kind {
 			case FaultError:
-				d.ctr.injErrors.Add(1)
+				d.ctr.injErrors++
 				if !d.completeLocked(qi, q, &desc, r.Status, 0) {
 					return true, next
 				}
 				continue
 			case FaultLatency:
-				d.ctr.injLatency.Add(1)
+				d.ctr.injLatency++
 				q.held, q.heldStall, q.heldRZ, q.heldDesc = true, false, rz, desc
 				q.heldReady = time.Now().Add(r.Latency)
 				continue
 			case FaultStall:
-				d.ctr.injStalls.Add(1)
+				d.ctr.injStalls++
 				q.held, q.heldStall, q.heldRZ, q.heldDesc = true, true, rz, desc
 				return true, next
 			case FaultReset:
-				d.ctr.injResets.Add(1)
+				d.ctr.injResets++
 				q.held, q.heldStall, q.heldRZ, q.heldDesc = true, false, rz, desc
 				d.log.Warn("injected device reset", "queue", qi, "tag", desc.Tag)
 				d.resetLocked(true)
@@ -204,7 +204,7 @@ func (d *Device) fetchLocked(q *queue, idx uint32, desc *model.Descriptor) (rese
 	iova := q.sqBase + uint64(idx)*model.DescSize
 	b, fault, ok := d.iommu.slice(iova, model.DescSize, vfio.DMARead)
 	if !ok {
-		d.ctr.iommuFaults.Add(1)
+		d.ctr.iommuFaults++
 		d.fatalLocked("IOMMU fault fetching a descriptor", fault, true)
 		return false, false
 	}
@@ -217,25 +217,25 @@ func (d *Device) fetchLocked(q *queue, idx uint32, desc *model.Descriptor) (rese
 // refused descriptor reads and writes nothing; len is 0 on any error.
 func (d *Device) execute(desc *model.Descriptor, reservedZero bool) (status uint16, n uint32) {
 	if !reservedZero || desc.Rsvd != 0 || desc.Flags&^model.FlagsKnown != 0 {
-		d.ctr.badDescriptors.Add(1)
+		d.ctr.badDescriptors++
 		return model.StatusBadDesc, 0
 	}
 	l := uint64(desc.Len)
 	switch desc.Opcode {
 	case model.OpFence:
 		if desc.Len != 0 || desc.Src != 0 || desc.Dst != 0 {
-			d.ctr.badDescriptors.Add(1)
+			d.ctr.badDescriptors++
 			return model.StatusBadDesc, 0
 		}
-		d.ctr.fences.Add(1)
+		d.ctr.fences++
 		return model.StatusOK, 0
 	case model.OpH2D, model.OpD2H, model.OpD2D:
 	default:
-		d.ctr.badDescriptors.Add(1)
+		d.ctr.badDescriptors++
 		return model.StatusBadDesc, 0
 	}
 	if l == 0 || l > d.maxLen || desc.Src+l < desc.Src || desc.Dst+l < desc.Dst {
-		d.ctr.badDescriptors.Add(1)
+		d.ctr.badDescriptors++
 		return model.StatusBadDesc, 0
 	}
 	size := uint64(len(d.devmem))
@@ -243,37 +243,37 @@ func (d *Device) execute(desc *model.Descriptor, reservedZero bool) (status uint
 	switch desc.Opcode {
 	case model.OpH2D:
 		if !inDev(desc.Dst) {
-			d.ctr.devMemFaults.Add(1)
+			d.ctr.devMemFaults++
 			return model.StatusDevMemBound, 0
 		}
 		if fault, ok := d.iommu.check(desc.Src, l, vfio.DMARead); !ok {
 			return d.iommuFaultLocked(fault)
 		}
 		d.iommu.read(d.devmem[desc.Dst:desc.Dst+l], desc.Src)
-		d.ctr.bytesH2D.Add(l)
+		d.ctr.bytesH2D += l
 	case model.OpD2H:
 		if !inDev(desc.Src) {
-			d.ctr.devMemFaults.Add(1)
+			d.ctr.devMemFaults++
 			return model.StatusDevMemBound, 0
 		}
 		if fault, ok := d.iommu.check(desc.Dst, l, vfio.DMAWrite); !ok {
 			return d.iommuFaultLocked(fault)
 		}
 		d.iommu.write(desc.Dst, d.devmem[desc.Src:desc.Src+l])
-		d.ctr.bytesD2H.Add(l)
+		d.ctr.bytesD2H += l
 	case model.OpD2D:
 		if !inDev(desc.Src) || !inDev(desc.Dst) {
-			d.ctr.devMemFaults.Add(1)
+			d.ctr.devMemFaults++
 			return model.StatusDevMemBound, 0
 		}
 		copy(d.devmem[desc.Dst:desc.Dst+l], d.devmem[desc.Src:desc.Src+l]) // memmove: overlap is fine
-		d.ctr.bytesD2D.Add(l)
+		d.ctr.bytesD2D += l
 	}
 	return model.StatusOK, desc.Len
 }
 
 func (d *Device) iommuFaultLocked(addr uint64) (uint16, uint32) {
-	d.ctr.iommuFaults.Add(1)
+	d.ctr.iommuFaults++
 	d.faultAddr.Store(addr)
 	return model.StatusIOMMUFault, 0
 }
@@ -284,7 +284,7 @@ func (d *Device) completeLocked(qi int, q *queue, desc *model.Descriptor, status
 	iova := q.cqBase + uint64(q.cqTail)*model.CplSize
 	b, fault, ok := d.iommu.slice(iova, model.CplSize, vfio.DMAWrite)
 	if !ok {
-		d.ctr.iommuFaults.Add(1)
+		d.ctr.iommuFaults++
 		d.fatalLocked("IOMMU fault writing a completion", fault, true)
 		return false
 	}
@@ -300,11 +300,11 @@ func (d *Device) completeLocked(qi int, q *queue, desc *model.Descriptor, status
 		q.phase ^= 1
 	}
 	if int(status) < len(d.ctr.completions) {
-		d.ctr.completions[status].Add(1)
+		d.ctr.completions[status]++
 	} else {
-		d.ctr.completions[len(d.ctr.completions)-1].Add(1)
+		d.ctr.completions[len(d.ctr.completions)-1]++
 	}
-	d.qctr[qi].completions.Add(1)
+	d.qctr[qi].completions++
 	if status != model.StatusOK || desc.Flags&model.FlagInterrupt != 0 {
 		q.irqPending = true
 	}
@@ -354,7 +354,7 @@ func (d *Device) enableLocked() {
 // processed until a reset. Every queue with interrupts enabled gets an MSI so
 // a waiting host notices.
 func (d *Device) fatalLocked(why string, addr uint64, setAddr bool) {
-	d.ctr.fatal.Add(1)
+	d.ctr.fatal++
 	if setAddr {
 		d.faultAddr.Store(addr)
 	}
@@ -376,7 +376,7 @@ func (d *Device) fatalLocked(why string, addr uint64, setAddr bool) {
 // (Device.Reset) writes nothing. Either way the registers return to reset
 // values; DMA mappings, MSI routing and fault rules stay.
 func (d *Device) resetLocked(orderly bool) {
-	d.ctr.resets.Add(1)
+	d.ctr.resets++
 	if orderly && d.regs[model.RegStatus/4].Load()&model.StatusFatal == 0 {
 		for qi := range d.queues {
 			q := &d.queues[qi]
