@@ -211,8 +211,9 @@ func (u *Uring) PeekCQEs(dst []CQE) (int, error) {
 		dst[i] = u.cqes[(head+i)&u.cqMask]
 	}
 	// Release: the copies above are done before the kernel may reuse the
-	// slots.
-	atomic.StoreUint32(u.cqHead, head+n)
+	// slots. A release store, not atomic.StoreUint32's full barrier (XCHG):
+	// nothing after it needs ordering against it.
+	storeRelease32(u.cqHead, head+n)
 	u.stats.Completions += uint64(n)
 	return int(n), nil
 }
