@@ -422,15 +422,10 @@ func (q *Queue) WaitInterrupt(timeout time.Duration) (uint64, error) {
 	if timeout >= 0 {
 		ms = int((timeout + time.Millisecond - 1) / time.Millisecond)
 	}
+	// The eventfd blocks (see SetupQueue): poll first, then read what
+	// poll found readable (the queue has one owner, nobody else reads).
 	var buf [8]byte
 	for {
-		n, err := unix.Read(q.efd, buf[:])
-		if err == nil && n == 8 {
-			return binary.LittleEndian.Uint64(buf[:]), nil
-		}
-		if err != unix.EAGAIN {
-			return 0, fmt.Errorf("hdma: queue %d: read eventfd: %w", q.idx, err)
-		}
 		pfd := [1]unix.PollFd{{Fd: int32(q.efd), Events: unix.POLLIN}}
 		k, err := unix.Poll(pfd[:], ms)
 		if err == unix.EINTR {
@@ -442,5 +437,13 @@ func (q *Queue) WaitInterrupt(timeout time.Duration) (uint64, error) {
 		if k == 0 {
 			return 0, nil
 		}
+		n, err := unix.Read(q.efd, buf[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n != 8 {
+			return 0, fmt.Errorf("hdma: queue %d: read eventfd (%d bytes): %w", q.idx, n, err)
+		}
+		return binary.LittleEndian.Uint64(buf[:]), nil
 	}
 }
