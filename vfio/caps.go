@@ -101,7 +101,7 @@ func parseIOMMUInfo(buf []byte) (iommuInfo, error) {
 			if r.End < r.Start {
 				return fmt.Errorf("%w: IOVA range %#x-%#x is inverted", ErrBadInfo, r.Start, r.End)
 			}
-			out.Ranges = append(out.Ranges, IOVARange{Start: r.Start, End: r.End})
+			out.Ranges = append(out.Ranges, IOVARange(r))
 			p += sizeofIOVARange
 		}
 		return nil
@@ -164,7 +164,7 @@ func parseRegionInfo(buf []byte) (regionDesc, error) {
 			if a.Size == 0 || a.Offset > ri.Size || a.Size > ri.Size-a.Offset {
 				return fmt.Errorf("%w: sparse area %#x+%#x outside the %#x-byte region", ErrBadInfo, a.Offset, a.Size, ri.Size)
 			}
-			out.Sparse = append(out.Sparse, sparseArea{Offset: a.Offset, Size: a.Size})
+			out.Sparse = append(out.Sparse, sparseArea(a))
 			p += sizeofRegionSparseMmapArea
 		}
 		return nil

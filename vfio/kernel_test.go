@@ -103,6 +103,15 @@ func TestKernelBAR0(t *testing.T) {
 	if bar.Mapped() != nil {
 		t.Errorf("BAR0 (non-prefetchable registers) offered as plain memory")
 	}
+	// vfio-pci lets the whole BAR be mmap'd: accesses are MMIO, no syscall.
+	areas := bar.(interface{ MmapAreas() []vfio.IOVARange }).MmapAreas()
+	if len(areas) != 1 || areas[0] != (vfio.IOVARange{Start: 0, End: 1<<20 - 1}) {
+		t.Errorf("BAR0 mmap'd parts %#x, want the whole 1 MiB", areas)
+	}
+	cfgAreas := mustRegion(t, d, vfio.RegionConfig).(interface{ MmapAreas() []vfio.IOVARange }).MmapAreas()
+	if len(cfgAreas) != 0 {
+		t.Errorf("config space mmap'd (%#x): it must go through pread/pwrite", cfgAreas)
+	}
 	id, err := bar.Read32(edu.RegID)
 	if err != nil || id != edu.IDValue {
 		t.Fatalf("ID register = %#x, %v; want %#x", id, err, edu.IDValue)
@@ -320,6 +329,15 @@ func TestKernelRebind(t *testing.T) {
 		t.Fatalf("open after rebinding: %v", err)
 	}
 	d.Close()
+}
+
+func mustRegion(t *testing.T, d vfio.Device, i int) vfio.Region {
+	t.Helper()
+	r, err := d.Region(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func mustGroup(t *testing.T, sys vfio.Sysfs, addr string) int {

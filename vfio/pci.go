@@ -270,7 +270,8 @@ func (s Sysfs) Unbind(addr, previous string) error {
 }
 
 func (s Sysfs) write(path, v string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	// O_TRUNC as a shell redirection does: sysfs ignores it, fixtures need it.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
 		return err
 	}

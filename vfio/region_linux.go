@@ -82,12 +82,14 @@ func (r *kernelRegion) Size() uint64 { return r.desc.Size }
 // mapped whole (no read side effects, PCI's own definition), else nil.
 func (r *kernelRegion) Mapped() []byte { return r.plain }
 
-// Mmaps returns the mmap'd parts of the region as (offset, length) pairs,
-// for tests and diagnostics.
-func (r *kernelRegion) mmaps() []sparseArea {
-	out := make([]sparseArea, len(r.areas))
+// MmapAreas lists the parts of the region that are mmap'd (offsets within
+// the region, inclusive): register accesses there are single MMIO
+// instructions, elsewhere pread/pwrite. For tests and diagnostics; reach it
+// with a type assertion on the Region.
+func (r *kernelRegion) MmapAreas() []IOVARange {
+	out := make([]IOVARange, len(r.areas))
 	for i, a := range r.areas {
-		out[i] = sparseArea{a.off, uint64(len(a.mem))}
+		out[i] = IOVARange{Start: a.off, End: a.off + uint64(len(a.mem)) - 1}
 	}
 	return out
 }
