@@ -1,0 +1,33 @@
+// Package bpf holds hcomm's eBPF programs: the C source (hcomm.bpf.c), the
+// vmlinux.h it is compiled against (generated with bpftool from
+// /sys/kernel/btf/vmlinux and committed), and the loader and object that
+// bpf2go generated from them (hcomm_x86_bpfel.go, hcomm_x86_bpfel.o, also
+// committed), so that users need neither clang nor kernel headers.
+//
+// The programs count, for one process (a thread group, or every task of a
+// cgroup v2 subtree), and nothing else:
+//
+//   - system calls (tp_btf/sys_enter, tp_btf/sys_exit): count, errors, time
+//     and a log2 latency histogram per syscall number;
+//   - user<->kernel bytes of the copying system calls (read, write, pread64,
+//     pwrite64, readv, writev, preadv, pwritev, preadv2, pwritev2, sendto,
+//     recvfrom, sendmsg, recvmsg, sendmmsg, recvmmsg) from their results,
+//     classified by the file's O_DIRECT flag read through the task's file
+//     table with CO-RE (copy, direct or zero-copy);
+//   - io_uring (tp_btf/io_uring_create, io_uring_submit_req,
+//     io_uring_complete): per opcode submitted, completed, errors, bytes, fixed
+//     vs non-fixed buffers, direct vs copied, submit->complete latency;
+//   - user page faults (tp_btf/page_fault_user);
+//   - execs inside the traced set (tp_btf/sched_process_exec, ring buffer);
+//   - engine batches: uprobes on the engine's hook functions (engine_submit,
+//     engine_reap), read from Go's register ABI, counted and streamed through
+//     the ring buffer.
+//
+// Only tracepoints and uprobes are used: the kernels hcomm targets may lack
+// kprobes and refuse fentry/fexit. The layout constants the programs share
+// with Go are in layout.go. Package trace loads and attaches the programs
+// and aggregates the maps; this package only carries them.
+//
+// The objects target x86-64 (syscall numbers, the pt_regs layout and Go's
+// amd64 register ABI are baked in).
+package bpf

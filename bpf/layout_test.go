@@ -1,0 +1,44 @@
+package bpf
+
+import "testing"
+
+func TestLayoutMatchesGeneratedTypes(t *testing.T) {
+	var s HcommSysStat
+	var u HcommUringStat
+	var e HcommEngineStat
+	tests := []struct {
+		name      string
+		got, want int
+	}{
+		{"sys_stat.hist", len(s.Hist), HistSlots},
+		{"uring_stat.hist", len(u.Hist), HistSlots},
+		{"engine_stat.batch_hist", len(e.BatchHist), HistSlots},
+		{"engine_stat.path_batches", len(e.PathBatches), MaxPaths},
+	}
+	for _, tc := range tests {
+		if tc.got != tc.want {
+			t.Errorf("%s: generated length %d, layout.go says %d", tc.name, tc.got, tc.want)
+		}
+	}
+	spec, err := LoadHcomm()
+	if err != nil {
+		t.Fatalf("parse embedded object: %v", err)
+	}
+	maps := []struct {
+		name string
+		want uint32
+	}{
+		{"sys_stats", MaxSyscalls},
+		{"uring_stats", MaxOps},
+		{"copy_stats", CopySlots},
+	}
+	for _, m := range maps {
+		ms, ok := spec.Maps[m.name]
+		if !ok {
+			t.Fatalf("map %s missing from the object", m.name)
+		}
+		if ms.MaxEntries != m.want {
+			t.Errorf("map %s: %d entries, layout.go says %d", m.name, ms.MaxEntries, m.want)
+		}
+	}
+}

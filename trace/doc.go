@@ -1,0 +1,31 @@
+// Package trace observes one process from outside, through eBPF: it loads
+// the programs of package bpf, filters them in the kernel to a thread group
+// (Attach) or to a fresh cgroup v2 subtree in which it starts a command
+// (StartCommand), reads the per-CPU counters into a Snapshot, and turns
+// snapshots into a Report (syscount-style table, log2 histograms, JSON,
+// Prometheus metrics).
+//
+// It counts system calls per number (count, errors, time), the bytes the
+// copying system calls and io_uring requests moved between user and kernel
+// space — split into bytes a CPU copied, bytes moved by DMA (O_DIRECT) and
+// zero-copy sends — io_uring requests per opcode with submit→complete
+// latency, user page faults, and the engine's batches through uprobes on
+// its hook functions (see Hooks: the symbol names are a stable contract;
+// trace never imports engine).
+//
+// Requirements: Linux on x86-64, root or CAP_BPF+CAP_PERFMON (checked up
+// front, see CheckPrivileges), kernel BTF, tp_btf and uprobes; StartCommand
+// also needs a mounted cgroup v2 hierarchy (hybrid set-ups are fine: the
+// filter uses the cgroup v2 membership every task has).
+//
+// Sentinel errors, for errors.Is:
+//
+//   - ErrNotPrivileged: the capabilities to load tracing programs are missing
+//     (the message names which).
+//   - ErrProcessGone: the process to attach to does not exist (or exited).
+//   - ErrNoCgroup2: no cgroup v2 hierarchy is mounted, or it is not writable.
+//   - ErrEngineAbsent: the traced binary lacks the engine hook symbols; the
+//     rest of the trace still works and the report marks the engine absent.
+//   - ErrUnsupported: the platform cannot run the programs (not x86-64 Linux,
+//     or a required tracepoint is missing from the kernel).
+package trace

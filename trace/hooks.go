@@ -1,0 +1,85 @@
+package trace
+
+import "errors"
+
+// The engine's batch hooks: tiny //go:noinline functions of package engine
+// whose symbol names are a stable, documented interface (docs/tracing.md).
+// Go has no USDT probes, so hcomm-trace attaches uprobes to these symbols and
+// reads the arguments from registers at function entry. With Go's register
+// ABI on amd64, integer arguments are passed one per register in RAX, RBX,
+// RCX, RDI, RSI, R8, R9, R10, R11, so:
+//
+//	func hookSubmitBatch(count uint32, bytes uint64, path uint8)  // RAX, RBX, RCX
+//	func hookReapBatch(count uint32, bytes uint64, errors uint32) // RAX, RBX, RCX
+//
+// count is the number of transfers in the batch, bytes their total length;
+// path says which target the batch went to (see EnginePath*); errors is how
+// many of the reaped transfers failed. The engine calls each hook once per
+// batch, never per transfer: a uprobe hit costs microseconds. Only entry
+// uprobes are used: uretprobes corrupt Go programs whose stacks move.
+const (
+	HookSubmitBatch = "github.com/hcomm-go/hcomm/engine.hookSubmitBatch"
+	HookReapBatch   = "github.com/hcomm-go/hcomm/engine.hookReapBatch"
+)
+
+// Engine paths, the path argument of hookSubmitBatch.
+const (
+	EnginePathDevice = 0 // a device behind VFIO (doorbell write)
+	EnginePathFile   = 1 // a file or block device through io_uring
+	EnginePathMemory = 2 // host-to-host copy
+)
+
+// EnginePathName names an engine path for reports.
+func EnginePathName(p int) string {
+	switch p {
+	case EnginePathDevice:
+		return "device"
+	case EnginePathFile:
+		return "file"
+	case EnginePathMemory:
+		return "memory"
+	}
+	return "path" + itoa(p)
+}
+
+// Hooks names the symbols the engine uprobes attach to. Tests point them at
+// their own hook functions (a test binary's main.hookSubmitBatch); the
+// default is the engine's.
+type Hooks struct {
+	SubmitBatch string
+	ReapBatch   string
+}
+
+// DefaultHooks are the engine's hook symbols.
+var DefaultHooks = Hooks{SubmitBatch: HookSubmitBatch, ReapBatch: HookReapBatch}
+
+// Sentinel errors (see doc.go).
+var (
+	ErrNotPrivileged = errors.New("insufficient privileges for eBPF tracing")
+	ErrProcessGone   = errors.New("process not found")
+	ErrNoCgroup2     = errors.New("no usable cgroup v2 hierarchy")
+	ErrEngineAbsent  = errors.New("engine hook symbols absent")
+	ErrUnsupported   = errors.New("tracing unsupported here")
+)
+
+func itoa(v int) string {
+	if v == 0 {
+		return "0"
+	}
+	neg := v < 0
+	if neg {
+		v = -v
+	}
+	var b [20]byte
+	i := len(b)
+	for v > 0 {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}

@@ -1,0 +1,208 @@
+package trace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Session is one traced process: a command started in a fresh cgroup
+// (StartCommand) or a running process (Attach).
+type Session struct {
+	*Tracer
+	Mode    string // "run" or "attach"
+	PID     int
+	Argv    []string
+	Cgroup  *Cgroup
+	cmd     *exec.Cmd
+	pidfd   int
+	started time.Time
+}
+
+// CommandIO is where a started command's standard streams go (nil: the
+// null device, as os/exec does).
+type CommandIO struct {
+	Stdin          *os.File
+	Stdout, Stderr *os.File
+	Env            []string // nil: inherit
+	Dir            string
+}
+
+// StartCommand creates a fresh cgroup, loads and attaches the probes
+// filtered to it, and only then starts argv inside it with clone3
+// (CLONE_INTO_CGROUP), so the command and all its children are counted from
+// their first instruction. The command's executable is probed for the
+// engine hooks. Wait for it with Wait; Close removes the cgroup.
+func StartCommand(argv []string, stdio CommandIO, opts Options) (*Session, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("trace: no command given")
+	}
+	if err := CheckPrivileges(); err != nil {
+		return nil, err
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, fmt.Errorf("command %q: %w", argv[0], err)
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	cg, err := NewCgroup("hcomm-trace")
+	if err != nil {
+		return nil, err
+	}
+	exes := append([]string{path}, opts.Executables...)
+	tr, err := newTracer(target{cgroup: cg}, opts, exes)
+	if err != nil {
+		cg.Remove()
+		return nil, err
+	}
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args = argv
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
+	cmd.Env, cmd.Dir = stdio.Env, stdio.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cg.FD()}
+	s := &Session{Tracer: tr, Mode: "run", Argv: argv, Cgroup: cg, cmd: cmd, pidfd: -1}
+	if err := cmd.Start(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("start %s in cgroup %s: %w", path, cg.Path, err)
+	}
+	s.PID = cmd.Process.Pid
+	s.started = time.Now()
+	return s, nil
+}
+
+// Attach traces the running thread group pid (only it: not its children).
+// Its executable (/proc/PID/exe) is probed for the engine hooks.
+func Attach(pid int, opts Options) (*Session, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("%w: invalid PID %d", ErrProcessGone, pid)
+	}
+	if err := CheckPrivileges(); err != nil {
+		return nil, err
+	}
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return nil, fmt.Errorf("%w: PID %d: no such process", ErrProcessGone, pid)
+		}
+		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
+	}
+	exe := fmt.Sprintf("/proc/%d/exe", pid)
+	exes := append([]string{exe}, opts.Executables...)
+	tr, err := newTracer(target{pid: pid}, opts, exes)
+	if err != nil {
+		unix.Close(pidfd)
+		return nil, err
+	}
+	s := &Session{Tracer: tr, Mode: "attach", PID: pid, pidfd: pidfd, started: time.Now()}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
+		s.Argv = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	}
+	// The process may have exited between pidfd_open and the attach.
+	if !s.alive() {
+		s.Close()
+		return nil, fmt.Errorf("%w: PID %d exited while attaching", ErrProcessGone, pid)
+	}
+	return s, nil
+}
+
+func (s *Session) alive() bool {
+	return unix.PidfdSendSignal(s.pidfd, 0, nil, 0) == nil
+}
+
+// Wait blocks until the traced process ends or ctx is done. For a started
+// command it returns the command's exit status (128+signal when killed, as
+// a shell reports it); when ctx ends first the command keeps running and
+// Wait returns ctx's error. For an attached process it returns 0 and
+// ErrProcessGone when the process exited, or ctx's error.
+func (s *Session) Wait(ctx context.Context) (int, error) {
+	if s.cmd != nil {
+		done := make(chan error, 1)
+		go func() { done <- s.cmd.Wait() }()
+		select {
+		case err := <-done:
+			return exitStatus(s.cmd, err)
+		case <-ctx.Done():
+			return -1, ctx.Err()
+		}
+	}
+	for {
+		pfd := []unix.PollFd{{Fd: int32(s.pidfd), Events: unix.POLLIN}}
+		n, err := unix.Poll(pfd, 100)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return -1, fmt.Errorf("poll pidfd: %w", err)
+		}
+		if n > 0 {
+			return 0, fmt.Errorf("%w: PID %d exited", ErrProcessGone, s.PID)
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// Signal forwards sig to a started command.
+func (s *Session) Signal(sig os.Signal) error {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return nil
+	}
+	return s.cmd.Process.Signal(sig)
+}
+
+func exitStatus(cmd *exec.Cmd, err error) (int, error) {
+	if err == nil {
+		return 0, nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), nil
+		}
+		return ee.ExitCode(), nil
+	}
+	return -1, err
+}
+
+// Comm is the traced process's command name (from /proc when it is alive,
+// else from the command line).
+func (s *Session) Comm() string {
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(s.PID) + "/comm"); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	if len(s.Argv) > 0 {
+		c := filepath.Base(s.Argv[0])
+		if len(c) > 15 {
+			c = c[:15]
+		}
+		return c
+	}
+	return ""
+}
+
+// Close detaches the probes and, for a started command, removes its cgroup
+// (moving any process still inside to the parent cgroup). It does not kill
+// the command.
+func (s *Session) Close() error {
+	var errs []error
+	if s.Tracer != nil {
+		errs = append(errs, s.Tracer.Close())
+	}
+	if s.Cgroup != nil {
+		errs = append(errs, s.Cgroup.Remove())
+	}
+	if s.pidfd >= 0 {
+		unix.Close(s.pidfd)
+		s.pidfd = -1
+	}
+	return errors.Join(errs...)
+}

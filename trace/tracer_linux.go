@@ -1,0 +1,470 @@
+package trace
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+
+	"github.com/hcomm-go/hcomm/bpf"
+)
+
+// Options configure a Tracer.
+type Options struct {
+	// Hooks are the engine hook symbols; zero means DefaultHooks.
+	Hooks Hooks
+	// Executables are extra binaries to probe for the hooks (the traced
+	// command's or process's own executable is always probed).
+	Executables []string
+	// OnEvent, if set, receives ring-buffer events (engine batches, execs)
+	// from the reader goroutine.
+	OnEvent func(Event)
+	// Logger receives diagnostics; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// EventType tells ring-buffer events apart.
+type EventType uint32
+
+// Event types.
+const (
+	EventEngineSubmit EventType = bpf.EventEngineSubmit
+	EventEngineReap   EventType = bpf.EventEngineReap
+	EventExec         EventType = bpf.EventExec
+)
+
+// Event is one ring-buffer record: an engine batch (Count transfers, Bytes,
+// Aux = path for a submit, errors for a reap) or an exec inside the traced set.
+type Event struct {
+	Type      EventType
+	MonoNs    uint64 // CLOCK_MONOTONIC, ns
+	PID, TGID int
+	Count     uint32
+	Bytes     uint64
+	Aux       uint32
+	Comm      string
+	File      string
+}
+
+// Exec records a program started inside the traced set.
+type Exec struct {
+	PID  int    `json:"pid"`
+	Comm string `json:"comm"`
+	File string `json:"file"`
+}
+
+// EngineStatus says whether engine hooks were found and attached.
+type EngineStatus struct {
+	Present  bool     // at least the submit hook is attached
+	Binaries []string // binaries whose hooks are attached
+	Reason   string   // why not (or which binaries lack them)
+}
+
+// Tracer owns the loaded programs and their attachments.
+type Tracer struct {
+	coll        *ebpf.Collection
+	links       []link.Link
+	rd          *ringbuf.Reader
+	engine      EngineStatus
+	unavailable []string
+	log         *slog.Logger
+	onEvent     func(Event)
+	start       time.Time
+	wg          sync.WaitGroup
+
+	mu    sync.Mutex
+	execs []Exec
+}
+
+// required programs fail the tracer when they cannot attach; the others
+// are reported as unavailable.
+var tracepointPrograms = []struct {
+	prog     string
+	required bool
+}{
+	{"sys_enter", true},
+	{"sys_exit", true},
+	{"uring_create", false},
+	{"uring_submit", false},
+	{"uring_complete", false},
+	{"page_fault_user", false},
+	{"process_exec", false},
+}
+
+// tracepointOf maps a program to its tracepoint (tp_btf target).
+var tracepointOf = map[string]string{
+	"sys_enter":       "sys_enter",
+	"sys_exit":        "sys_exit",
+	"uring_create":    "io_uring_create",
+	"uring_submit":    "io_uring_submit_req",
+	"uring_complete":  "io_uring_complete",
+	"page_fault_user": "page_fault_user",
+	"process_exec":    "sched_process_exec",
+}
+
+// target selects what the programs count: a thread group or a cgroup.
+type target struct {
+	pid    int
+	cgroup *Cgroup
+}
+
+func newTracer(tg target, opts Options, executables []string) (*Tracer, error) {
+	if runtime.GOARCH != "amd64" {
+		return nil, fmt.Errorf("%w: the programs are built for x86-64, this is %s", ErrUnsupported, runtime.GOARCH)
+	}
+	if err := CheckPrivileges(); err != nil {
+		return nil, err
+	}
+	if opts.Hooks == (Hooks{}) {
+		opts.Hooks = DefaultHooks
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK for BPF maps: %w", err)
+	}
+	spec, err := bpf.LoadHcomm()
+	if err != nil {
+		return nil, fmt.Errorf("parse embedded BPF object: %w", err)
+	}
+	kspec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return nil, fmt.Errorf("%w: kernel BTF (/sys/kernel/btf/vmlinux): %w", ErrUnsupported, err)
+	}
+	t := &Tracer{log: log, onEvent: opts.OnEvent}
+
+	// Drop programs whose tracepoint this kernel does not have.
+	for _, p := range tracepointPrograms {
+		tp := tracepointOf[p.prog]
+		if _, err := kspec.AnyTypeByName("btf_trace_" + tp); err != nil {
+			if p.required {
+				return nil, fmt.Errorf("%w: kernel has no tracepoint %s: %w", ErrUnsupported, tp, err)
+			}
+			t.unavailable = append(t.unavailable, tp+": not in this kernel")
+			delete(spec.Programs, p.prog)
+		}
+	}
+
+	vars := map[string]any{"req_f_buf_node": reqFBufNode(kspec)}
+	if tg.cgroup != nil {
+		vars["filter_mode"] = uint32(bpf.FilterCgroup)
+	} else {
+		vars["filter_mode"] = uint32(bpf.FilterTGID)
+		vars["target_tgid"] = uint32(tg.pid)
+		dev, ino, init, err := pidNamespace()
+		if err != nil {
+			return nil, err
+		}
+		if !init {
+			vars["pidns_dev"], vars["pidns_ino"] = dev, ino
+		}
+	}
+	for name, v := range vars {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return nil, fmt.Errorf("BPF object lacks variable %s", name)
+		}
+		if err := vs.Set(v); err != nil {
+			return nil, fmt.Errorf("set BPF variable %s: %w", name, err)
+		}
+	}
+
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
+		Programs: ebpf.ProgramOptions{KernelTypes: kspec},
+	})
+	if err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("load BPF programs (verifier): %+v", ve)
+		}
+		if errors.Is(err, unix.EPERM) {
+			return nil, fmt.Errorf("%w: load BPF programs: %w", ErrNotPrivileged, err)
+		}
+		return nil, fmt.Errorf("load BPF programs: %w", err)
+	}
+	t.coll = coll
+	if tg.cgroup != nil {
+		if err := coll.Maps["cgroup_map"].Put(uint32(0), uint32(tg.cgroup.FD())); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("store cgroup %s in the filter map: %w", tg.cgroup.Path, err)
+		}
+	}
+
+	for _, p := range tracepointPrograms {
+		prog := coll.Programs[p.prog]
+		if prog == nil {
+			continue
+		}
+		l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
+		if err != nil {
+			if p.required {
+				t.Close()
+				return nil, fmt.Errorf("attach %s to tracepoint %s: %w", p.prog, tracepointOf[p.prog], err)
+			}
+			t.unavailable = append(t.unavailable, fmt.Sprintf("%s: %v", tracepointOf[p.prog], err))
+			continue
+		}
+		t.links = append(t.links, l)
+	}
+
+	t.attachEngine(tg, opts.Hooks, executables)
+
+	rd, err := ringbuf.NewReader(coll.Maps["events"])
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("open event ring buffer: %w", err)
+	}
+	t.rd = rd
+	t.start = time.Now()
+	t.wg.Add(1)
+	go t.readEvents()
+	return t, nil
+}
+
+// reqFBufNode finds REQ_F_BUF_NODE (bit REQ_F_BUF_NODE_BIT of an anonymous
+// enum of io_uring) in the kernel's BTF: the flag a request carries while it
+// holds a registered buffer. 0 when this kernel has no such flag.
+func reqFBufNode(kspec *btf.Spec) uint64 {
+	for typ, err := range kspec.All() {
+		if err != nil {
+			return 0
+		}
+		e, ok := typ.(*btf.Enum)
+		if !ok || e.Name != "" {
+			continue
+		}
+		for _, v := range e.Values {
+			if v.Name == "REQ_F_BUF_NODE_BIT" && v.Value < 64 {
+				return 1 << v.Value
+			}
+		}
+	}
+	return 0
+}
+
+// pidNamespace returns the device and inode of this process's PID namespace
+// and whether it is the initial one (where BPF's tgid is the PID we see).
+func pidNamespace() (dev, ino uint64, initial bool, err error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
+		return 0, 0, false, fmt.Errorf("stat /proc/self/ns/pid: %w", err)
+	}
+	const procPidInitIno = 0xEFFFFFFC
+	return uint64(st.Dev), st.Ino, st.Ino == procPidInitIno, nil
+}
+
+// attachEngine puts entry uprobes on the hook symbols of each executable.
+func (t *Tracer) attachEngine(tg target, hooks Hooks, executables []string) {
+	var reasons []string
+	seen := map[string]bool{}
+	for _, path := range executables {
+		if path == "" || seen[path] {
+			continue
+		}
+		seen[path] = true
+		has, err := elfSymbols(path, hooks.SubmitBatch, hooks.ReapBatch)
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("%s: %v", path, err))
+			continue
+		}
+		if !has[hooks.SubmitBatch] {
+			reasons = append(reasons, fmt.Sprintf("%s: no symbol %s", path, hooks.SubmitBatch))
+			continue
+		}
+		ex, err := link.OpenExecutable(path)
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("%s: %v", path, err))
+			continue
+		}
+		opts := &link.UprobeOptions{PID: tg.pid} // 0 (any) for a cgroup: the BPF filter decides
+		l, err := ex.Uprobe(hooks.SubmitBatch, t.coll.Programs["engine_submit"], opts)
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("%s: uprobe %s: %v", path, hooks.SubmitBatch, err))
+			continue
+		}
+		t.links = append(t.links, l)
+		if has[hooks.ReapBatch] {
+			l, err := ex.Uprobe(hooks.ReapBatch, t.coll.Programs["engine_reap"], opts)
+			if err != nil {
+				reasons = append(reasons, fmt.Sprintf("%s: uprobe %s: %v", path, hooks.ReapBatch, err))
+			} else {
+				t.links = append(t.links, l)
+			}
+		} else {
+			reasons = append(reasons, fmt.Sprintf("%s: no symbol %s (reaps not counted)", path, hooks.ReapBatch))
+		}
+		t.engine.Binaries = append(t.engine.Binaries, path)
+	}
+	t.engine.Present = len(t.engine.Binaries) > 0
+	if len(executables) == 0 {
+		reasons = append(reasons, "no executable to probe")
+	}
+	t.engine.Reason = joinReasons(reasons)
+	if !t.engine.Present {
+		t.log.Debug("engine hooks absent", "reason", t.engine.Reason)
+	}
+}
+
+func joinReasons(r []string) string {
+	s := ""
+	for i, x := range r {
+		if i > 0 {
+			s += "; "
+		}
+		s += x
+	}
+	return s
+}
+
+// elfSymbols reports which of names the ELF file's symbol table defines.
+func elfSymbols(path string, names ...string) (map[string]bool, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("not an ELF executable: %w", err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		if errors.Is(err, elf.ErrNoSymbols) {
+			return nil, fmt.Errorf("%w: no symbol table (stripped binary?)", ErrEngineAbsent)
+		}
+		return nil, err
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	has := map[string]bool{}
+	for _, s := range syms {
+		if want[s.Name] && elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 {
+			has[s.Name] = true
+		}
+	}
+	return has, nil
+}
+
+func (t *Tracer) readEvents() {
+	defer t.wg.Done()
+	var rec ringbuf.Record
+	for {
+		if err := t.rd.ReadInto(&rec); err != nil {
+			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, ringbuf.ErrFlushed) || errors.Is(err, os.ErrClosed) {
+				return
+			}
+			t.log.Warn("ring buffer read", "err", err)
+			return
+		}
+		var raw bpf.HcommEvent
+		if len(rec.RawSample) < binarySize(raw) {
+			continue
+		}
+		copy(bytesOf(&raw), rec.RawSample)
+		ev := Event{
+			Type: EventType(raw.Type), MonoNs: raw.Ts, PID: int(raw.Pid), TGID: int(raw.Tgid),
+			Count: raw.Count, Bytes: raw.Bytes, Aux: raw.Aux,
+			Comm: cstring(raw.Comm[:]), File: cstring(raw.File[:]),
+		}
+		if ev.Type == EventExec {
+			t.mu.Lock()
+			t.execs = append(t.execs, Exec{PID: ev.PID, Comm: ev.Comm, File: ev.File})
+			t.mu.Unlock()
+		}
+		if t.onEvent != nil {
+			t.onEvent(ev)
+		}
+	}
+}
+
+// Engine reports whether the engine hooks are attached.
+func (t *Tracer) Engine() EngineStatus { return t.engine }
+
+// Unavailable lists optional probes that could not be attached, with reasons.
+func (t *Tracer) Unavailable() []string { return append([]string(nil), t.unavailable...) }
+
+// Execs returns the programs exec'd inside the traced set so far.
+func (t *Tracer) Execs() []Exec {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]Exec(nil), t.execs...)
+}
+
+// Started is when the probes were attached.
+func (t *Tracer) Started() time.Time { return t.start }
+
+// Snapshot reads every counter map and sums the per-CPU values.
+func (t *Tracer) Snapshot() (*Snapshot, error) {
+	s := &Snapshot{Taken: time.Now()}
+	if err := readPerCPU(t.coll.Maps["sys_stats"], s.Syscalls[:]); err != nil {
+		return nil, err
+	}
+	if err := readPerCPU(t.coll.Maps["copy_stats"], s.Copy[:]); err != nil {
+		return nil, err
+	}
+	if err := readPerCPU(t.coll.Maps["uring_stats"], s.URing[:]); err != nil {
+		return nil, err
+	}
+	if err := readPerCPU(t.coll.Maps["fault_stats"], unsafeOne(&s.Faults)); err != nil {
+		return nil, err
+	}
+	if err := readPerCPU(t.coll.Maps["engine_stats"], unsafeOne(&s.Engine)); err != nil {
+		return nil, err
+	}
+	if err := readPerCPU(t.coll.Maps["misc_stats"], unsafeOne(&s.Misc)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func unsafeOne[T any](p *T) []T { return unsafeSlice(p, 1) }
+
+// readPerCPU fills out[i] with the sum over CPUs of key i.
+func readPerCPU[T any](m *ebpf.Map, out []T) error {
+	var vals []T
+	for i := range out {
+		if err := m.Lookup(uint32(i), &vals); err != nil {
+			return fmt.Errorf("read map %s[%d]: %w", m.String(), i, err)
+		}
+		var zero T
+		out[i] = zero
+		for j := range vals {
+			addWords(&out[i], &vals[j])
+		}
+	}
+	return nil
+}
+
+// Close detaches every probe, drains the ring buffer and frees the maps.
+// Idempotent.
+func (t *Tracer) Close() error {
+	for _, l := range t.links {
+		l.Close()
+	}
+	t.links = nil
+	if t.rd != nil {
+		// Deliver what is already in the ring, then stop the reader.
+		if err := t.rd.Flush(); err != nil {
+			t.rd.Close()
+		}
+		t.wg.Wait()
+		t.rd.Close()
+		t.rd = nil
+	}
+	if t.coll != nil {
+		t.coll.Close()
+		t.coll = nil
+	}
+	return nil
+}
