@@ -159,7 +159,6 @@ type Device struct {
 	injLog  [injectionLogSize]Injection
 	injN    uint64
 	one     [8]byte // the 8-byte eventfd increment
-	cpl     [model.DescSize]byte
 
 	sleeps   atomic.Uint64 // worker sleeps (counted outside mu)
 	bell     atomic.Uint64 // bumped by every doorbell write
