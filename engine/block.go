@@ -1,0 +1,154 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hcomm-go/hcomm/hugepage"
+)
+
+// Block is host memory from the engine's pool: aligned, off the Go heap,
+// already DMA-mapped (device target) or registered with io_uring (file
+// target), so a transfer never maps, pins or registers anything. It is a
+// small value; copies name the same memory. Free it with Engine.Free; a
+// freed block's copies are refused by Submit (ErrFreedBlock).
+type Block struct {
+	e    *Engine
+	hb   hugepage.Block
+	iova uint64 // device target: the device address of the first byte
+	idx  uint32 // handle in the engine's block table
+	gen  uint32 // generation of that handle when allocated
+}
+
+// Bytes is the block's memory (nil for the zero Block or after Close).
+func (b Block) Bytes() []byte { return b.hb.Bytes() }
+
+// Len is the block's length: the size asked for, rounded up to the
+// alignment.
+func (b Block) Len() int { return b.hb.Len() }
+
+// Addr is the virtual address of the first byte.
+func (b Block) Addr() uintptr { return b.hb.Addr() }
+
+// IOVA is the device address of the first byte (device target; 0 otherwise).
+func (b Block) IOVA() uint64 { return b.iova }
+
+// IsZero reports whether b is the zero Block.
+func (b Block) IsZero() bool { return b.e == nil }
+
+// blockTable gives every live block a handle whose generation Submit checks
+// with one atomic load: no lock and no pool lookup on the submit path. It is
+// a two-level table (chunks allocated on demand, never freed until Close) so
+// that lookups need no lock while Alloc grows it.
+type blockTable struct {
+	mu     sync.Mutex // Alloc/Free only
+	free   []uint32   // free handles
+	next   uint32     // first never-used handle
+	chunks [maxBlockChunks]atomic.Pointer[blockChunk]
+}
+
+const (
+	blockChunkBits = 10
+	blockChunkSize = 1 << blockChunkBits
+	maxBlockChunks = 4096 // 4 Mi live blocks
+)
+
+type blockChunk [blockChunkSize]atomic.Uint32 // generation per handle; odd = live
+
+// get allocates a handle and returns it with its (odd, live) generation.
+func (t *blockTable) get() (idx, gen uint32, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := len(t.free); n > 0 {
+		idx = t.free[n-1]
+		t.free = t.free[:n-1]
+	} else {
+		if t.next >= maxBlockChunks*blockChunkSize {
+			return 0, 0, fmt.Errorf("engine: alloc: %d blocks live, at most %d: %w", t.next, maxBlockChunks*blockChunkSize, hugepage.ErrPoolExhausted)
+		}
+		idx = t.next
+		t.next++
+		if c := idx >> blockChunkBits; t.chunks[c].Load() == nil {
+			t.chunks[c].Store(new(blockChunk))
+		}
+	}
+	g := t.slot(idx)
+	// Even → odd: live. The store publishes nothing else; Submit compares
+	// generations only.
+	gen = g.Load() + 1
+	g.Store(gen)
+	return idx, gen, nil
+}
+
+// put retires handle idx if gen is its live generation.
+func (t *blockTable) put(idx, gen uint32) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g := t.slot(idx)
+	if g == nil || g.Load() != gen {
+		return false
+	}
+	g.Store(gen + 1) // odd → even: freed; every copy of the Block is now stale
+	t.free = append(t.free, idx)
+	return true
+}
+
+func (t *blockTable) slot(idx uint32) *atomic.Uint32 {
+	c := t.chunks[idx>>blockChunkBits&(maxBlockChunks-1)].Load()
+	if c == nil {
+		return nil
+	}
+	return &c[idx&(blockChunkSize-1)]
+}
+
+// live reports whether (idx, gen) is a live block. One atomic load: it pairs
+// with get/put's stores, so a Free that returned before Submit started is
+// always seen.
+func (t *blockTable) live(idx, gen uint32) bool {
+	g := t.slot(idx)
+	return g != nil && g.Load() == gen
+}
+
+// Alloc returns a block of at least n bytes from the pool, aligned to
+// Config.Alignment (address and length).
+func (e *Engine) Alloc(n int) (Block, error) {
+	if e.closing.Load() {
+		return Block{}, fmt.Errorf("engine: alloc %d bytes: %w", n, ErrClosed)
+	}
+	hb, err := e.pool.Alloc(n)
+	if err != nil {
+		return Block{}, fmt.Errorf("engine: alloc %d bytes: %w", n, err)
+	}
+	idx, gen, err := e.blocks.get()
+	if err != nil {
+		_ = e.pool.Free(hb)
+		return Block{}, err
+	}
+	b := Block{e: e, hb: hb, idx: idx, gen: gen}
+	if e.arenaIOVA != 0 {
+		b.iova = e.arenaIOVA + uint64(hb.Offset())
+	}
+	return b, nil
+}
+
+// Free returns b to the pool. Freeing a block twice, a stale copy, a block
+// of another engine or the zero Block is an error (ErrFreedBlock,
+// ErrForeignBlock) that changes nothing. Do not free a block while a
+// transfer that uses it is in flight: the device may still be reading or
+// writing it.
+func (e *Engine) Free(b Block) error {
+	if b.e != e {
+		return fmt.Errorf("engine: free block at %#x: %w", b.Addr(), ErrForeignBlock)
+	}
+	if e.closing.Load() {
+		return fmt.Errorf("engine: free block at %#x: %w", b.Addr(), ErrClosed)
+	}
+	if !e.blocks.put(b.idx, b.gen) {
+		return fmt.Errorf("engine: free block at %#x: %w", b.Addr(), ErrFreedBlock)
+	}
+	if err := e.pool.Free(b.hb); err != nil {
+		return fmt.Errorf("engine: free block at %#x: %w", b.Addr(), err)
+	}
+	return nil
+}

@@ -1,0 +1,31 @@
+package engine
+
+// Observability hooks: a stable interface for hcomm-trace, which attaches
+// uprobes to these symbols by name (Go has no USDT probes):
+//
+//	github.com/hcomm-go/hcomm/engine.hookSubmitBatch
+//	github.com/hcomm-go/hcomm/engine.hookReapBatch
+//
+// They are called once per submitted batch and once per reaped batch, never
+// per transfer (a uprobe hit costs ~9.5µs in the development VM). With Go's
+// amd64 register ABI the arguments arrive in RAX, RBX and RCX. Untraced,
+// each costs one call of an empty function. Attach uprobes only, never
+// uretprobes (they corrupt Go stacks). Changing a name, a parameter, its
+// order or type, or the path numbering breaks hcomm-trace: see
+// docs/engine.md.
+
+// hookSubmitBatch reports a batch handed to the target: count transfers,
+// bytes in total, by path (0 DMA, 1 CPU, 2 file/io_uring, 3 memory).
+//
+//go:noinline
+func hookSubmitBatch(count uint32, bytes uint64, path uint8) {
+	_, _, _ = count, bytes, path
+}
+
+// hookReapBatch reports a batch of completions: count transfers, bytes
+// moved, and how many of them failed.
+//
+//go:noinline
+func hookReapBatch(count uint32, bytes uint64, errors uint32) {
+	_, _, _ = count, bytes, errors
+}

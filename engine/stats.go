@@ -1,0 +1,94 @@
+package engine
+
+import "github.com/hcomm-go/hcomm/hugepage"
+
+// counters are the engine's statistics. They are plain integers written only
+// by the goroutine holding the owner flag (a draining submitter, the
+// reaper, Poll, Close), so counting costs no atomic at all; Stats takes the
+// flag to read them. The only atomics are for rare events (queue full,
+// reaper sleeps and wake-ups).
+type counters struct {
+	transfers   [nPaths]uint64
+	bytes       [nPaths]uint64
+	batches     uint64
+	doorbells   uint64
+	syscalls    uint64
+	completed   uint64
+	reapBatches uint64
+	errDevice   uint64
+	errTimeout  uint64
+	errCanceled uint64
+	errIO       uint64
+	recoveries  uint64
+}
+
+func (c *counters) countErr(code uint32) {
+	switch {
+	case code == codeTimeout:
+		c.errTimeout++
+	case code == codeCanceled || code == codeCanceledReset:
+		c.errCanceled++
+	case code == codeShort || code >= codeErrnoBase:
+		c.errIO++
+	default:
+		c.errDevice++
+	}
+}
+
+// PathStats counts the transfers that took one path.
+type PathStats struct {
+	Transfers, Bytes uint64
+}
+
+// Stats is a snapshot of an engine's counters.
+type Stats struct {
+	// Transfers and Bytes handed to the target (all paths), and by path
+	// (index: PathDMA, PathCPU, PathFile, PathMemory).
+	Transfers, Bytes uint64
+	Paths            [nPaths]PathStats
+	// Batches handed to the target (one hookSubmitBatch call each).
+	Batches uint64
+	// Doorbells: SQ_TAIL writes (device) or submitting io_uring_enters (file).
+	Doorbells uint64
+	// Syscalls made by the engine: io_uring_enters of the file ring and of
+	// the reaper's sleeps, eventfd reads and wake-ups.
+	Syscalls uint64
+	// Completed transfers (callbacks run or due), in ReapBatches batches.
+	Completed, ReapBatches uint64
+	// Errors by kind.
+	DeviceErrors, Timeouts, Canceled, IOErrors uint64
+	// InFlight: staged and not yet released (submitted, callback pending).
+	InFlight int
+	// QueueFull counts submissions refused with ErrQueueFull.
+	QueueFull uint64
+	// Recoveries: device resets recovered from.
+	Recoveries uint64
+	// CPUThreshold is the CPU-path threshold in bytes (-1: off).
+	CPUThreshold int
+	// Pool is the host memory pool's accounting.
+	Pool hugepage.PoolStats
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() Stats {
+	e.lock()
+	c := e.ctr
+	inflight := e.stage.Len()
+	e.unlock()
+	s := Stats{
+		Batches: c.batches, Doorbells: c.doorbells, Syscalls: c.syscalls + e.sysc.Load(),
+		Completed: c.completed, ReapBatches: c.reapBatches,
+		DeviceErrors: c.errDevice, Timeouts: c.errTimeout, Canceled: c.errCanceled, IOErrors: c.errIO,
+		InFlight: inflight, QueueFull: e.queueFull.Load(), Recoveries: c.recoveries,
+		CPUThreshold: e.cfg.CPUThreshold,
+	}
+	for p := range s.Paths {
+		s.Paths[p] = PathStats{Transfers: c.transfers[p], Bytes: c.bytes[p]}
+		s.Transfers += c.transfers[p]
+		s.Bytes += c.bytes[p]
+	}
+	if !e.isClosed() {
+		s.Pool = e.pool.Stats()
+	}
+	return s
+}

@@ -1,0 +1,230 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+
+	"github.com/hcomm-go/hcomm/ring"
+)
+
+// Submit stages one transfer and returns its ID without waiting for it. It
+// takes no lock, makes no system call and does not allocate: it validates t,
+// reserves a staging slot (one CAS), fills it, publishes it (one CAS) and,
+// unless another goroutine is already draining the staging ring, drains it
+// into the target with one doorbell (group commit). ErrQueueFull when
+// QueueDepth transfers are in flight; SubmitContext waits instead.
+func (e *Engine) Submit(t Transfer) (ID, error) {
+	var r req
+	if err := e.validate(&t, &r); err != nil {
+		return 0, err
+	}
+	b, err := e.stage.Reserve(1)
+	if err != nil {
+		e.queueFull.Add(1)
+		return 0, ErrQueueFull
+	}
+	id, err := e.fill(b.Start(), &t, &r)
+	// Release: the entry and its slot are written before this CAS; the
+	// drainer's Peek (acquire) sees them.
+	_ = e.stage.Commit(b)
+	e.kick()
+	return id, err
+}
+
+// fill writes staged entry pos: the Go slot first (callback, state), then
+// the entry, executing CPU-path and memory transfers on the way. After
+// Close began it stages a no-op instead and reports ErrClosed.
+func (e *Engine) fill(pos uint64, t *Transfer, r *req) (ID, error) {
+	s := &e.slots[pos&e.mask]
+	// The slot was released by the frontier (its previous transfer done);
+	// nobody else touches it until Commit publishes it.
+	s.state.Store((pos + 1) << 1)
+	// Checked after Reserve: Close sets closing before it looks at the
+	// ring, so either Close sees this reservation or we see closing.
+	if e.closing.Load() {
+		s.cb, s.user, s.host = nil, 0, nil
+		e.reqs[pos&e.mask] = req{op: opNone, done: 1}
+		return 0, errClosedWhile("submit")
+	}
+	s.cb, s.user = t.Callback, t.User
+	if r.path == uint8(PathFile) {
+		s.host = t.hostBytes()
+	}
+	if r.done != 0 {
+		r.res = e.execute(t, r)
+	}
+	e.reqs[pos&e.mask] = *r
+	return e.makeID(pos), nil
+}
+
+// SubmitBatch stages ts with one reservation and one doorbell and writes
+// their IDs into ids (when ids is not nil it must be as long as ts). It
+// returns how many it staged: all of them, or fewer with the error that
+// stopped it (ErrQueueFull when the queue filled up; a validation error for
+// ts[n]). Batches longer than QueueDepth go in several reservations.
+func (e *Engine) SubmitBatch(ts []Transfer, ids []ID) (int, error) {
+	if ids != nil && len(ids) < len(ts) {
+		return 0, fmt.Errorf("engine: submit batch of %d with %d ID slots: %w", len(ts), len(ids), ErrBadTransfer)
+	}
+	n := 0
+	for n < len(ts) {
+		k := min(len(ts)-n, e.depth)
+		b, err := e.stage.Reserve(k)
+		if err != nil {
+			free := e.depth - e.stage.Len()
+			if free <= 0 {
+				e.queueFull.Add(1)
+				return n, ErrQueueFull
+			}
+			if b, err = e.stage.Reserve(min(k, free)); err != nil {
+				e.queueFull.Add(1)
+				return n, ErrQueueFull
+			}
+		}
+		got, err := e.fillBatch(b, ts[n:n+b.Len()], idsFrom(ids, n))
+		_ = e.stage.Commit(b)
+		e.kick()
+		n += got
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func idsFrom(ids []ID, n int) []ID {
+	if ids == nil {
+		return nil
+	}
+	return ids[n:]
+}
+
+// fillBatch fills a reservation from ts. When ts[i] is invalid, it and the
+// rest become no-ops (released without a callback) and i is returned with
+// the error.
+func (e *Engine) fillBatch(b ring.Batch, ts []Transfer, ids []ID) (int, error) {
+	start := b.Start()
+	for i := range ts {
+		pos := start + uint64(i)
+		r := &e.reqs[pos&e.mask]
+		*r = req{}
+		err := e.validate(&ts[i], r)
+		var id ID
+		if err == nil {
+			id, err = e.fill(pos, &ts[i], r)
+		}
+		if err != nil {
+			for j := i; j < len(ts); j++ {
+				p := start + uint64(j)
+				s := &e.slots[p&e.mask]
+				s.state.Store((p + 1) << 1)
+				s.cb, s.user, s.host = nil, 0, nil
+				e.reqs[p&e.mask] = req{op: opNone, done: 1}
+			}
+			if err != nil && i < len(ts) {
+				err = fmt.Errorf("engine: batch entry %d: %w", i, err)
+			}
+			return i, err
+		}
+		if ids != nil {
+			ids[i] = id
+		}
+	}
+	return len(ts), nil
+}
+
+// SubmitContext is Submit that waits for room while the queue is full,
+// until ctx ends.
+func (e *Engine) SubmitContext(ctx context.Context, t Transfer) (ID, error) {
+	for {
+		seen := e.released.Load()
+		id, err := e.Submit(t)
+		if err != ErrQueueFull {
+			return id, err
+		}
+		if err := e.waitReleased(ctx, seen+1); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// SubmitBatchContext is SubmitBatch that waits for room while the queue is
+// full, until ctx ends.
+func (e *Engine) SubmitBatchContext(ctx context.Context, ts []Transfer, ids []ID) (int, error) {
+	n := 0
+	for {
+		seen := e.released.Load()
+		k, err := e.SubmitBatch(ts[n:], idsFrom(ids, n))
+		n += k
+		if err != ErrQueueFull {
+			return n, err
+		}
+		if err := e.waitReleased(ctx, seen+1); err != nil {
+			return n, err
+		}
+	}
+}
+
+// waitReleased waits until the release frontier reaches target, ctx ends or
+// the engine closes.
+func (e *Engine) waitReleased(ctx context.Context, target uint64) error {
+	return e.waitFor(ctx, func() bool { return e.released.Load() >= target })
+}
+
+// waitFor waits until cond holds. Reaper mode: on the completion
+// notification; poll mode: by polling.
+func (e *Engine) waitFor(ctx context.Context, cond func() bool) error {
+	for i := 0; ; i++ {
+		if cond() {
+			return nil
+		}
+		if e.closing.Load() && e.isClosed() {
+			return errClosedWhile("wait")
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if e.cfg.Mode == ModePoll {
+			if e.Poll() == 0 && i > 16 {
+				runtime.Gosched()
+			}
+			continue
+		}
+		e.waiters.Add(1)
+		e.waitMu.Lock()
+		ch := e.waitCh
+		e.waitMu.Unlock()
+		if cond() {
+			e.waiters.Add(-1)
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		case <-e.closedCh:
+		}
+		e.waiters.Add(-1)
+	}
+}
+
+func (e *Engine) isClosed() bool {
+	select {
+	case <-e.closedCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// notify wakes Wait, Drain and blocked submitters after completions.
+// Costs one atomic load when nobody waits.
+func (e *Engine) notify() {
+	if e.waiters.Load() == 0 {
+		return
+	}
+	e.waitMu.Lock()
+	close(e.waitCh)
+	e.waitCh = make(chan struct{})
+	e.waitMu.Unlock()
+}
