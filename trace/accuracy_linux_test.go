@@ -2,6 +2,7 @@ package trace
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,3 +134,247 @@ func TestWriteDevNullExact(t *testing.T) {
 		t.Errorf("direct bytes = %d, want 0", got)
 	}
 }
+
+// directDir returns a directory on a file system whose O_DIRECT really
+// bypasses the page cache (ext4, xfs, btrfs; not tmpfs, which accepts the
+// flag since 6.6 but still copies).
+func directDir(t *testing.T) string {
+	t.Helper()
+	fsOK := map[int64]string{0xEF53: "ext4", 0x58465342: "xfs", 0x9123683E: "btrfs"}
+	var tried []string
+	for _, d := range []string{t.TempDir(), "/var/tmp", "."} {
+		var st unix.Statfs_t
+		if err := unix.Statfs(d, &st); err != nil {
+			continue
+		}
+		if _, ok := fsOK[int64(st.Type)]; ok {
+			if d == t.TempDir() {
+				return d
+			}
+			dir, err := os.MkdirTemp(d, "hcomm-trace-direct-")
+			if err != nil {
+				continue
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			return dir
+		}
+		tried = append(tried, d)
+	}
+	testutil.RequireFeature(t, "a directory on ext4/xfs/btrfs for O_DIRECT", errNoDirectFS(tried))
+	return ""
+}
+
+type errNoDirectFS []string
+
+func (e errNoDirectFS) Error() string {
+	return "none of these is on ext4, xfs or btrfs: " + joinReasons(e)
+}
+
+func TestWriteODirectCountsDirectNotCopy(t *testing.T) {
+	requireTracing(t)
+	const n, k = 64, 4096
+	path := filepath.Join(directDir(t), "direct.dat")
+	_, s := runTraced(t, Options{}, "write", path, "64", "4096", "direct")
+	if got := s.SyscallCount(unix.SYS_WRITE); got != n {
+		t.Errorf("write count = %d, want %d", got, n)
+	}
+	if got := s.CopyBytes(bpf.SrcSyscall, bpf.DirUserToKernel, bpf.ClassDirect); got != n*k {
+		t.Errorf("direct bytes = %d, want %d", got, n*k)
+	}
+	if got := s.CopyBytes(bpf.SrcSyscall, bpf.DirUserToKernel, bpf.ClassCopy); got != 0 {
+		t.Errorf("user->kernel copy bytes = %d, want 0 (O_DIRECT is DMA, not a CPU copy)", got)
+	}
+}
+
+func TestURingNopExact(t *testing.T) {
+	const n = 200
+	_, s := runTraced(t, Options{}, "uring-nop", "200")
+	nop := s.URing[0]
+	if nop.Submitted != n || nop.Completed != n || nop.Errors != 0 {
+		t.Errorf("NOP submitted/completed/errors = %d/%d/%d, want %d/%d/0", nop.Submitted, nop.Completed, nop.Errors, n, n)
+	}
+	if got := s.SyscallCount(unix.SYS_IO_URING_ENTER); got != n {
+		t.Errorf("io_uring_enter count = %d, want %d", got, n)
+	}
+	var lat uint64
+	for _, c := range nop.Hist {
+		lat += c
+	}
+	if lat != n {
+		t.Errorf("NOP latency samples = %d, want %d", lat, n)
+	}
+}
+
+func TestURingWriteFixedExact(t *testing.T) {
+	requireTracing(t)
+	const n, k = 100, 8192
+	dir := t.TempDir()
+	tests := []struct {
+		name   string
+		path   string
+		direct bool
+		class  int
+	}{
+		{"devnull", "/dev/null", false, bpf.ClassCopy},
+		{"pagecache", filepath.Join(dir, "fixed.dat"), false, bpf.ClassCopy},
+		{"odirect", filepath.Join(directDir(t), "fixed-direct.dat"), true, bpf.ClassDirect},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"uring-write-fixed", tc.path, "100", "8192"}
+			if tc.direct {
+				args = append(args, "direct")
+			}
+			_, s := runTraced(t, Options{}, args...)
+			w := s.URing[5] // IORING_OP_WRITE_FIXED
+			if w.Submitted != n || w.Completed != n || w.Errors != 0 {
+				t.Errorf("WRITE_FIXED submitted/completed/errors = %d/%d/%d, want %d/%d/0", w.Submitted, w.Completed, w.Errors, n, n)
+			}
+			if w.Bytes != n*k || w.FixedBytes != n*k || w.FixedReqs != n {
+				t.Errorf("WRITE_FIXED bytes/fixed_bytes/fixed_reqs = %d/%d/%d, want %d/%d/%d", w.Bytes, w.FixedBytes, w.FixedReqs, n*k, n*k, n)
+			}
+			other := bpf.ClassCopy
+			if tc.class == bpf.ClassCopy {
+				other = bpf.ClassDirect
+			}
+			if got := s.CopyBytes(bpf.SrcURing, bpf.DirUserToKernel, tc.class); got != n*k {
+				t.Errorf("io_uring user->kernel class %d bytes = %d, want %d", tc.class, got, n*k)
+			}
+			if got := s.CopyBytes(bpf.SrcURing, bpf.DirUserToKernel, other); got != 0 {
+				t.Errorf("io_uring user->kernel class %d bytes = %d, want 0", other, got)
+			}
+			if s.URing[0].Submitted != 0 {
+				t.Errorf("NOPs counted: %d", s.URing[0].Submitted)
+			}
+		})
+	}
+}
+
+func TestEngineHooksExact(t *testing.T) {
+	const b = 50
+	hooks := Hooks{SubmitBatch: "main.hookSubmitBatch", ReapBatch: "main.hookReapBatch"}
+	sess, s := runTraced(t, Options{Hooks: hooks}, "hooks", "50")
+	if st := sess.Engine(); !st.Present {
+		t.Fatalf("engine hooks not attached: %s", st.Reason)
+	}
+	var transfers, bytes, errs uint64
+	var paths [3]uint64
+	for i := 0; i < b; i++ {
+		c := uint64(i%7 + 1)
+		transfers += c
+		bytes += c * 4096
+		errs += uint64(i % 2)
+		paths[i%3]++
+	}
+	e := s.Engine
+	if e.SubmitBatches != b || e.SubmitTransfers != transfers || e.SubmitBytes != bytes {
+		t.Errorf("submit batches/transfers/bytes = %d/%d/%d, want %d/%d/%d", e.SubmitBatches, e.SubmitTransfers, e.SubmitBytes, b, transfers, bytes)
+	}
+	if e.ReapBatches != b || e.ReapCompletions != transfers || e.ReapErrors != errs {
+		t.Errorf("reap batches/completions/errors = %d/%d/%d, want %d/%d/%d", e.ReapBatches, e.ReapCompletions, e.ReapErrors, b, transfers, errs)
+	}
+	for p := range paths {
+		if e.PathBatches[p] != paths[p] {
+			t.Errorf("path %d batches = %d, want %d", p, e.PathBatches[p], paths[p])
+		}
+	}
+}
+
+func TestEngineAbsentWithoutSymbols(t *testing.T) {
+	// The workload has main.hook*, not the engine's symbols.
+	sess, s := runTraced(t, Options{}, "hooks", "5")
+	st := sess.Engine()
+	if st.Present {
+		t.Fatalf("engine reported present in a binary without %s", HookSubmitBatch)
+	}
+	if st.Reason == "" {
+		t.Error("no reason given for the absent engine")
+	}
+	if s.Engine.SubmitBatches != 0 {
+		t.Errorf("engine batches counted without hooks: %d", s.Engine.SubmitBatches)
+	}
+	if s.SyscallCount(unix.SYS_EXIT_GROUP) != 0 && s.SyscallCount(unix.SYS_MMAP) == 0 {
+		t.Error("the rest of the trace did not work")
+	}
+	if s.SyscallCount(unix.SYS_MMAP) == 0 {
+		t.Error("no mmap counted: the rest of the trace did not work")
+	}
+}
+
+// TestAttachCountsOnlyThatProcess attaches by PID to a workload waiting on
+// stdin, releases it, and checks exact counts while a second, untraced
+// workload does the same work.
+func TestAttachCountsOnlyThatProcess(t *testing.T) {
+	requireTracing(t)
+	const n = 300
+	start := func() (*exec.Cmd, *os.File) {
+		cmd := exec.Command(workload(t), "write", "/dev/null", "300", "10")
+		cmd.Env = append(os.Environ(), "WORKLOAD_WAIT=1")
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdin, cmd.Stderr = r, os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		return cmd, w
+	}
+	traced, tw := start()
+	other, ow := start()
+	sess, err := Attach(traced.Process.Pid, Options{})
+	if err != nil {
+		traced.Process.Kill()
+		other.Process.Kill()
+		t.Fatalf("Attach: %v", err)
+	}
+	defer sess.Close()
+	tw.Write([]byte{1})
+	ow.Write([]byte{1})
+	tw.Close()
+	ow.Close()
+	if err := traced.Wait(); err != nil {
+		t.Fatalf("traced workload: %v", err)
+	}
+	if err := other.Wait(); err != nil {
+		t.Fatalf("other workload: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := sess.Wait(ctx); err == nil || !errorsIs(err, ErrProcessGone) {
+		t.Errorf("Wait after exit = %v, want ErrProcessGone", err)
+	}
+	s, err := sess.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.SyscallCount(unix.SYS_WRITE); got != n {
+		t.Errorf("write count = %d, want %d (only the attached process)", got, n)
+	}
+	// The wait read(2) was usually entered before the attach: a syscall in
+	// progress when tracing starts is not counted (no entry timestamp).
+	if got := s.SyscallCount(unix.SYS_READ); got > 1 {
+		t.Errorf("read count = %d, want at most 1 (the wait byte)", got)
+	}
+	if got := s.CopyBytes(bpf.SrcSyscall, bpf.DirUserToKernel, bpf.ClassCopy); got != n*10 {
+		t.Errorf("user->kernel bytes = %d, want %d", got, n*10)
+	}
+}
+
+func TestAttachMissingPID(t *testing.T) {
+	requireTracing(t)
+	// Find a PID that does not exist.
+	pid := 1 << 22
+	for ; pid > 1000; pid-- {
+		if unix.Kill(pid, 0) == unix.ESRCH {
+			break
+		}
+	}
+	_, err := Attach(pid, Options{})
+	if !errorsIs(err, ErrProcessGone) {
+		t.Fatalf("Attach(%d) = %v, want ErrProcessGone", pid, err)
+	}
+}
+
+var errorsIs = errors.Is
