@@ -377,7 +377,13 @@ func (d *Device) fatalLocked(why string, addr uint64, setAddr bool) {
 // values; DMA mappings, MSI routing and fault rules stay.
 func (d *Device) resetLocked(orderly bool) {
 	d.ctr.resets++
-	if orderly && d.regs[model.RegStatus/4].Load()&model.StatusFatal == 0 {
+	orderly = orderly && d.regs[model.RegStatus/4].Load()&model.StatusFatal == 0
+	// Not ready before the first status-4 completion is visible: a host
+	// that reaps one and reads STATUS sees the reset.
+	d.enabled = false
+	d.regs[model.RegControl/4].Store(0)
+	d.regs[model.RegStatus/4].Store(0)
+	if orderly {
 		for qi := range d.queues {
 			q := &d.queues[qi]
 			if !q.active {
@@ -390,7 +396,7 @@ func (d *Device) resetLocked(orderly bool) {
 				}
 			}
 			tail := d.qreg(qi, model.QSQTail).Load()
-			for tail < q.sqSize && q.sqHead != tail && d.enabled {
+			for tail < q.sqSize && q.sqHead != tail {
 				ok, _ := d.cqRoomLocked(qi, q)
 				if !ok {
 					break
