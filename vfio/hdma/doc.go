@@ -36,7 +36,7 @@
 //
 // Sentinel errors for errors.Is: ErrNotHDMA, ErrVersion, ErrBadConfig,
 // ErrNotReady, ErrFatal, ErrEnabled, ErrClosed, ErrQueueFull,
-// ErrRecoveryNeeded, ErrBadDesc; completion errors ErrIOMMUFault,
+// ErrRecoveryNeeded; completion errors ErrIOMMUFault,
 // ErrDevMemBounds, ErrBadDescriptor, ErrDeviceReset, ErrDeviceError,
 // ErrUnknownStatus, ErrTimeout.
 package hdma

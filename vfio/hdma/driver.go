@@ -49,12 +49,19 @@ type Driver struct {
 
 	enabled bool
 	closed  bool
-	// resetSeen is set by a queue that reaped a status-4 completion or
-	// found a timeout: the device is (or must be) reset; submissions are
-	// refused until Recover.
-	resetSeen atomic.Bool
-	recovers  atomic.Uint64
+	// blocked refuses submissions: blockRecover after a queue reaped a
+	// status-4 completion or found a timeout (the device is, or must be,
+	// reset) until Recover; blockClosed after Close. Queues load it on
+	// every Enqueue, from their own goroutines.
+	blocked  atomic.Uint32
+	recovers atomic.Uint64
 }
+
+const (
+	blockNone uint32 = iota
+	blockRecover
+	blockClosed
+)
 
 // Open identifies the device behind dev and resets it. The caller keeps
 // ownership of dev (Close does not close it).
@@ -261,7 +268,7 @@ func (d *Driver) Enable() error {
 		return err
 	}
 	d.enabled = true
-	d.resetSeen.Store(false)
+	d.blocked.Store(blockNone)
 	return nil
 }
 
@@ -305,6 +312,7 @@ func (d *Driver) Close() error {
 		errs = append(errs, err)
 	}
 	d.closed = true
+	d.blocked.Store(blockClosed)
 	if err := d.dev.SetIRQs(vfio.IRQMSI, 0, nil); err != nil && !errors.Is(err, vfio.ErrClosed) {
 		errs = append(errs, fmt.Errorf("hdma: close: unroute MSI: %w", err))
 	}

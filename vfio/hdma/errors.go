@@ -23,7 +23,6 @@ var (
 	// seen, or a descriptor timed out); call Driver.Recover before
 	// submitting again.
 	ErrRecoveryNeeded = errors.New("hdma: device needs recovery")
-	ErrBadDesc        = errors.New("hdma: invalid descriptor")
 
 	// Completion errors (Completion.Err), one per model status, plus the
 	// driver's own timeout.

@@ -501,3 +501,24 @@ func TestZeroAllocs(t *testing.T) {
 		t.Errorf("%v allocations per submit+reap batch", allocs)
 	}
 }
+
+// TestClose: after Close the queues refuse work, the device is reset and
+// its interrupts unrouted; closing twice is harmless.
+func TestClose(t *testing.T) {
+	r := newRig(t, mock.Config{}, hdma.Config{}, 1, 64)
+	q := r.qs[0]
+	must(t, r.drv.Close())
+	must(t, r.drv.Close())
+	if err := q.Enqueue(hdma.Desc{Op: hdma.OpFence}); !errors.Is(err, hdma.ErrClosed) {
+		t.Errorf("Enqueue after Close: %v", err)
+	}
+	if err := r.drv.Recover(); !errors.Is(err, hdma.ErrClosed) {
+		t.Errorf("Recover after Close: %v", err)
+	}
+	if st, _, err := r.drv.Status(); err != nil || st != 0 {
+		t.Errorf("STATUS after Close %#x, %v", st, err)
+	}
+	if q.EventFD() != -1 {
+		t.Errorf("eventfd %d still open", q.EventFD())
+	}
+}

@@ -197,9 +197,13 @@ func (q *Queue) program() error {
 
 // Enqueue writes one descriptor into the submission ring without telling the
 // device; Submit publishes. ErrQueueFull when Entries-1 are outstanding,
-// ErrRecoveryNeeded after a device reset until Recover.
+// ErrRecoveryNeeded after a device reset until Recover, ErrClosed after the
+// driver's Close.
 func (q *Queue) Enqueue(desc Desc) error {
-	if q.d.resetSeen.Load() {
+	if b := q.d.blocked.Load(); b != blockNone {
+		if b == blockClosed {
+			return ErrClosed
+		}
 		return ErrRecoveryNeeded
 	}
 	if !q.room() {
@@ -325,7 +329,7 @@ func (q *Queue) complete(e []byte, c *Completion) bool {
 		c.Err = ErrTimeout
 	}
 	if status == model.StatusReset {
-		q.d.resetSeen.Store(true)
+		q.d.blocked.CompareAndSwap(blockNone, blockRecover)
 	}
 	if c.Err != nil {
 		q.st.Errors++
@@ -364,7 +368,7 @@ func (q *Queue) CheckTimeout() (user uint64, age time.Duration, stalled bool) {
 		s.timedOut = true
 		q.st.Timeouts++
 	}
-	q.d.resetSeen.Store(true)
+	q.d.blocked.CompareAndSwap(blockNone, blockRecover)
 	return s.user, age, true
 }
 
