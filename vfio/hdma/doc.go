@@ -17,10 +17,11 @@
 //
 // Hot path: Enqueue writes one 64-byte descriptor into the submission ring;
 // Submit publishes everything enqueued since the last Submit with one 32-bit
-// SQ_TAIL store; Reap takes every ready completion (phase bit, through
-// ring.CompletionRing), maps each tag back to the caller's cookie, and
-// releases the batch with one CQ_HEAD store. None of them allocates or takes
-// a lock; a Queue belongs to one goroutine at a time.
+// SQ_TAIL store; Reap takes the ready completions (phase bit, through
+// ring.CompletionRing) and maps each tag back to the caller's cookie;
+// consumed entries return to the device with one CQ_HEAD store per quarter
+// ring. None of them allocates or takes a lock; a Queue belongs to one
+// goroutine at a time.
 //
 // Completions carry the caller's User cookie, the device status and bytes
 // moved, and Err: nil, or one of the completion errors below. Every

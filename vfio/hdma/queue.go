@@ -271,9 +271,10 @@ func (q *Queue) SubmitBatch(descs []Desc) (int, error) {
 }
 
 // Reap fills out with completions — first those recovery synthesized, then
-// every ready entry of the completion ring — and releases the ring entries
-// with one CQ_HEAD write. It returns how many it filled; it never blocks
-// and never allocates.
+// ready entries of the completion ring, oldest first — and consumes them.
+// The consumed entries go back to the device through CQ_HEAD once a quarter
+// of the ring has accumulated (one register write per batch, see room). It
+// returns how many it filled; it never blocks and never allocates.
 func (q *Queue) Reap(out []Completion) int {
 	n := 0
 	for n < len(out) && q.failLen > 0 {
