@@ -152,7 +152,9 @@ func TestFallbackRecorded(t *testing.T) {
 }
 
 // moreThanAvailable returns a 2 MiB-hugetlb size the kernel cannot grant
-// now, or skips when hugetlb overcommit could grant anything.
+// now — 8 GiB beyond what is available, so that another test process
+// reserving pages meanwhile does not change the outcome — or skips when
+// hugetlb overcommit could grant anything.
 func moreThanAvailable(t *testing.T) (int, HugeCounts) {
 	t.Helper()
 	c, err := readHugeCounts(size2M)
@@ -162,7 +164,7 @@ func moreThanAvailable(t *testing.T) (int, HugeCounts) {
 	if oc, _ := readInt(hugeDir(size2M) + "/nr_overcommit_hugepages"); oc > 0 {
 		t.Skipf("nr_overcommit_hugepages is %d: the kernel may grant surplus pages", oc)
 	}
-	return (c.Available() + 1) * size2M, c
+	return (c.Available() + 4096) * size2M, c
 }
 
 func TestNoHugepagesTeaches(t *testing.T) {

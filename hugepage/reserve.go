@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -15,6 +16,9 @@ import (
 type Reservation struct {
 	pageSize int
 	n        int
+	// What the kernel reported under the lock, for tests: nr_hugepages
+	// before and after Reserve, and before and after Release.
+	before, after, relBefore, relAfter int
 
 	mu       sync.Mutex
 	released bool
@@ -22,7 +26,26 @@ type Reservation struct {
 
 // reserveMu serialises reservations inside the process; an flock on the
 // page size's sysfs directory serialises them between processes using hcomm.
-var reserveMu sync.Mutex
+// outstanding counts this process's reserved, unreleased pages per page
+// size (guarded by reserveMu).
+var (
+	reserveMu   sync.Mutex
+	outstanding = map[int]int{}
+)
+
+// outstandingPages returns this process's reserved, unreleased pages by
+// page size (the tests check it is empty when they end).
+func outstandingPages() map[int]int {
+	reserveMu.Lock()
+	defer reserveMu.Unlock()
+	out := map[int]int{}
+	for ps, n := range outstanding {
+		if n != 0 {
+			out[ps] = n
+		}
+	}
+	return out
+}
 
 const procCompact = "/proc/sys/vm/compact_memory"
 
@@ -47,7 +70,7 @@ func Reserve(pageSize int, n int) (*Reservation, error) {
 	}
 	defer unlock()
 
-	before, err := readInt(path)
+	before, err := readPersistent(path)
 	if err != nil {
 		return nil, fmt.Errorf("reserve: %w", err)
 	}
@@ -74,7 +97,8 @@ func Reserve(pageSize int, n int) (*Reservation, error) {
 		return nil, fmt.Errorf("%w: asked the kernel for %d more pages of %s (%s %d -> %d), it found only %d even after compacting memory%s",
 			ErrReserve, n, fmtBytes(int64(pageSize)), path, before, before+n, got-before, hint)
 	}
-	return &Reservation{pageSize: pageSize, n: n}, nil
+	outstanding[pageSize] += n
+	return &Reservation{pageSize: pageSize, n: n, before: before, after: got}, nil
 }
 
 // PageSize is the size of the reserved pages.
@@ -84,8 +108,8 @@ func (r *Reservation) PageSize() int { return r.pageSize }
 func (r *Reservation) Pages() int { return r.n }
 
 // Release lowers the pool by the pages Reserve added. Pages still mapped
-// by an arena become surplus pages and go back to the system when the arena
-// is closed. Release is idempotent.
+// by an arena become surplus pages (nr_hugepages still counts them) and go
+// back to the system when the arena is closed. Release is idempotent.
 func (r *Reservation) Release() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -98,19 +122,26 @@ func (r *Reservation) Release() error {
 	}
 	defer unlock()
 	path := nrHugepagesPath(r.pageSize)
-	cur, err := readInt(path)
+	cur, err := readPersistent(path)
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
 	target := max(cur-r.n, 0)
-	if _, err := setNrHugepages(path, target); err != nil {
+	got, err := setNrHugepages(path, target)
+	if err != nil {
 		return fmt.Errorf("release %d pages of %s: %w", r.n, fmtBytes(int64(r.pageSize)), err)
 	}
+	if got != target {
+		return fmt.Errorf("%w: release %d pages of %s: the pool holds %d persistent pages, want %d", ErrReserve, r.n, fmtBytes(int64(r.pageSize)), got, target)
+	}
+	r.relBefore, r.relAfter = cur, got
 	r.released = true
+	outstanding[r.pageSize] -= r.n
 	return nil
 }
 
-// setNrHugepages writes n and returns what the kernel then reports.
+// setNrHugepages writes n (the persistent pool size) and returns the
+// persistent pool size the kernel then reports.
 func setNrHugepages(path string, n int) (int, error) {
 	if err := os.WriteFile(path, []byte(strconv.Itoa(n)), 0); err != nil {
 		if errors.Is(err, os.ErrPermission) {
@@ -118,7 +149,22 @@ func setNrHugepages(path string, n int) (int, error) {
 		}
 		return 0, fmt.Errorf("write %s: %w", path, err)
 	}
-	return readInt(path)
+	return readPersistent(path)
+}
+
+// readPersistent reads the persistent pool size: nr_hugepages counts
+// surplus pages too (pages still mapped after the pool was lowered, freed
+// to the system when unmapped), writing it sets the persistent count.
+func readPersistent(path string) (int, error) {
+	nr, err := readInt(path)
+	if err != nil {
+		return 0, err
+	}
+	surplus, err := readInt(strings.TrimSuffix(path, "nr_hugepages") + "surplus_hugepages")
+	if err != nil {
+		return 0, err
+	}
+	return nr - surplus, nil
 }
 
 func lockPool(ps int) (func(), error) {
