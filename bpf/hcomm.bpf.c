@@ -351,8 +351,13 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	if (!traced())
 		return 0;
 	tid = (__u32)bpf_get_current_pid_tgid();
-	if (id == 60 || id == 231) // exit, exit_group: no sys_exit follows
+	if (id == 60 || id == 231) { // exit, exit_group: no sys_exit follows
+		__u32 nr = id;
+		struct sys_stat *s = bpf_map_lookup_elem(&sys_stats, &nr);
+		if (s)
+			ADD(s->count, 1); // counted, no duration
 		return 0;
+	}
 	in.ts = bpf_ktime_get_ns();
 	in.nr = id;
 	switch (id) {

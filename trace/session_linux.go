@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +25,7 @@ type Session struct {
 	cmd     *exec.Cmd
 	pidfd   int
 	started time.Time
+	comm    string // attach: /proc/PID/comm when attached
 }
 
 // CommandIO is where a started command's standard streams go (nil: the
@@ -108,6 +108,9 @@ func Attach(pid int, opts Options) (*Session, error) {
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
 		s.Argv = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil {
+		s.comm = strings.TrimSpace(string(b))
+	}
 	// The process may have exited between pidfd_open and the attach.
 	if !s.alive() {
 		s.Close()
@@ -173,22 +176,6 @@ func exitStatus(cmd *exec.Cmd, err error) (int, error) {
 	return -1, err
 }
 
-// Comm is the traced process's command name (from /proc when it is alive,
-// else from the command line).
-func (s *Session) Comm() string {
-	if b, err := os.ReadFile("/proc/" + strconv.Itoa(s.PID) + "/comm"); err == nil {
-		return strings.TrimSpace(string(b))
-	}
-	if len(s.Argv) > 0 {
-		c := filepath.Base(s.Argv[0])
-		if len(c) > 15 {
-			c = c[:15]
-		}
-		return c
-	}
-	return ""
-}
-
 // Close detaches the probes and, for a started command, removes its cgroup
 // (moving any process still inside to the parent cgroup). It does not kill
 // the command.
@@ -205,4 +192,30 @@ func (s *Session) Close() error {
 		s.pidfd = -1
 	}
 	return errors.Join(errs...)
+}
+
+// Meta describes the session for a report; call it after Close for the
+// complete list of execs. exitCode may be nil (attach, or still running).
+func (s *Session) Meta(exitCode *int) Meta {
+	p := ProcessInfo{PID: s.PID, Argv: s.Argv}
+	if s.Cgroup != nil {
+		p.Cgroup = s.Cgroup.Path
+	}
+	execs := s.Execs()
+	for _, e := range execs {
+		if e.PID == s.PID {
+			p.Comm = e.Comm // the command's own exec
+		}
+	}
+	if p.Comm == "" {
+		if s.Mode == "attach" {
+			p.Comm = s.comm
+		} else if len(s.Argv) > 0 {
+			p.Comm = filepath.Base(s.Argv[0])
+		}
+	}
+	return Meta{
+		Process: p, Mode: s.Mode, Duration: time.Since(s.started), ExitCode: exitCode,
+		Engine: s.Engine(), Execs: execs, Unavailable: s.Unavailable(),
+	}
 }

@@ -1,0 +1,335 @@
+// Command hcomm-trace shows, for one process, what the kernel saw it do:
+// system calls (count, errors, time), bytes copied between user and kernel
+// space versus moved by DMA, io_uring requests per opcode, page faults and
+// hcomm engine batches. It uses eBPF (package trace) and needs root, or
+// CAP_BPF and CAP_PERFMON.
+//
+//	hcomm-trace run [flags] -- CMD ARGS...   start CMD in a fresh cgroup, trace it and its children
+//	hcomm-trace attach -p PID [-d DURATION] [flags]
+//
+// See docs/tracing.md for the output and the JSON schema.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hcomm-go/hcomm/trace"
+)
+
+const usage = `usage:
+  hcomm-trace run [flags] -- CMD ARGS...
+  hcomm-trace attach -p PID [-d DURATION] [flags]
+
+run starts CMD in a fresh cgroup (CMD and its children are traced from their
+first instruction), prints the report when CMD exits and exits with CMD's
+status. attach traces the running process PID (not its children) until it
+exits, DURATION passes or SIGINT.
+
+flags:
+`
+
+type options struct {
+	output     string
+	outFile    string
+	interval   time.Duration
+	top        int
+	hist       bool
+	prometheus string
+	engineBins stringList
+	hookSubmit string
+	hookReap   string
+	verbose    bool
+	pid        int
+	duration   time.Duration
+}
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func newFlags(mode string, o *options, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("hcomm-trace "+mode, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.output, "o", "table", "output format: table or json")
+	fs.StringVar(&o.outFile, "out", "", "write the report to this file instead of standard output")
+	fs.DurationVar(&o.interval, "i", 0, "print deltas every INTERVAL while tracing (json: compact lines on standard error)")
+	fs.IntVar(&o.top, "top", 20, "syscalls shown in the table (0: all)")
+	fs.BoolVar(&o.hist, "hist", true, "print log2 latency histograms in the table")
+	fs.StringVar(&o.prometheus, "prometheus", "", "serve the counters as Prometheus metrics on ADDR (e.g. :9464) while tracing")
+	fs.Var(&o.engineBins, "engine-binary", "another executable to probe for the engine hooks (repeatable)")
+	fs.StringVar(&o.hookSubmit, "hook-submit", trace.HookSubmitBatch, "symbol of the engine's submit-batch hook")
+	fs.StringVar(&o.hookReap, "hook-reap", trace.HookReapBatch, "symbol of the engine's reap-batch hook")
+	fs.BoolVar(&o.verbose, "v", false, "log engine batch and exec events to standard error")
+	if mode == "attach" {
+		fs.IntVar(&o.pid, "p", 0, "PID of the process to trace")
+		fs.DurationVar(&o.duration, "d", 0, "stop after DURATION (0: until the process exits or SIGINT)")
+	}
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// run is main without os.Exit, for tests.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || (args[0] != "run" && args[0] != "attach") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	mode := args[0]
+	var o options
+	fs := newFlags(mode, &o, stderr)
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	if o.output != "table" && o.output != "json" {
+		fmt.Fprintf(stderr, "hcomm-trace: -o %q: want table or json\n", o.output)
+		return 2
+	}
+	logLevel := slog.LevelWarn
+	if o.verbose {
+		logLevel = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel}))
+	topts := trace.Options{
+		Hooks:       trace.Hooks{SubmitBatch: o.hookSubmit, ReapBatch: o.hookReap},
+		Executables: o.engineBins,
+		Logger:      log,
+	}
+	if o.verbose {
+		topts.OnEvent = func(e trace.Event) { logEvent(log, e) }
+	}
+
+	out := stdout
+	if o.outFile != "" {
+		f, err := os.Create(o.outFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "hcomm-trace: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		out = f
+	}
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+
+	var sess *trace.Session
+	var err error
+	switch mode {
+	case "run":
+		argv := fs.Args()
+		if len(argv) == 0 {
+			fmt.Fprintln(stderr, "hcomm-trace run: no command (usage: hcomm-trace run [flags] -- CMD ARGS...)")
+			return 2
+		}
+		sess, err = trace.StartCommand(argv, trace.CommandIO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, topts)
+	case "attach":
+		if o.pid <= 0 || fs.NArg() > 0 {
+			fmt.Fprintln(stderr, "hcomm-trace attach: need -p PID and no other arguments")
+			return 2
+		}
+		sess, err = trace.Attach(o.pid, topts)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "hcomm-trace: %v\n", err)
+		return 1
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			sess.Close()
+		}
+	}()
+	if st := sess.Engine(); !st.Present {
+		log.Debug("engine section absent", "reason", st.Reason)
+	}
+
+	var srv *http.Server
+	if o.prometheus != "" {
+		srv, err = servePrometheus(o.prometheus, sess, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "hcomm-trace: --prometheus %s: %v\n", o.prometheus, err)
+			return 1
+		}
+		defer srv.Close()
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if o.duration > 0 {
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	stopLive := make(chan struct{})
+	liveDone := make(chan struct{})
+	go func() {
+		defer close(liveDone)
+		live(sess, o, out, stderr, stopLive)
+	}()
+
+	waitDone := make(chan struct{})
+	var code int
+	var werr error
+	go func() {
+		defer close(waitDone)
+		code, werr = sess.Wait(ctx)
+	}()
+loop:
+	for {
+		select {
+		case <-waitDone:
+			break loop
+		case sig := <-sigs:
+			if mode == "run" {
+				sess.Signal(sig) // CMD decides; its exit ends the trace
+			} else {
+				cancel()
+			}
+		}
+	}
+	close(stopLive)
+	<-liveDone
+
+	snap, serr := sess.Snapshot()
+	var exit *int
+	status := 0
+	switch mode {
+	case "run":
+		if werr != nil {
+			fmt.Fprintf(stderr, "hcomm-trace: wait for command: %v\n", werr)
+			status = 1
+		} else {
+			exit, status = &code, code
+		}
+	case "attach":
+		if werr != nil && !errors.Is(werr, trace.ErrProcessGone) && !errors.Is(werr, context.Canceled) && !errors.Is(werr, context.DeadlineExceeded) {
+			fmt.Fprintf(stderr, "hcomm-trace: %v\n", werr)
+			status = 1
+		}
+		if errors.Is(werr, trace.ErrProcessGone) {
+			fmt.Fprintf(stderr, "hcomm-trace: process %d exited\n", o.pid)
+		}
+	}
+	sess.Close()
+	closed = true
+	if serr != nil {
+		fmt.Fprintf(stderr, "hcomm-trace: read counters: %v\n", serr)
+		return 1
+	}
+	rep := trace.NewReport(snap, sess.Meta(exit))
+	if err := writeReport(out, rep, o, true); err != nil {
+		fmt.Fprintf(stderr, "hcomm-trace: write report: %v\n", err)
+		return 1
+	}
+	return status
+}
+
+func writeReport(w io.Writer, r *trace.Report, o options, final bool) error {
+	if o.output == "json" {
+		return trace.WriteJSON(w, r)
+	}
+	return trace.WriteTable(w, r, trace.TableOptions{Top: o.top, Histograms: o.hist && final, Header: true})
+}
+
+// live prints the change since the previous interval until stop closes.
+func live(sess *trace.Session, o options, out, stderr io.Writer, stop chan struct{}) {
+	if o.interval <= 0 {
+		return
+	}
+	t := time.NewTicker(o.interval)
+	defer t.Stop()
+	prev, err := sess.Snapshot()
+	if err != nil {
+		return
+	}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		cur, err := sess.Snapshot()
+		if err != nil {
+			fmt.Fprintf(stderr, "hcomm-trace: read counters: %v\n", err)
+			continue
+		}
+		m := sess.Meta(nil)
+		m.Duration = cur.Taken.Sub(prev.Taken)
+		m.Execs = nil
+		r := trace.NewReport(cur.Sub(prev), m)
+		prev = cur
+		if o.output == "json" {
+			// Standard output carries exactly one object, the final one.
+			r.Mode += "-interval"
+			fmt.Fprintln(stderr, compactJSON(r))
+			continue
+		}
+		fmt.Fprintf(out, "--- %s: last %s ---\n", time.Now().Format("15:04:05"), o.interval)
+		top := o.top
+		if top == 0 || top > 10 {
+			top = 10
+		}
+		trace.WriteTable(out, r, trace.TableOptions{Top: top})
+	}
+}
+
+func compactJSON(r *trace.Report) string {
+	var b strings.Builder
+	trace.WriteJSON(&b, r)
+	return strings.Join(strings.Fields(b.String()), "")
+}
+
+func servePrometheus(addr string, sess *trace.Session, stderr io.Writer) (*http.Server, error) {
+	reg := prometheus.NewRegistry()
+	m := sess.Meta(nil)
+	reg.MustRegister(trace.NewCollector(sess.Snapshot, prometheus.Labels{"pid": strconv.Itoa(m.Process.PID), "comm": m.Process.Comm}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	fmt.Fprintf(stderr, "hcomm-trace: serving metrics on http://%s/metrics\n", ln.Addr())
+	return srv, nil
+}
+
+func logEvent(log *slog.Logger, e trace.Event) {
+	switch e.Type {
+	case trace.EventEngineSubmit:
+		log.Info("engine submit", "tid", e.PID, "transfers", e.Count, "bytes", e.Bytes, "path", trace.EnginePathName(int(e.Aux)))
+	case trace.EventEngineReap:
+		log.Info("engine reap", "tid", e.PID, "completions", e.Count, "bytes", e.Bytes, "errors", e.Aux)
+	case trace.EventExec:
+		log.Info("exec", "pid", e.PID, "comm", e.Comm, "file", e.File)
+	}
+}

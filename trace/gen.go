@@ -1,0 +1,3 @@
+package trace
+
+//go:generate go run mksyscalls.go

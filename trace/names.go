@@ -1,0 +1,50 @@
+package trace
+
+import "github.com/hcomm-go/hcomm/bpf"
+
+// SyscallName names an x86-64 syscall number ("syscall_NNN" when unknown,
+// "other" for the overflow slot).
+func SyscallName(nr int) string {
+	if n, ok := syscallNames[nr]; ok {
+		return n
+	}
+	if nr == bpf.MaxSyscalls-1 {
+		return "other"
+	}
+	return "syscall_" + itoa(nr)
+}
+
+// SyscallNumber is the inverse of SyscallName (-1 when unknown).
+func SyscallNumber(name string) int {
+	for nr, n := range syscallNames {
+		if n == name {
+			return nr
+		}
+	}
+	return -1
+}
+
+// uringOps are the io_uring opcode names (enum io_uring_op, include/uapi/linux/io_uring.h).
+var uringOps = [...]string{
+	"NOP", "READV", "WRITEV", "FSYNC", "READ_FIXED", "WRITE_FIXED", "POLL_ADD", "POLL_REMOVE",
+	"SYNC_FILE_RANGE", "SENDMSG", "RECVMSG", "TIMEOUT", "TIMEOUT_REMOVE", "ACCEPT", "ASYNC_CANCEL",
+	"LINK_TIMEOUT", "CONNECT", "FALLOCATE", "OPENAT", "CLOSE", "FILES_UPDATE", "STATX", "READ",
+	"WRITE", "FADVISE", "MADVISE", "SEND", "RECV", "OPENAT2", "EPOLL_CTL", "SPLICE",
+	"PROVIDE_BUFFERS", "REMOVE_BUFFERS", "TEE", "SHUTDOWN", "RENAMEAT", "UNLINKAT", "MKDIRAT",
+	"SYMLINKAT", "LINKAT", "MSG_RING", "FSETXATTR", "SETXATTR", "FGETXATTR", "GETXATTR", "SOCKET",
+	"URING_CMD", "SEND_ZC", "SENDMSG_ZC", "READ_MULTISHOT", "WAITID", "FUTEX_WAIT", "FUTEX_WAKE",
+	"FUTEX_WAITV", "FIXED_FD_INSTALL", "FTRUNCATE", "BIND", "LISTEN", "RECV_ZC", "EPOLL_WAIT",
+	"READV_FIXED", "WRITEV_FIXED", "PIPE",
+}
+
+// URingOpName names an io_uring opcode; bpf.OpAux is "AUX" (completions
+// without a request of their own, zero-copy notifications, opcodes beyond it).
+func URingOpName(op int) string {
+	if op == bpf.OpAux {
+		return "AUX"
+	}
+	if op >= 0 && op < len(uringOps) {
+		return uringOps[op]
+	}
+	return "OP_" + itoa(op)
+}

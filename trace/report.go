@@ -1,0 +1,267 @@
+package trace
+
+import (
+	"sort"
+	"time"
+
+	"github.com/hcomm-go/hcomm/bpf"
+)
+
+// Report is what hcomm-trace prints: the JSON object of `-o json` (schema in
+// docs/tracing.md) and the source of the table. Counters are totals over the
+// report's window (the whole trace, or one interval for live deltas).
+type Report struct {
+	Process    ProcessInfo              `json:"process"`
+	Mode       string                   `json:"mode"` // "run" or "attach"
+	DurationNs int64                    `json:"duration_ns"`
+	ExitCode   *int                     `json:"exit_code,omitempty"`
+	Syscalls   map[string]SyscallReport `json:"syscalls"`
+	Copy       CopyReport               `json:"copy"`
+	IOURing    map[string]URingReport   `json:"io_uring"`
+	PageFaults FaultReport              `json:"page_faults"`
+	Engine     EngineReport             `json:"engine"`
+	Execs      []Exec                   `json:"execs,omitempty"`
+	Lost       LostReport               `json:"lost"`
+	// Unavailable lists probes that could not be attached (with reasons);
+	// their sections read zero.
+	Unavailable []string `json:"unavailable,omitempty"`
+}
+
+// ProcessInfo identifies the traced process.
+type ProcessInfo struct {
+	PID    int      `json:"pid"`
+	Comm   string   `json:"comm"`
+	Argv   []string `json:"argv,omitempty"`
+	Cgroup string   `json:"cgroup,omitempty"`
+}
+
+// SyscallReport is one syscall's line.
+type SyscallReport struct {
+	Nr        int       `json:"nr"`
+	Count     uint64    `json:"count"`
+	Errors    uint64    `json:"errors"`
+	TotalNs   uint64    `json:"total_ns"`
+	AvgNs     uint64    `json:"avg_ns"`
+	Bytes     uint64    `json:"bytes,omitempty"` // copying syscalls: bytes moved (all classes)
+	LatencyNs Histogram `json:"latency_ns"`
+}
+
+// CopyReport splits data moved between user and kernel space by whether a
+// CPU copied it. UserToKernelBytes and KernelToUserBytes count only CPU
+// copies; DirectBytes were moved by DMA (O_DIRECT on a regular file or block
+// device); ZeroCopyBytes went through MSG_ZEROCOPY / SEND_ZC / RECV_ZC.
+type CopyReport struct {
+	UserToKernelBytes uint64    `json:"user_to_kernel_bytes"`
+	KernelToUserBytes uint64    `json:"kernel_to_user_bytes"`
+	DirectBytes       uint64    `json:"direct_bytes"`
+	ZeroCopyBytes     uint64    `json:"zerocopy_bytes"`
+	Syscalls          CopySplit `json:"syscalls"`
+	IOURing           CopySplit `json:"io_uring"`
+}
+
+// CopySplit is one source's share (copying syscalls or io_uring requests).
+type CopySplit struct {
+	UserToKernelBytes uint64 `json:"user_to_kernel_bytes"`
+	KernelToUserBytes uint64 `json:"kernel_to_user_bytes"`
+	DirectWriteBytes  uint64 `json:"direct_write_bytes"`
+	DirectReadBytes   uint64 `json:"direct_read_bytes"`
+	ZeroCopyBytes     uint64 `json:"zerocopy_bytes"`
+	Ops               uint64 `json:"ops"` // calls or requests that moved data
+}
+
+// URingReport is one io_uring opcode's line.
+type URingReport struct {
+	Op            int       `json:"op"`
+	Submitted     uint64    `json:"submitted"`
+	Completed     uint64    `json:"completed"`
+	Errors        uint64    `json:"errors"`
+	Bytes         uint64    `json:"bytes"`
+	FixedRequests uint64    `json:"fixed_requests"`
+	FixedBytes    uint64    `json:"fixed_bytes"`
+	DirectBytes   uint64    `json:"direct_bytes"`
+	ZeroCopyBytes uint64    `json:"zerocopy_bytes"`
+	LatencyNs     Histogram `json:"latency_ns"` // submit -> complete
+}
+
+// FaultReport counts user page faults.
+type FaultReport struct {
+	Total uint64 `json:"total"`
+	Write uint64 `json:"write"`
+	Instr uint64 `json:"instruction"`
+}
+
+// EngineReport is the engine section; Present is false (with Reason) when
+// the traced binary lacks the hook symbols.
+type EngineReport struct {
+	Present        bool                  `json:"present"`
+	Reason         string                `json:"reason,omitempty"`
+	Binaries       []string              `json:"binaries,omitempty"`
+	Batches        uint64                `json:"batches"`
+	Transfers      uint64                `json:"transfers"`
+	Bytes          uint64                `json:"bytes"`
+	ReapedBatches  uint64                `json:"reaped_batches"`
+	Completions    uint64                `json:"completions"`
+	CompletedBytes uint64                `json:"completed_bytes"`
+	Errors         uint64                `json:"errors"`
+	Paths          map[string]EnginePath `json:"paths,omitempty"`
+	BatchTransfers Histogram             `json:"batch_transfers"` // transfers per batch
+}
+
+// EnginePath is one target path's share of the submitted batches.
+type EnginePath struct {
+	Batches uint64 `json:"batches"`
+	Bytes   uint64 `json:"bytes"`
+}
+
+// LostReport counts what the probes could not record.
+type LostReport struct {
+	Events          uint64 `json:"events"`           // ring buffer full
+	InflightEntries uint64 `json:"inflight_entries"` // in-flight tables full
+	URingUnmatched  uint64 `json:"io_uring_unmatched"`
+}
+
+// Bucket is one log2 histogram bucket: values in [Lo, Hi).
+type Bucket struct {
+	Lo    uint64 `json:"lo"`
+	Hi    uint64 `json:"hi"`
+	Count uint64 `json:"count"`
+}
+
+// Histogram lists the non-empty buckets, ascending.
+type Histogram []Bucket
+
+// NewHistogram converts the programs' log2 slots.
+func NewHistogram(slots []uint64) Histogram {
+	h := Histogram{}
+	for i, c := range slots {
+		if c == 0 {
+			continue
+		}
+		lo, hi := slotRange(i)
+		h = append(h, Bucket{Lo: lo, Hi: hi, Count: c})
+	}
+	return h
+}
+
+// slotRange is the value range of log2 slot i: 0 -> [0,1), i -> [2^(i-1), 2^i).
+func slotRange(i int) (lo, hi uint64) {
+	if i == 0 {
+		return 0, 1
+	}
+	return 1 << (i - 1), 1 << i
+}
+
+// Count is the number of samples.
+func (h Histogram) Count() uint64 {
+	var n uint64
+	for _, b := range h {
+		n += b.Count
+	}
+	return n
+}
+
+// Meta is what a report says about the traced process besides counters.
+type Meta struct {
+	Process     ProcessInfo
+	Mode        string
+	Duration    time.Duration
+	ExitCode    *int
+	Engine      EngineStatus
+	Execs       []Exec
+	Unavailable []string
+}
+
+// NewReport builds a report from a snapshot (or a delta of two).
+func NewReport(s *Snapshot, m Meta) *Report {
+	r := &Report{
+		Process: m.Process, Mode: m.Mode, DurationNs: m.Duration.Nanoseconds(), ExitCode: m.ExitCode,
+		Syscalls: map[string]SyscallReport{}, IOURing: map[string]URingReport{},
+		Execs: m.Execs, Unavailable: m.Unavailable,
+	}
+	for nr := range s.Syscalls {
+		st := &s.Syscalls[nr]
+		if st.Count == 0 {
+			continue
+		}
+		r.Syscalls[SyscallName(nr)] = SyscallReport{
+			Nr: nr, Count: st.Count, Errors: st.Errors, TotalNs: st.TotalNs, AvgNs: st.TotalNs / st.Count,
+			Bytes: st.Bytes, LatencyNs: NewHistogram(st.Hist[:]),
+		}
+	}
+	split := func(src int) CopySplit {
+		var c CopySplit
+		c.UserToKernelBytes = s.CopyBytes(src, bpf.DirUserToKernel, bpf.ClassCopy)
+		c.KernelToUserBytes = s.CopyBytes(src, bpf.DirKernelToUser, bpf.ClassCopy)
+		c.DirectWriteBytes = s.CopyBytes(src, bpf.DirUserToKernel, bpf.ClassDirect)
+		c.DirectReadBytes = s.CopyBytes(src, bpf.DirKernelToUser, bpf.ClassDirect)
+		c.ZeroCopyBytes = s.CopyBytes(src, bpf.DirUserToKernel, bpf.ClassZeroCopy) +
+			s.CopyBytes(src, bpf.DirKernelToUser, bpf.ClassZeroCopy)
+		for dir := 0; dir < 2; dir++ {
+			for class := 0; class < 3; class++ {
+				c.Ops += s.Copy[bpf.CopyIndex(src, dir, class)].Ops
+			}
+		}
+		return c
+	}
+	r.Copy.Syscalls = split(bpf.SrcSyscall)
+	r.Copy.IOURing = split(bpf.SrcURing)
+	for _, c := range []CopySplit{r.Copy.Syscalls, r.Copy.IOURing} {
+		r.Copy.UserToKernelBytes += c.UserToKernelBytes
+		r.Copy.KernelToUserBytes += c.KernelToUserBytes
+		r.Copy.DirectBytes += c.DirectWriteBytes + c.DirectReadBytes
+		r.Copy.ZeroCopyBytes += c.ZeroCopyBytes
+	}
+	for op := range s.URing {
+		u := &s.URing[op]
+		if u.Submitted == 0 && u.Completed == 0 {
+			continue
+		}
+		r.IOURing[URingOpName(op)] = URingReport{
+			Op: op, Submitted: u.Submitted, Completed: u.Completed, Errors: u.Errors, Bytes: u.Bytes,
+			FixedRequests: u.FixedReqs, FixedBytes: u.FixedBytes, DirectBytes: u.DirectBytes,
+			ZeroCopyBytes: u.ZerocopyBytes, LatencyNs: NewHistogram(u.Hist[:]),
+		}
+	}
+	r.PageFaults = FaultReport{Total: s.Faults.Total, Write: s.Faults.Write, Instr: s.Faults.Instr}
+	e := &s.Engine
+	r.Engine = EngineReport{
+		Present: m.Engine.Present, Reason: m.Engine.Reason, Binaries: m.Engine.Binaries,
+		Batches: e.SubmitBatches, Transfers: e.SubmitTransfers, Bytes: e.SubmitBytes,
+		ReapedBatches: e.ReapBatches, Completions: e.ReapCompletions, CompletedBytes: e.ReapBytes,
+		Errors: e.ReapErrors, BatchTransfers: NewHistogram(e.BatchHist[:]),
+	}
+	for p := range e.PathBatches {
+		if e.PathBatches[p] == 0 {
+			continue
+		}
+		if r.Engine.Paths == nil {
+			r.Engine.Paths = map[string]EnginePath{}
+		}
+		r.Engine.Paths[EnginePathName(p)] = EnginePath{Batches: e.PathBatches[p], Bytes: e.PathBytes[p]}
+	}
+	r.Lost = LostReport{Events: s.Misc.EventsLost, InflightEntries: s.Misc.InflightLost, URingUnmatched: s.Misc.UringUnmatched}
+	return r
+}
+
+// TopSyscalls returns the syscall names ordered by total time, then count,
+// at most n (n <= 0: all).
+func (r *Report) TopSyscalls(n int) []string {
+	names := make([]string, 0, len(r.Syscalls))
+	for k := range r.Syscalls {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		a, b := r.Syscalls[names[i]], r.Syscalls[names[j]]
+		if a.TotalNs != b.TotalNs {
+			return a.TotalNs > b.TotalNs
+		}
+		if a.Count != b.Count {
+			return a.Count > b.Count
+		}
+		return names[i] < names[j]
+	})
+	if n > 0 && len(names) > n {
+		names = names[:n]
+	}
+	return names
+}
