@@ -53,6 +53,14 @@ type Config struct {
 	// spin). Spinning keeps the doorbell-to-fetch latency near a cache
 	// miss, so benchmarks measure the host side.
 	Spin time.Duration
+	// Inline makes the device do its work inside the register write that
+	// rings a doorbell (or enables it), on the caller's goroutine, instead
+	// of on a worker goroutine: single-threaded and deterministic. A
+	// benchmark then measures the whole software path (driver and device)
+	// as CPU time, without cross-thread wake-ups or cache-line transfers
+	// that depend on the machine's load. A latency fault's descriptor
+	// completes at the first doorbell after its deadline.
+	Inline bool
 	// Seed seeds the generator behind rate-based fault injection.
 	Seed uint64
 	// Logger receives the device's rare events (fatal faults, resets);
@@ -216,7 +224,11 @@ func New(cfg Config) (*Device, error) {
 	d.regs[model.RegDevMemSize/4].Store(uint32(uint64(cfg.DevMemSize)))
 	d.regs[model.RegDevMemSize/4+1].Store(uint32(uint64(cfg.DevMemSize) >> 32))
 	d.regs[model.RegMaxLen/4].Store(cfg.MaxTransfer)
-	go d.run()
+	if cfg.Inline {
+		close(d.done)
+	} else {
+		go d.run()
+	}
 	return d, nil
 }
 

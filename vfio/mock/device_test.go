@@ -452,3 +452,44 @@ func TestMSI(t *testing.T) {
 	}
 	must(t, d.SetIRQs(vfio.IRQMSI, 0, nil))
 }
+
+// TestInline: with Config.Inline the device works inside the doorbell write:
+// the completions are in the ring when Write32 returns, and no worker runs.
+func TestInline(t *testing.T) {
+	d := newDevice(t, mock.Config{Inline: true, DevMemSize: 1 << 20})
+	q := newRawQueue(t, d, 0, 64)
+	mem := hostMem(t, 4096)
+	fill(mem, 0x77)
+	must(t, d.MapDMA(dataIOVA, mem, vfio.DMAReadWrite))
+	enable(t, d)
+	q.submit(
+		model.Descriptor{Opcode: model.OpH2D, Tag: 1, Len: 4096, Src: dataIOVA},
+		model.Descriptor{Opcode: model.OpFence, Tag: 2},
+	)
+	for tag := uint64(1); tag <= 2; tag++ {
+		c, ok := q.poll()
+		if !ok || c.Tag != tag || c.Status != 0 {
+			t.Fatalf("completion %d not there when the doorbell returned: %+v %v", tag, c, ok)
+		}
+	}
+	bar2, _ := d.Region(vfio.RegionBAR2)
+	if !allBytes(bar2.Mapped()[:4096], 0x77) {
+		t.Error("data not moved")
+	}
+	// A latency fault completes at the first doorbell after its deadline.
+	must(t, d.InjectFault(mock.Fault{Kind: mock.FaultLatency, Nth: 1, Latency: 10 * time.Millisecond}))
+	q.submit(model.Descriptor{Opcode: model.OpFence, Tag: 3})
+	if _, ok := q.poll(); ok {
+		t.Fatal("delayed descriptor completed at once")
+	}
+	time.Sleep(20 * time.Millisecond)
+	q.submit(model.Descriptor{Opcode: model.OpFence, Tag: 4})
+	for tag := uint64(3); tag <= 4; tag++ {
+		if c, ok := q.poll(); !ok || c.Tag != tag {
+			t.Fatalf("after the deadline: %+v %v", c, ok)
+		}
+	}
+	if c := d.Counters(); c.WorkerSleeps != 0 {
+		t.Errorf("inline device has a worker: %d sleeps", c.WorkerSleeps)
+	}
+}

@@ -38,7 +38,9 @@
 // Threading: one worker goroutine per device does all device-side work. The
 // doorbell path is lock-free; the worker spins on a doorbell counter for
 // Config.Spin after running out of work, then sleeps on a channel until the
-// next doorbell (or a latency deadline). See Device.
+// next doorbell (or a latency deadline). See Device. With Config.Inline
+// there is no worker: the device works inside the doorbell write, on the
+// caller's goroutine.
 //
 // The mock assumes a little-endian host, as the model is little-endian and
 // its registers and completion words are accessed as native words.

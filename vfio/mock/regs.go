@@ -119,6 +119,9 @@ func (d *Device) qreg(q int, reg uint64) *atomic.Uint32 {
 func (d *Device) writeReg(off uint64, v uint32) {
 	if off == model.RegControl {
 		d.writeControl(v)
+		if d.cfg.Inline {
+			d.runInline()
+		}
 		return
 	}
 	if off < model.QueueBase || off >= model.QueueBase+model.QueueStride*uint64(d.cfg.Queues) {
@@ -133,6 +136,9 @@ func (d *Device) writeReg(off uint64, v uint32) {
 		d.regs[off/4].Store(v)
 		d.qctr[q].sqDoorbells.Add(1)
 		d.ring()
+		if d.cfg.Inline {
+			d.runInline()
+		}
 	case model.QCQHead:
 		// Release of completion entries: the host has finished reading
 		// them before this store, the device overwrites them only after
@@ -140,6 +146,9 @@ func (d *Device) writeReg(off uint64, v uint32) {
 		d.regs[off/4].Store(v)
 		d.qctr[q].cqDoorbells.Add(1)
 		d.ring()
+		if d.cfg.Inline {
+			d.runInline()
+		}
 	case model.QIRQ:
 		d.regs[off/4].Store(v & model.IRQEnable)
 	case model.QSQBase, model.QSQBase + 4, model.QSQSize, model.QCQBase, model.QCQBase + 4, model.QCQSize:

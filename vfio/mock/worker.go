@@ -52,6 +52,16 @@ func (d *Device) run() {
 	timer.Stop()
 }
 
+// runInline does the device's work on the caller's goroutine (Config.Inline)
+// until a pass makes no progress.
+func (d *Device) runInline() {
+	for {
+		if progress, _ := d.pass(); !progress {
+			return
+		}
+	}
+}
+
 // spin polls the doorbell counter for up to Config.Spin and reports whether
 // it changed.
 func (d *Device) spin(seen uint64) bool {
