@@ -1,0 +1,5 @@
+package baseline
+
+import "unsafe"
+
+func unsafePointer(b []byte) unsafe.Pointer { return unsafe.Pointer(&b[0]) }
