@@ -22,15 +22,20 @@ type mapping struct {
 // never overlapping. It is guarded by Device.mu.
 type iommu struct {
 	maps []mapping
+	last int // index of the last mapping found: rings and buffers repeat
 }
 
 // find returns the index of the mapping containing iova, or -1.
 func (m *iommu) find(iova uint64) int {
+	if l := m.last; l < len(m.maps) && m.maps[l].iova <= iova && iova-m.maps[l].iova < m.maps[l].size {
+		return l
+	}
 	// First mapping whose end is above iova.
 	i := sort.Search(len(m.maps), func(i int) bool {
 		return m.maps[i].iova+m.maps[i].size > iova
 	})
 	if i < len(m.maps) && m.maps[i].iova <= iova {
+		m.last = i
 		return i
 	}
 	return -1
