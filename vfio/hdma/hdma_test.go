@@ -3,6 +3,7 @@ package hdma_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -81,8 +82,14 @@ func must(t testing.TB, err error) {
 // batches of 32, one doorbell per batch (counted by the device), and checks
 // every byte.
 func TestTransfers(t *testing.T) {
+	for _, inline := range []bool{false, true} {
+		t.Run(fmt.Sprintf("inline=%v", inline), func(t *testing.T) { testTransfers(t, inline) })
+	}
+}
+
+func testTransfers(t *testing.T, inline bool) {
 	const n, blk = 32, 4096
-	r := newRig(t, mock.Config{DevMemSize: 4 << 20}, hdma.Config{}, 2, 64)
+	r := newRig(t, mock.Config{DevMemSize: 4 << 20, Inline: inline}, hdma.Config{}, 2, 64)
 	q := r.qs[1]
 	src, dst := dataOff, dataOff+n*blk
 	for i := range n * blk {
