@@ -11,7 +11,10 @@
 # The binary must be static (CGO_ENABLED=0): the guest has no libc.
 #
 # Environment: HCOMM_VM_TIMEOUT (seconds, default 240) bounds one VM;
-# HCOMM_VM_KEEP=1 keeps the work directory (console log) for inspection.
+# HCOMM_VM_MEM (MiB, default 6144: the hugepage tests reserve a 1 GiB page
+# at run time, which a 4 GiB guest cannot find contiguous; TCG only backs
+# what the guest touches); HCOMM_VM_KEEP=1 keeps the work directory
+# (console log) for inspection.
 #
 # The verdict comes from the guest's own "HCOMM-VM-VERDICT rc=N" line on its
 # second serial port: QEMU exits 0 on a guest power-off whatever the tests
@@ -74,7 +77,7 @@ cat "$kdir/base.cpio" "$work/pkg.cpio" >"$work/initrd"
 
 timeout --foreground -k 5 "${HCOMM_VM_TIMEOUT:-240}" \
 	qemu-system-x86_64 \
-	-accel tcg,thread=multi -cpu max -machine q35 -smp 2 -m "${HCOMM_VM_MEM:-1024}" \
+	-accel tcg,thread=multi -cpu max -machine q35 -smp 2 -m "${HCOMM_VM_MEM:-6144}" \
 	-nodefaults -display none -no-reboot \
 	-device intel-iommu,intremap=on,caching-mode=on \
 	-device edu \

@@ -115,9 +115,25 @@ type env struct {
 	drv    *edu.Driver
 }
 
+// reserve adds n 2 MiB hugetlb pages to the pool for the test and gives
+// them back at cleanup (the guest starts with none, like a fresh host).
+func reserve(t *testing.T, n int) {
+	t.Helper()
+	r, err := hugepage.Reserve(2<<20, n)
+	if err != nil {
+		t.Fatalf("reserve %d hugepages of 2 MiB: %v", n, err)
+	}
+	t.Cleanup(func() {
+		if err := r.Release(); err != nil {
+			t.Errorf("release hugepages: %v", err)
+		}
+	})
+}
+
 func setup(t *testing.T, kind vfio.IRQKind) *env {
 	t.Helper()
 	e := &env{dev: vfiotest.OpenDevice(t, edu.VendorID, edu.DeviceID)}
+	reserve(t, 2) // this arena, and the second one of TestVMUnmappedIOVA
 	a, err := hugepage.NewArena(hugepage.ArenaConfig{
 		Size: 2 << 20, Backings: []hugepage.Backing{hugepage.BackingHugetlb2M}, Populate: true,
 	})
@@ -125,7 +141,11 @@ func setup(t *testing.T, kind vfio.IRQKind) *env {
 		t.Fatalf("2 MiB hugetlb arena (the guest's /init reserves hugepages): %v", err)
 	}
 	e.arena = a
-	t.Cleanup(func() { a.Close() })
+	t.Cleanup(func() {
+		if err := a.Close(); err != nil {
+			t.Errorf("close arena: %v", err)
+		}
+	})
 	if e.space, err = vfio.NewDMASpace(e.dev, vfio.DMAConfig{Mask: edu.DMAMask}); err != nil {
 		t.Fatal(err)
 	}
@@ -316,6 +336,7 @@ func TestVMUnmappedIOVA(t *testing.T) {
 func TestVMTeardown(t *testing.T) {
 	before := vfiotest.OpenFDs(t)
 	addr := vfiotest.FindDevice(t, edu.VendorID, edu.DeviceID)
+	reserve(t, 1)
 	d, err := vfio.OpenPCI(addr)
 	if err != nil {
 		t.Fatal(err)
