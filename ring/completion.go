@@ -62,6 +62,7 @@ type CompletionRing struct {
 	head    uint32 // slot index of the oldest unconsumed entry, in [0, Cap)
 	phase   uint32 // phase expected at head: 1 on the first pass
 	scanned uint32 // entries from head already seen ready (Peek's cache)
+	peeked  uint32 // entries the last Peek returned (what Release may consume)
 }
 
 // NewCompletionRing lays a completion ring over mem: len(mem)/entrySize
@@ -119,6 +120,7 @@ func (r *CompletionRing) Peek(max int) Batch {
 	if n < 0 {
 		n = 0
 	}
+	r.peeked = uint32(n)
 	return Batch{s: &r.p.s, start: uint64(r.head), n: n}
 }
 
@@ -126,9 +128,10 @@ func (r *CompletionRing) Peek(max int) Batch {
 // flipping the expected phase when the head wraps. Then write Head to the
 // producer's doorbell so it can reuse the slots.
 func (r *CompletionRing) Release(n int) error {
-	if n < 0 || n > int(r.scanned) {
-		return fmt.Errorf("ring: release %d completions, %d were peeked: %w", n, r.scanned, ErrRelease)
+	if n < 0 || n > int(r.peeked) {
+		return fmt.Errorf("ring: release %d completions, %d were peeked: %w", n, r.peeked, ErrRelease)
 	}
+	r.peeked -= uint32(n)
 	r.scanned -= uint32(n)
 	h := r.head + uint32(n)
 	if h >= r.p.n32 {
@@ -144,7 +147,7 @@ func (r *CompletionRing) Release(n int) error {
 // stopped and reset too.
 func (r *CompletionRing) Reset() {
 	clear(r.p.s.mem)
-	r.head, r.phase, r.scanned = 0, 1, 0
+	r.head, r.phase, r.scanned, r.peeked = 0, 1, 0, 0
 }
 
 // CompletionWriter is the producer side of the same layout (for vfio-mock and

@@ -33,9 +33,10 @@ type MPSC struct {
 	_          [cacheLine - 16]byte
 
 	// Consumer's cache line.
-	head  atomic.Uint64 // consumed end; stored by the consumer only
-	ready uint64        // consumer-private: end of the published run it has found (≥ head)
-	_     [cacheLine - 16]byte
+	head    atomic.Uint64 // consumed end; stored by the consumer only
+	ready   uint64        // consumer-private: end of the published run it has found (≥ head)
+	peekEnd uint64        // consumer-private: end of what the last Peek returned
+	_       [cacheLine - 24]byte
 }
 
 // NewMPSC lays a ring over mem: len(mem)/entrySize entries, which must be a
@@ -144,6 +145,7 @@ func (r *MPSC) Peek(max int) Batch {
 	if max <= 0 {
 		n = 0
 	}
+	r.peekEnd = h + n
 	return Batch{s: &r.s, start: h, n: int(n)}
 }
 
@@ -151,8 +153,8 @@ func (r *MPSC) Peek(max int) Batch {
 // what Peek returned. Consumer side only.
 func (r *MPSC) Release(n int) error {
 	h := r.head.Load()
-	if n < 0 || uint64(n) > r.ready-h {
-		return fmt.Errorf("ring: release %d entries, %d were peeked: %w", n, r.ready-h, ErrRelease)
+	if n < 0 || uint64(n) > r.peekEnd-h {
+		return fmt.Errorf("ring: release %d entries, %d were peeked: %w", n, r.peekEnd-h, ErrRelease)
 	}
 	// Release: the consumer's reads of the entries happen before this
 	// store; a producer that loads the new head may then overwrite them.

@@ -26,7 +26,8 @@ type SPSC struct {
 	// Consumer's cache line.
 	head       atomic.Uint64 // consumed end; stored by the consumer only
 	cachedTail uint64        // consumer-private copy of tail, refreshed when the ring looks empty
-	_          [cacheLine - 16]byte
+	peekEnd    uint64        // consumer-private: end of what the last Peek returned
+	_          [cacheLine - 24]byte
 }
 
 // NewSPSC lays a ring over mem: len(mem)/entrySize entries, which must be a
@@ -126,6 +127,7 @@ func (r *SPSC) Peek(max int) Batch {
 	if max <= 0 {
 		avail = 0
 	}
+	r.peekEnd = h + avail
 	return Batch{s: &r.s, start: h, n: int(avail)}
 }
 
@@ -133,8 +135,8 @@ func (r *SPSC) Peek(max int) Batch {
 // producer with one store. n must not exceed what Peek returned. Consumer side only.
 func (r *SPSC) Release(n int) error {
 	h := r.head.Load()
-	if n < 0 || uint64(n) > r.cachedTail-h {
-		return fmt.Errorf("ring: release %d entries, %d were peeked: %w", n, r.cachedTail-h, ErrRelease)
+	if n < 0 || uint64(n) > r.peekEnd-h {
+		return fmt.Errorf("ring: release %d entries, %d were peeked: %w", n, r.peekEnd-h, ErrRelease)
 	}
 	// Release: the consumer's reads of the entries happen before this store;
 	// a producer that loads the new head may then overwrite them.

@@ -54,7 +54,7 @@ func TestUringEventfd(t *testing.T) {
 	}
 }
 
-// TestUringEINTR: signals aimed at the owner thread while it sleeps in
+// TestUringEINTR: signals aimed at the owner thread (40 over 400 ms) while it sleeps in
 // io_uring_enter interrupt the wait (EINTR); the layer retries, and the wait
 // ends normally when the eventfd fires.
 func TestUringEINTR(t *testing.T) {
@@ -67,10 +67,11 @@ func TestUringEINTR(t *testing.T) {
 	if _, err := u.Submit(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
+	start, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		for i := 0; i < 20; i++ {
+		<-start
+		for i := 0; i < 40; i++ {
 			time.Sleep(10 * time.Millisecond)
 			// SIGURG: the Go runtime's own preemption signal, harmless.
 			if err := unix.Tgkill(unix.Getpid(), tid, syscall.SIGURG); err != nil {
@@ -81,12 +82,13 @@ func TestUringEINTR(t *testing.T) {
 		signalEventfd(t, efd, 1)
 	}()
 	before := u.Stats().WaitEnters
+	close(start)
 	if _, err := u.SubmitAndWait(1); err != nil {
 		t.Fatalf("SubmitAndWait interrupted by signals: %v", err)
 	}
 	<-done
 	waits := u.Stats().WaitEnters - before
-	t.Logf("%d waiting enters for one wait under 20 signals", waits)
+	t.Logf("%d waiting enters for one wait under 40 signals", waits)
 	if waits < 2 {
 		t.Fatalf("%d waiting enters: the signals never interrupted the wait, EINTR retry untested", waits)
 	}
