@@ -117,4 +117,19 @@ func TestUringErrors(t *testing.T) {
 	if v.GetSQE() != nil {
 		t.Error("GetSQE after Close returned an entry")
 	}
+	if _, err := v.NextSQE(); !errors.Is(err, ErrClosed) {
+		t.Errorf("NextSQE after Close: %v, want ErrClosed", err)
+	}
+	if v.CQReady() != 0 || v.Dropped() != 0 {
+		t.Error("CQReady/Dropped after Close are not 0")
+	}
+	if _, err := v.SubmitAndWait(1); !errors.Is(err, ErrClosed) {
+		t.Errorf("SubmitAndWait after Close: %v, want ErrClosed", err)
+	}
+	if _, err := v.SubmitAndWaitTimeout(1, time.Second); !errors.Is(err, ErrClosed) {
+		t.Errorf("SubmitAndWaitTimeout after Close: %v, want ErrClosed", err)
+	}
+	if err := v.RegisterFiles([]int32{0}); !errors.Is(err, ErrClosed) {
+		t.Errorf("RegisterFiles after Close: %v, want ErrClosed", err)
+	}
 }

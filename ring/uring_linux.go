@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -403,8 +404,13 @@ func (u *Uring) Fallbacks() []error { return append([]error(nil), u.fallbacks...
 // Stats returns the counters (see UringStats).
 func (u *Uring) Stats() UringStats { return u.stats }
 
-// Dropped is the kernel's count of invalid SQEs it dropped.
-func (u *Uring) Dropped() uint32 { return *u.sqDropped }
+// Dropped is the kernel's count of invalid SQEs it dropped (0 once closed).
+func (u *Uring) Dropped() uint32 {
+	if u.closed {
+		return 0
+	}
+	return atomic.LoadUint32(u.sqDropped)
+}
 
 // Close unregisters the ring fd, unmaps the rings, closes the ring and, for
 // a thread-bound ring, unlocks the owner goroutine from its thread. It must
@@ -437,12 +443,11 @@ func (u *Uring) Close() error {
 func (u *Uring) release() error {
 	var errs []error
 	u.closed = true
+	if len(u.cqMem) > 0 && len(u.ringMem) > 0 && &u.cqMem[0] == &u.ringMem[0] {
+		u.cqMem = nil // single mmap: unmapped with ringMem
+	}
 	for _, m := range []*[]byte{&u.sqeMem, &u.cqMem, &u.ringMem} {
 		if *m == nil {
-			continue
-		}
-		if *m != nil && (m == &u.cqMem && len(u.ringMem) > 0 && &(*m)[0] == &u.ringMem[0]) {
-			*m = nil // single mmap: unmapped with ringMem
 			continue
 		}
 		if err := unix.Munmap(*m); err != nil {

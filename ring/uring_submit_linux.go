@@ -179,8 +179,12 @@ func (u *Uring) SubmitAndWaitTimeout(waitNr int, d time.Duration) (int, error) {
 	return n, err
 }
 
-// CQReady is the number of completions ready to reap (no system call).
+// CQReady is the number of completions ready to reap (no system call; 0
+// once closed).
 func (u *Uring) CQReady() int {
+	if u.closed {
+		return 0
+	}
 	// Acquire on the kernel's tail: pairs with its release when posting.
 	return int(atomic.LoadUint32(u.cqTail) - *u.cqHead)
 }
