@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
 	"github.com/hcomm-go/hcomm/bpf"
@@ -378,3 +379,33 @@ func TestAttachMissingPID(t *testing.T) {
 }
 
 var errorsIs = errors.Is
+
+func TestPrometheusCollector(t *testing.T) {
+	const n = 77
+	sess, _ := runTraced(t, Options{}, "write", "/dev/null", "77", "3")
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(sess.Snapshot, prometheus.Labels{"pid": "1"}))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() != "hcomm_trace_syscalls_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "syscall" && l.GetValue() == "write" {
+					found = true
+					if v := m.GetCounter().GetValue(); v != n {
+						t.Errorf("hcomm_trace_syscalls_total{syscall=write} = %v, want %d", v, n)
+					}
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("no write series")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -32,7 +33,12 @@ func Cgroup2Mount() (string, error) {
 		return "", fmt.Errorf("%w: %w", ErrNoCgroup2, err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	return parseCgroup2Mount(f)
+}
+
+// parseCgroup2Mount finds the first cgroup2 mount point in mountinfo text.
+func parseCgroup2Mount(r io.Reader) (string, error) {
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		// id parent major:minor root mountpoint options ... - fstype source superoptions
 		line := sc.Text()

@@ -1,0 +1,181 @@
+package trace
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hcomm-go/hcomm/bpf"
+)
+
+// TestCounterTypesAreAllUint64 guards words(): every map value type must
+// be made of uint64 fields and arrays only (plus zero-size markers).
+func TestCounterTypesAreAllUint64(t *testing.T) {
+	for _, v := range []any{bpf.HcommSysStat{}, bpf.HcommCopyStat{}, bpf.HcommUringStat{}, bpf.HcommFaultStat{},
+		bpf.HcommEngineStat{}, bpf.HcommMiscStat{}} {
+		typ := reflect.TypeOf(v)
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			k := f.Type
+			if k.Kind() == reflect.Array {
+				k = k.Elem()
+			}
+			if f.Type.Size() != 0 && k.Kind() != reflect.Uint64 {
+				t.Errorf("%s.%s is %s, not uint64", typ.Name(), f.Name, f.Type)
+			}
+		}
+	}
+}
+
+func sampleSnapshot() *Snapshot {
+	s := &Snapshot{}
+	s.Syscalls[1] = bpf.HcommSysStat{Count: 10, Errors: 1, TotalNs: 10000, Bytes: 1000}
+	s.Syscalls[1].Hist[10] = 10 // [512, 1K)
+	s.Syscalls[0] = bpf.HcommSysStat{Count: 3, TotalNs: 300}
+	s.Copy[bpf.CopyIndex(bpf.SrcSyscall, bpf.DirUserToKernel, bpf.ClassCopy)] = bpf.HcommCopyStat{Ops: 9, Bytes: 900}
+	s.Copy[bpf.CopyIndex(bpf.SrcSyscall, bpf.DirUserToKernel, bpf.ClassDirect)] = bpf.HcommCopyStat{Ops: 1, Bytes: 4096}
+	s.Copy[bpf.CopyIndex(bpf.SrcURing, bpf.DirKernelToUser, bpf.ClassCopy)] = bpf.HcommCopyStat{Ops: 2, Bytes: 50}
+	s.URing[5] = bpf.HcommUringStat{Submitted: 4, Completed: 4, Bytes: 400, FixedReqs: 4, FixedBytes: 400}
+	s.URing[5].Hist[12] = 4
+	s.Engine = bpf.HcommEngineStat{SubmitBatches: 2, SubmitTransfers: 7, SubmitBytes: 7000}
+	s.Engine.PathBatches[1] = 2
+	s.Engine.PathBytes[1] = 7000
+	return s
+}
+
+func TestNewReport(t *testing.T) {
+	r := NewReport(sampleSnapshot(), Meta{Mode: "run", Engine: EngineStatus{Present: true}})
+	w := r.Syscalls["write"]
+	if w.Count != 10 || w.Errors != 1 || w.AvgNs != 1000 || w.Bytes != 1000 {
+		t.Errorf("write = %+v", w)
+	}
+	if len(w.LatencyNs) != 1 || w.LatencyNs[0] != (Bucket{Lo: 512, Hi: 1024, Count: 10}) {
+		t.Errorf("write histogram = %+v", w.LatencyNs)
+	}
+	if r.Copy.UserToKernelBytes != 900 || r.Copy.DirectBytes != 4096 || r.Copy.KernelToUserBytes != 50 {
+		t.Errorf("copy = %+v", r.Copy)
+	}
+	if r.Copy.Syscalls.Ops != 10 || r.Copy.IOURing.Ops != 2 {
+		t.Errorf("ops = %d, %d", r.Copy.Syscalls.Ops, r.Copy.IOURing.Ops)
+	}
+	if u := r.IOURing["WRITE_FIXED"]; u.Submitted != 4 || u.FixedBytes != 400 {
+		t.Errorf("WRITE_FIXED = %+v", u)
+	}
+	if r.Engine.Transfers != 7 || r.Engine.Paths["file"].Bytes != 7000 {
+		t.Errorf("engine = %+v", r.Engine)
+	}
+	if got := r.TopSyscalls(1); len(got) != 1 || got[0] != "write" {
+		t.Errorf("TopSyscalls(1) = %v", got)
+	}
+}
+
+func TestSnapshotSub(t *testing.T) {
+	a := sampleSnapshot()
+	b := sampleSnapshot()
+	b.Syscalls[1].Count += 5
+	b.Engine.SubmitBatches += 3
+	b.URing[5].Hist[12] += 2
+	d := b.Sub(a)
+	if d.Syscalls[1].Count != 5 || d.Engine.SubmitBatches != 3 || d.URing[5].Hist[12] != 2 || d.Syscalls[0].Count != 0 {
+		t.Errorf("delta: write %d, batches %d, hist %d, read %d", d.Syscalls[1].Count, d.Engine.SubmitBatches, d.URing[5].Hist[12], d.Syscalls[0].Count)
+	}
+	if a.Syscalls[1].Count != 10 {
+		t.Error("Sub modified its argument")
+	}
+}
+
+func TestWriteTableAndJSON(t *testing.T) {
+	r := NewReport(sampleSnapshot(), Meta{Mode: "attach", Process: ProcessInfo{PID: 42, Comm: "x"},
+		Engine: EngineStatus{Reason: "no symbol"}})
+	var tb bytes.Buffer
+	if err := WriteTable(&tb, r, TableOptions{Top: 10, Histograms: true, Header: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"attach PID 42 (x)", "write", "WRITE_FIXED", "ENGINE: absent (no symbol)", "@syscall_ns[write]:", "[512, 1K)"} {
+		if !strings.Contains(tb.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, tb.String())
+		}
+	}
+	var jb bytes.Buffer
+	if err := WriteJSON(&jb, r); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(jb.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.Syscalls, r.Syscalls) || back.Copy != r.Copy {
+		t.Error("JSON round trip changed the report")
+	}
+}
+
+func TestHumanPowAndSlots(t *testing.T) {
+	tests := []struct {
+		v    uint64
+		want string
+	}{{0, "0"}, {512, "512"}, {1024, "1K"}, {3 << 20, "3M"}, {1 << 30, "1G"}, {1 << 41, "2T"}}
+	for _, tc := range tests {
+		if got := humanPow(tc.v); got != tc.want {
+			t.Errorf("humanPow(%d) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+	if lo, hi := slotRange(0); lo != 0 || hi != 1 {
+		t.Errorf("slot 0 = [%d,%d)", lo, hi)
+	}
+	if lo, hi := slotRange(11); lo != 1024 || hi != 2048 {
+		t.Errorf("slot 11 = [%d,%d)", lo, hi)
+	}
+}
+
+func TestNames(t *testing.T) {
+	if SyscallName(1) != "write" || SyscallName(426) != "io_uring_enter" || SyscallName(bpf.MaxSyscalls-1) != "other" {
+		t.Errorf("names: %s %s %s", SyscallName(1), SyscallName(426), SyscallName(bpf.MaxSyscalls-1))
+	}
+	if SyscallNumber("write") != 1 || SyscallNumber("nope") != -1 {
+		t.Error("SyscallNumber")
+	}
+	if URingOpName(5) != "WRITE_FIXED" || URingOpName(bpf.OpAux) != "AUX" || URingOpName(62) != "PIPE" {
+		t.Error("URingOpName")
+	}
+	if EnginePathName(1) != "file" || EnginePathName(7) != "path7" {
+		t.Error("EnginePathName")
+	}
+}
+
+func TestParseCgroup2Mount(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+		err            error
+	}{
+		{"hybrid", "30 25 0:26 / /sys/fs/cgroup/unified rw,relatime shared:6 - cgroup2 cgroup2 rw\n", "/sys/fs/cgroup/unified", nil},
+		{"escaped", `30 25 0:26 / /mnt/cg\040two rw - cgroup2 none rw` + "\n", "/mnt/cg two", nil},
+		{"v1 only", "31 25 0:27 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n", "", ErrNoCgroup2},
+		{"garbage", "nonsense\n - \n", "", ErrNoCgroup2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseCgroup2Mount(strings.NewReader(tc.in))
+			if got != tc.want || !errors.Is(err, tc.err) {
+				t.Errorf("got %q, %v; want %q, %v", got, err, tc.want, tc.err)
+			}
+		})
+	}
+}
+
+func FuzzParseCgroup2Mount(f *testing.F) {
+	f.Add("30 25 0:26 / /sys/fs/cgroup/unified rw,relatime shared:6 - cgroup2 cgroup2 rw\n")
+	f.Add(`1 2 3:4 / /a\040b\134c rw - cgroup2 x rw`)
+	f.Add("\\\\\\ - cgroup2")
+	f.Fuzz(func(t *testing.T, in string) {
+		got, err := parseCgroup2Mount(strings.NewReader(in))
+		if err == nil && got == "" && !strings.Contains(in, "cgroup2") {
+			t.Errorf("found an empty mount point in %q", in)
+		}
+		if err != nil && !errors.Is(err, ErrNoCgroup2) {
+			t.Errorf("unexpected error kind: %v", err)
+		}
+	})
+}
