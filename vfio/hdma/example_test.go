@@ -15,7 +15,7 @@ import (
 func Example() {
 	dev, _ := mock.New(mock.Config{})
 	defer dev.Close()
-	arena, err := hugepage.NewArena(hugepage.ArenaConfig{Size: 4 << 20})
+	arena, err := hugepage.NewArena(hugepage.ArenaConfig{Size: 4 << 20, Backings: []hugepage.Backing{hugepage.BackingTHP, hugepage.Backing4K}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -19,6 +19,8 @@ const (
 	dataOff   = ringArea
 )
 
+var testBackings = []hugepage.Backing{hugepage.BackingTHP, hugepage.Backing4K}
+
 type rig struct {
 	t     testing.TB
 	dev   *mock.Device
@@ -38,7 +40,9 @@ func ringOffsets(q, entries int) (sq, cq int) {
 // nq queues of the given size (queue 0 with interrupts), enabled.
 func newRig(t testing.TB, mcfg mock.Config, dcfg hdma.Config, nq, entries int) *rig {
 	t.Helper()
-	arena, err := hugepage.NewArena(hugepage.ArenaConfig{Size: arenaSize})
+	// Transparent hugepages (or 4 KiB pages): the tests must not take
+	// hugetlb pages from the pool that other packages' tests reserve.
+	arena, err := hugepage.NewArena(hugepage.ArenaConfig{Size: arenaSize, Backings: testBackings})
 	if err != nil {
 		t.Fatalf("arena: %v", err)
 	}
