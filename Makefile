@@ -13,7 +13,7 @@ PKGS      ?= ./...
 BIN       := bin
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test lint-vet test-unit test-vm test-long bench bench-uring-nop demo lint generate clean
+.PHONY: all build test lint-vet test-unit test-vm test-long bench bench-uring-nop demo lint generate clean bpf-tools bpf-vmlinux check-generate
 
 all: build
 
@@ -62,8 +62,28 @@ lint: lint-vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
 
-generate:
+generate: bpf-tools
 	$(GO) generate $(PKGS)
+
+# eBPF toolchain (bpf/, trace/): clang-14 compiles, llvm-14 strips, libbpf-dev
+# has bpf_helpers.h, bpftool dumps vmlinux.h, linux-libc-dev has the syscall
+# numbers. Installed when missing (as root).
+BPF_APT := clang-14 llvm-14 libbpf-dev bpftool linux-libc-dev
+
+bpf-tools:
+	@missing=""; for p in $(BPF_APT); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+
+# Regenerate bpf/vmlinux.h from this machine's kernel BTF. Deliberately not
+# part of generate: the objects must rebuild identically from the committed
+# header on any machine (check-generate).
+bpf-vmlinux: bpf-tools
+	bpftool btf dump file /sys/kernel/btf/vmlinux format c > bpf/vmlinux.h
+
+# CI: the committed eBPF objects and generated tables are byte for byte what
+# their sources produce (see bpf/check-generate.sh).
+check-generate: bpf-tools
+	GO=$(GO) bpf/check-generate.sh
 
 clean:
 	rm -rf $(BIN)

@@ -1,3 +1,3 @@
 package trace
 
-//go:generate go run mksyscalls.go
+//go:generate go run mksyscalls.go -o zsyscalls_amd64.go

@@ -7,6 +7,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"flag"
 	"fmt"
 	"go/format"
 	"log"
@@ -27,6 +28,8 @@ var newer = map[int]string{
 const header = "/usr/include/x86_64-linux-gnu/asm/unistd_64.h"
 
 func main() {
+	out := flag.String("o", "zsyscalls_amd64.go", "output file")
+	flag.Parse()
 	f, err := os.Open(header)
 	if err != nil {
 		log.Fatalf("%v (install linux-libc-dev)", err)
@@ -63,11 +66,11 @@ func main() {
 		fmt.Fprintf(&b, "\t%d: %q,\n", n, names[n])
 	}
 	fmt.Fprintf(&b, "}\n")
-	out, err := format.Source(b.Bytes())
+	src, err := format.Source(b.Bytes())
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := os.WriteFile("zsyscalls_amd64.go", out, 0o644); err != nil {
+	if err := os.WriteFile(*out, src, 0o644); err != nil {
 		log.Fatal(err)
 	}
 }
