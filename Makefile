@@ -45,7 +45,7 @@ test-vm:
 # Long modes, without -race: HCOMM_LONG=1 makes stress tests move their long
 # counts (ring/: >= 10^8 items per descriptor-ring stress test).
 test-long:
-	HCOMM_LONG=1 $(GO) test -count=1 -timeout 60m -run 'Stress' ./ring/...
+	HCOMM_LONG=1 $(GO) test -count=1 -timeout 60m -v -run 'Stress' ./ring/...
 
 bench: bench-uring-nop
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
