@@ -186,7 +186,7 @@ func TestVMIdentify(t *testing.T) {
 	if v, err := e.drv.Liveness(0x12345678); err != nil || v != ^uint32(0x12345678) {
 		t.Fatalf("liveness %#x, %v", v, err)
 	}
-	t.Logf("BAR0 ID register %#010x, liveness inverts", id)
+	t.Logf("BAR0 ID register %#08x, liveness inverts", id)
 }
 
 // TestVMDMARoundTrip moves bytes RAM → device → RAM, from and into the
