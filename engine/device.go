@@ -28,6 +28,7 @@ type deviceTarget struct {
 	cpl      []hdma.Completion
 	queued   int
 	recover  bool      // a reset or stall was seen: Recover before forwarding
+	failed   int       // completions the last Recover synthesized, still to reap
 	nextTry  time.Time // after a failed Recover
 	doorbell uint64
 }
@@ -261,7 +262,11 @@ func (d *deviceTarget) reap(e *Engine, out []completion) int {
 	for i := range n {
 		c := &d.cpl[i]
 		code := hdmaCode(c.Err)
-		if code == codeReset || code == codeTimeout {
+		// Reap hands out what Recover failed first; a reset status
+		// reported by the device itself means it reset and is disabled.
+		if d.failed > 0 {
+			d.failed--
+		} else if code == codeReset {
 			d.recover = true
 		}
 		out[i] = completion{pos: c.User, res: packRes(code, c.Len)}
@@ -282,12 +287,14 @@ func (d *deviceTarget) check(e *Engine) {
 	if !d.recover || time.Now().Before(d.nextTry) {
 		return
 	}
+	pending := d.q.Outstanding()
 	if err := d.drv.Recover(); err != nil {
 		e.log.Warn("engine: device recovery failed; retrying in 100ms", "err", err)
 		d.nextTry = time.Now().Add(100 * time.Millisecond)
 		return
 	}
 	d.recover = false
+	d.failed = pending // Recover fails everything outstanding, exactly once
 	e.ctr.recoveries++
 }
 

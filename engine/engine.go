@@ -228,7 +228,7 @@ func Open(cfg Config) (_ *Engine, err error) {
 		return nil, err
 	}
 	undo = append(undo, func() error { return e.tgt.close(e) })
-	if e.wakeFd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+	if e.wakeFd, err = unix.Eventfd(0, unix.EFD_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("engine: wake eventfd: %w", err)
 	}
 	undo = append(undo, func() error { return unix.Close(e.wakeFd) })

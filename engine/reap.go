@@ -113,7 +113,6 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 		// submitter that completes something locally after this look
 		// sees sleeping=1 and writes the wake eventfd (both SC atomics).
 		e.sleeping.Store(1)
-		e.sysc.Add(sl.reset())
 		n, busy := e.cycle()
 		if n > 0 || e.stop.Load() {
 			e.sleeping.Store(0)
@@ -293,12 +292,11 @@ func (e *Engine) drainAll(ctx context.Context) error {
 	return nil
 }
 
-// sleeper puts the reaper to sleep on fds through io_uring (POLL_ADD of the
-// completion fd and the wake eventfd, and a TIMEOUT when asked), falling
-// back to poll(2) when io_uring is unavailable.
+// sleeper puts the reaper to sleep on its watched fds through io_uring
+// (uringWait), falling back to poll(2) when io_uring is unavailable.
 type sleeper struct {
 	fds   []int
-	efds  []int // those of fds that are eventfds
+	efd   []bool // fds[i] is an eventfd (read it), not a pollable ring fd
 	u     uringWait
 	calls uint64
 }
@@ -307,37 +305,22 @@ func newSleeper(completionFd int, eventfd bool, wakeFd int) (*sleeper, error) {
 	s := &sleeper{}
 	if completionFd >= 0 {
 		s.fds = append(s.fds, completionFd)
-		if eventfd {
-			s.efds = append(s.efds, completionFd)
-		}
+		s.efd = append(s.efd, eventfd)
 	}
 	s.fds = append(s.fds, wakeFd)
-	s.efds = append(s.efds, wakeFd)
-	err := s.u.open(len(s.fds))
+	s.efd = append(s.efd, true)
+	err := s.u.open(s.fds, s.efd)
 	if err != nil {
 		err = fmt.Errorf("engine: reaper sleeps in poll(2): io_uring: %w", err)
 	}
 	return s, err
 }
 
-// reset empties the eventfds (the wake eventfd and a device's interrupt
-// eventfd) so that a sleep blocks until the next signal. Returns the
-// system calls it made.
-func (s *sleeper) reset() uint64 {
-	var buf [8]byte
-	var n uint64
-	for _, fd := range s.efds {
-		_, _ = unix.Read(fd, buf[:]) // nonblocking: EAGAIN when nothing is pending
-		n++
-	}
-	return n
-}
-
-// sleep blocks until an fd is readable or timeout passes (0: no timeout);
-// false when only the timeout fired.
+// sleep blocks until a watched fd signals or timeout passes (0: no
+// timeout); false when only the timeout fired.
 func (s *sleeper) sleep(timeout time.Duration) bool {
 	if s.u.ok() {
-		woke, calls := s.u.wait(s.fds, timeout)
+		woke, calls := s.u.wait(timeout)
 		s.calls += calls
 		return woke
 	}
@@ -351,6 +334,13 @@ func (s *sleeper) sleep(timeout time.Duration) bool {
 	}
 	n, _ := unix.Poll(pfd, ms)
 	s.calls++
+	var buf [8]byte
+	for i := range pfd {
+		if s.efd[i] && pfd[i].Revents&unix.POLLIN != 0 {
+			_, _ = unix.Read(s.fds[i], buf[:]) // readable: does not block
+			s.calls++
+		}
+	}
 	return n > 0
 }
 

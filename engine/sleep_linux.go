@@ -9,34 +9,43 @@ import (
 )
 
 // uringWait is the reaper's own small io_uring, bound to the reaper's OS
-// thread (created and closed there): one POLL_ADD per watched fd, re-armed
-// only after it fired, and a TIMEOUT while transfers are outstanding. One
+// thread (created and closed there). It keeps one request armed per watched
+// fd — a READ of each eventfd (the device's interrupt eventfd, the engine's
+// wake eventfd; the READ consumes the count when it completes) or a POLL_ADD
+// of an io_uring fd (the file target's ring) — re-arming a request only
+// after it fired, plus a TIMEOUT while transfers are outstanding. One
 // io_uring_enter per sleep submits what needs arming and waits.
 type uringWait struct {
 	u            *ring.Uring
+	fds          []int
+	efd          []bool
 	armed        []bool
+	counters     []uint64 // READ targets (heap memory, stable while armed)
 	timeoutArmed bool
 	cqes         [8]ring.CQE
 }
 
 const timeoutTag = 1 << 32
 
-func (w *uringWait) open(nfds int) error {
+func (w *uringWait) open(fds []int, efd []bool) error {
 	u, err := ring.NewUring(ring.UringConfig{Entries: 8})
 	if err != nil {
 		return err
 	}
-	w.u, w.armed = u, make([]bool, nfds)
+	w.u, w.fds, w.efd = u, fds, efd
+	w.armed = make([]bool, len(fds))
+	w.counters = make([]uint64, len(fds))
 	return nil
 }
 
 func (w *uringWait) ok() bool { return w.u != nil }
 
 // wait arms what is not armed and waits for one completion; it reports
-// whether an fd (rather than the timeout) fired and the system calls made.
-func (w *uringWait) wait(fds []int, timeout time.Duration) (bool, uint64) {
+// whether a watched fd (rather than the timeout) fired and the system calls
+// made.
+func (w *uringWait) wait(timeout time.Duration) (bool, uint64) {
 	before := w.u.Stats().Enters
-	for i, fd := range fds {
+	for i, fd := range w.fds {
 		if w.armed[i] {
 			continue
 		}
@@ -44,7 +53,11 @@ func (w *uringWait) wait(fds []int, timeout time.Duration) (bool, uint64) {
 		if sqe == nil {
 			break
 		}
-		sqe.PrepPollAdd(fd, unix.POLLIN)
+		if w.efd[i] {
+			sqe.PrepReadEventfd(fd, &w.counters[i])
+		} else {
+			sqe.PrepPollAdd(fd, unix.POLLIN)
+		}
 		sqe.SetUserData(uint64(i))
 		w.armed[i] = true
 	}

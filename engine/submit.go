@@ -21,6 +21,9 @@ func (e *Engine) Submit(t Transfer) (ID, error) {
 	}
 	b, err := e.stage.Reserve(1)
 	if err != nil {
+		if e.closing.Load() {
+			return 0, errClosedWhile("submit")
+		}
 		e.queueFull.Add(1)
 		return 0, ErrQueueFull
 	}
@@ -72,6 +75,9 @@ func (e *Engine) SubmitBatch(ts []Transfer, ids []ID) (int, error) {
 		k := min(len(ts)-n, e.depth)
 		b, err := e.stage.Reserve(k)
 		if err != nil {
+			if e.closing.Load() {
+				return n, errClosedWhile("submit batch")
+			}
 			free := e.depth - e.stage.Len()
 			if free <= 0 {
 				e.queueFull.Add(1)
