@@ -2,10 +2,15 @@ package ring
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 func unsafePointer(p *byte) unsafe.Pointer { return unsafe.Pointer(p) }
@@ -132,4 +137,63 @@ func TestUringErrors(t *testing.T) {
 	if err := v.RegisterFiles([]int32{0}); !errors.Is(err, ErrClosed) {
 		t.Errorf("RegisterFiles after Close: %v, want ErrClosed", err)
 	}
+}
+
+// TestUringRegisterMemlock: registering more than RLIMIT_MEMLOCK without
+// CAP_IPC_LOCK fails with ErrMemlock, and the error names both facts. As
+// root, the test drops CAP_IPC_LOCK from the effective set of one thread
+// (capabilities are per thread) that is never unlocked, so it exits with its
+// goroutine and no other goroutine ever runs with the reduced set.
+func TestUringRegisterMemlock(t *testing.T) {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &rl); err != nil {
+		t.Fatal(err)
+	}
+	if rl.Cur > 8<<20 { // lowering the soft limit needs no privilege; restored below
+		old := rl
+		rl.Cur = 8 << 20
+		if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &rl); err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Setrlimit(unix.RLIMIT_MEMLOCK, &old)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: this thread dies with the goroutine
+		if os.Geteuid() == 0 {
+			hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+			var data [2]unix.CapUserData
+			if err := unix.Capget(&hdr, &data[0]); err != nil {
+				errc <- err
+				return
+			}
+			data[0].Effective &^= 1 << unix.CAP_IPC_LOCK
+			if err := unix.Capset(&hdr, &data[0]); err != nil {
+				errc <- fmt.Errorf("drop CAP_IPC_LOCK: %w", err)
+				return
+			}
+		}
+		u, err := NewUring(UringConfig{Entries: 8}) // the kernel notes CAP_IPC_LOCK at creation
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer u.Close()
+		size := int(rl.Cur) + 1<<20
+		buf, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer unix.Munmap(buf)
+		errc <- u.RegisterBuffers([][]byte{buf})
+	}()
+	err := <-errc
+	if !errors.Is(err, ErrMemlock) || !errors.Is(err, unix.ENOMEM) {
+		t.Fatalf("registering %d bytes over a %d-byte RLIMIT_MEMLOCK: %v, want ErrMemlock wrapping ENOMEM", rl.Cur+1<<20, rl.Cur, err)
+	}
+	if !strings.Contains(err.Error(), "CAP_IPC_LOCK not held") || !strings.Contains(err.Error(), "RLIMIT_MEMLOCK is") {
+		t.Fatalf("error does not say why: %v", err)
+	}
+	t.Log(err)
 }
