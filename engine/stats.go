@@ -92,3 +92,6 @@ func (e *Engine) Stats() Stats {
 	}
 	return s
 }
+
+// Errors is the number of transfers that completed with an error.
+func (s Stats) Errors() uint64 { return s.DeviceErrors + s.Timeouts + s.Canceled + s.IOErrors }
