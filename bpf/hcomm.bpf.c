@@ -190,12 +190,12 @@ struct {
 	__type(value, struct misc_stat);
 } misc_stats SEC(".maps");
 
-// Syscalls in flight, by thread id (LRU: a thread that dies inside a syscall
-// cannot leak an entry forever).
+// The syscall in flight, per thread: task-local storage (no hashing, no
+// shared lock; freed with the task).
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct sys_inflight);
 } sys_inflight SEC(".maps");
 
@@ -345,12 +345,10 @@ static __always_inline void copy_add(__u32 src, __u32 dir, __u32 class, __u64 by
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
-	struct sys_inflight in = {};
-	__u32 tid;
+	struct sys_inflight in = {}, *slot_;
 
 	if (!traced())
 		return 0;
-	tid = (__u32)bpf_get_current_pid_tgid();
 	if (id == 60 || id == 231) { // exit, exit_group: no sys_exit follows
 		__u32 nr = id;
 		struct sys_stat *s = bpf_map_lookup_elem(&sys_stats, &nr);
@@ -402,8 +400,12 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 			in.class = CLASS_ZEROCOPY;
 		break;
 	}
-	if (bpf_map_update_elem(&sys_inflight, &tid, &in, BPF_ANY))
+	slot_ = bpf_task_storage_get(&sys_inflight, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!slot_) {
 		misc_add(1);
+		return 0;
+	}
+	*slot_ = in;
 	return 0;
 }
 
@@ -417,14 +419,13 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	struct sys_inflight *in;
 	struct sys_stat *s;
 	__u64 now, bytes = 0;
-	__u32 tid, nr;
+	__u32 nr;
 
 	if (!traced())
 		return 0;
-	tid = (__u32)bpf_get_current_pid_tgid();
-	in = bpf_map_lookup_elem(&sys_inflight, &tid);
-	if (!in)
-		return 0;
+	in = bpf_task_storage_get(&sys_inflight, bpf_get_current_task_btf(), 0, 0);
+	if (!in || !in->ts)
+		return 0; // entered before tracing started
 	now = bpf_ktime_get_ns();
 	nr = in->nr;
 	if (nr >= MAX_SYSCALLS)
@@ -458,7 +459,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		if (sl < HIST_SLOTS)
 			ADD(s->hist[sl], 1);
 	}
-	bpf_map_delete_elem(&sys_inflight, &tid);
+	in->ts = 0;
 	return 0;
 }
 

@@ -24,7 +24,7 @@ var (
 )
 
 // workload builds trace/testdata/workload once per test binary.
-func workload(t *testing.T) string {
+func workload(t testing.TB) string {
 	t.Helper()
 	workloadOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "hcomm-trace-workload-")
@@ -54,7 +54,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func requireTracing(t *testing.T) {
+func requireTracing(t testing.TB) {
 	t.Helper()
 	testutil.RequirePrivileged(t, "load eBPF tracing programs")
 	testutil.RequireFeature(t, "eBPF tracing (CAP_BPF, CAP_PERFMON)", CheckPrivileges())

@@ -114,9 +114,9 @@ func WriteTable(w io.Writer, r *Report, o TableOptions) error {
 		}
 		tw.Flush()
 	}
-	if l := r.Lost; l.Events+l.InflightEntries+l.URingUnmatched > 0 {
-		fmt.Fprintf(ew, "\nLOST: %d events (ring buffer full), %d in-flight entries (table full), %d unmatched io_uring completions\n",
-			l.Events, l.InflightEntries, l.URingUnmatched)
+	if l := r.Lost; l.Events+l.InflightEntries+l.URingUnmatched+l.ProgramMisses > 0 {
+		fmt.Fprintf(ew, "\nLOST: %d events (ring buffer full), %d in-flight entries (table full), %d unmatched io_uring completions, %d probe runs skipped (recursion guard)\n",
+			l.Events, l.InflightEntries, l.URingUnmatched, l.ProgramMisses)
 	}
 	if len(r.Unavailable) > 0 {
 		fmt.Fprintf(ew, "\nUNAVAILABLE PROBES: %s\n", strings.Join(r.Unavailable, "; "))

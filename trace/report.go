@@ -118,6 +118,7 @@ type LostReport struct {
 	Events          uint64 `json:"events"`           // ring buffer full
 	InflightEntries uint64 `json:"inflight_entries"` // in-flight tables full
 	URingUnmatched  uint64 `json:"io_uring_unmatched"`
+	ProgramMisses   uint64 `json:"program_misses"` // probe runs skipped by the kernel's recursion guard
 }
 
 // Bucket is one log2 histogram bucket: values in [Lo, Hi).
@@ -239,7 +240,7 @@ func NewReport(s *Snapshot, m Meta) *Report {
 		}
 		r.Engine.Paths[EnginePathName(p)] = EnginePath{Batches: e.PathBatches[p], Bytes: e.PathBytes[p]}
 	}
-	r.Lost = LostReport{Events: s.Misc.EventsLost, InflightEntries: s.Misc.InflightLost, URingUnmatched: s.Misc.UringUnmatched}
+	r.Lost = LostReport{Events: s.Misc.EventsLost, InflightEntries: s.Misc.InflightLost, URingUnmatched: s.Misc.UringUnmatched, ProgramMisses: s.ProgramMisses}
 	return r
 }
 

@@ -17,6 +17,10 @@ type Snapshot struct {
 	Faults   bpf.HcommFaultStat
 	Engine   bpf.HcommEngineStat
 	Misc     bpf.HcommMiscStat
+	// ProgramMisses counts probe runs the kernel skipped because the same
+	// program was already running on that CPU (recursion protection); a
+	// non-zero value means counts are low by up to that much.
+	ProgramMisses uint64
 }
 
 // words views a struct made only of uint64 fields and arrays (every map
@@ -58,6 +62,7 @@ func (s *Snapshot) Sub(prev *Snapshot) *Snapshot {
 	subWords(&d.Faults, &prev.Faults)
 	subWords(&d.Engine, &prev.Engine)
 	subWords(&d.Misc, &prev.Misc)
+	d.ProgramMisses -= prev.ProgramMisses
 	return &d
 }
 

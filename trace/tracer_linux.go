@@ -425,6 +425,13 @@ func (t *Tracer) Snapshot() (*Snapshot, error) {
 	if err := readPerCPU(t.coll.Maps["misc_stats"], unsafeOne(&s.Misc)); err != nil {
 		return nil, err
 	}
+	stats, err := t.ProgramStats()
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range stats {
+		s.ProgramMisses += st.RecursionMisses
+	}
 	return s, nil
 }
 
@@ -467,4 +474,20 @@ func (t *Tracer) Close() error {
 		t.coll = nil
 	}
 	return nil
+}
+
+// ProgramStats returns the kernel's statistics of each loaded program:
+// recursion misses always (runs skipped because the program was already
+// running on that CPU), run count and run time only while statistics are
+// enabled (ebpf.EnableStats, as the overhead benchmarks do).
+func (t *Tracer) ProgramStats() (map[string]ebpf.ProgramStats, error) {
+	out := map[string]ebpf.ProgramStats{}
+	for name, p := range t.coll.Programs {
+		st, err := p.Stats()
+		if err != nil {
+			return nil, fmt.Errorf("stats of program %s: %w", name, err)
+		}
+		out[name] = *st
+	}
+	return out, nil
 }

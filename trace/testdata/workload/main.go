@@ -6,6 +6,7 @@
 //	workload uring-nop N                   N IORING_OP_NOP, one io_uring_enter each
 //	workload uring-write-fixed PATH N K [direct]  N IORING_OP_WRITE_FIXED of K bytes
 //	workload hooks B                       B calls of hookSubmitBatch and hookReapBatch
+//	workload hooks-time B                  B calls of hookSubmitBatch, prints the ns per call
 //
 // With WORKLOAD_WAIT=1 it first reads one byte from stdin (so a test can
 // attach before the work starts). io_uring is driven with raw syscalls on
@@ -18,6 +19,7 @@ import (
 	"os"
 	"strconv"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -43,6 +45,8 @@ func main() {
 		uringWriteFixed(args[0], atoi(args[1]), atoi(args[2]), len(args) > 3 && args[3] == "direct")
 	case "hooks":
 		hooks(atoi(args[0]))
+	case "hooks-time":
+		hooksTime(atoi(args[0]))
 	default:
 		fail("unknown mode %q", os.Args[1])
 	}
@@ -119,6 +123,16 @@ func hooks(b int) {
 		hookSubmitBatch(c, uint64(c)*4096, uint8(i%3))
 		hookReapBatch(c, uint64(c)*4096, uint32(i%2))
 	}
+}
+
+// hooksTime times b submit-hook calls (64 transfers each) and prints the
+// mean nanoseconds per call: the overhead benchmark's engine-heavy loop.
+func hooksTime(b int) {
+	start := time.Now()
+	for i := 0; i < b; i++ {
+		hookSubmitBatch(64, 64*4096, 1)
+	}
+	fmt.Printf("%.1f\n", float64(time.Since(start).Nanoseconds())/float64(b))
 }
 
 // ---- raw io_uring ----
