@@ -44,8 +44,8 @@ func tcpPair(t *testing.T) (clientFd int, client, server net.Conn) {
 }
 
 // TestUringSocket: SEND, RECV, SEND_ZC (both completions; the receiver gets
-// exactly the payload, which proves the kernel read the payload's address)
-// and POLL_ADD over loopback TCP.
+// exactly the payload, which proves the kernel read the payload's address),
+// SEND_ZC from a fixed buffer, and POLL_ADD over loopback TCP.
 func TestUringSocket(t *testing.T) {
 	u := newTestUring(t, UringConfig{Entries: 32})
 	fd, client, server := tcpPair(t)
@@ -125,6 +125,30 @@ func TestUringSocket(t *testing.T) {
 	}
 	if b := <-received; !bytes.Equal(b, zc) {
 		t.Fatal("SEND_ZC: the receiver got different bytes than the payload")
+	}
+
+	// SEND_ZC from a registered (fixed) buffer.
+	if err := u.RegisterBuffers([][]byte{zc}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		b := make([]byte, 4096)
+		server.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.ReadFull(server, b); err != nil {
+			t.Errorf("server read after SEND_ZC fixed: %v", err)
+		}
+		received <- b
+	}()
+	e, _ = u.NextSQE()
+	e.PrepSendZCFixed(fd, zc[8192:8192+4096], 0, 0, 0)
+	e.SetUserData(5)
+	for _, c := range reap(t, u, 2) {
+		if !c.Notif() && int(c.Res()) != 4096 {
+			t.Fatalf("SEND_ZC fixed: res %d (%v)", c.Res(), c.Err())
+		}
+	}
+	if b := <-received; !bytes.Equal(b, zc[8192:8192+4096]) {
+		t.Fatal("SEND_ZC fixed: the receiver got different bytes than the payload")
 	}
 
 	// POLL_ADD: POLLIN fires once the server writes.
