@@ -99,10 +99,13 @@ func benchSubmitReap(b *testing.B, batch int, inline, each bool) {
 	b.ReportMetric(float64(after.WorkerSleeps-before.WorkerSleeps)/float64(b.N), "worker-sleeps/op")
 }
 
-// benchSpin keeps the mock's worker polling the doorbell between batches (it
-// would otherwise sleep after 20µs without work and pay a goroutine wake-up
-// per batch, which on a loaded machine is what the benchmark would measure).
-const benchSpin = 5 * time.Millisecond
+// benchSpin is how long the mock's worker polls for the next doorbell
+// before it sleeps: long enough to cover the host's reaping and the next
+// submission (the default 20µs is not, on a loaded machine, and every batch
+// then pays a goroutine wake-up), short enough that a worker whose host
+// thread was descheduled gives its CPU back (5 ms measured 2-3× slower than
+// 200µs at load average 10 on 2 cores).
+const benchSpin = 200 * time.Microsecond
 
 // processCPU is the process's user+system CPU time so far.
 func processCPU(b *testing.B) time.Duration {
