@@ -101,7 +101,7 @@ func benchSubmitReap(b *testing.B, batch int, inline, each bool) {
 
 // benchSpin is how long the mock's worker polls for the next doorbell
 // before it sleeps: long enough to cover the host's reaping and the next
-// submission (the default 20µs is not, on a loaded machine, and every batch
+// submission (20µs is not, on a loaded machine, and every batch
 // then pays a goroutine wake-up), short enough that a worker whose host
 // thread was descheduled gives its CPU back (5 ms measured 2-3× slower than
 // 200µs at load average 10 on 2 cores).

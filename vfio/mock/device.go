@@ -49,7 +49,7 @@ type Config struct {
 	// [0x1000, 2^48-1]).
 	IOVARanges []vfio.IOVARange
 	// Spin is how long the device worker polls for a doorbell after
-	// running out of work before it sleeps (default 20µs; negative: never
+	// running out of work before it sleeps (default 100µs; negative: never
 	// spin). Spinning keeps the doorbell-to-fetch latency near a cache
 	// miss, so benchmarks measure the host side.
 	Spin time.Duration
@@ -88,7 +88,7 @@ func (c *Config) setDefaults() error {
 		c.IOVARanges = []vfio.IOVARange{{Start: 0x1000, End: 1<<48 - 1}}
 	}
 	if c.Spin == 0 {
-		c.Spin = 20 * time.Microsecond
+		c.Spin = 100 * time.Microsecond
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
