@@ -66,6 +66,10 @@ func (r *MPSC) Len() int {
 	return int(r.tail.Load() - h)
 }
 
+// Head is the free-running position of the oldest unreleased entry
+// (slot = Head() % Cap()).
+func (r *MPSC) Head() uint64 { return r.head.Load() }
+
 // Reserve reserves exactly k consecutive slots, or returns ErrFull (nothing
 // reserved) when fewer than k are free, or ErrBatchSize when k is not in
 // 1..Cap. Safe for any number of concurrent producers; lock-free (a failed

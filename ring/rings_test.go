@@ -185,6 +185,35 @@ func TestFullEmptyAndWrap(t *testing.T) {
 	}
 }
 
+func TestHeadTail(t *testing.T) {
+	s, _ := NewSPSC(make([]byte, 8*8), 8)
+	m, _ := NewMPSC(make([]byte, 8*8), 8)
+	for i := 0; i < 11; i++ { // wraps once
+		if err := s.Push(make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Push(make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+		if s.Tail() != uint64(i+1) {
+			t.Fatalf("SPSC Tail %d after %d pushes", s.Tail(), i+1)
+		}
+		if i%2 == 1 {
+			for _, r := range []producerRing{s, m} {
+				if err := r.Pop(make([]byte, 8)); err != nil {
+					t.Fatal(err)
+				}
+				if err := r.Pop(make([]byte, 8)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if s.Head() != 10 || m.Head() != 10 {
+		t.Fatalf("heads %d and %d after 10 pops, want 10", s.Head(), m.Head())
+	}
+}
+
 func TestSPSCCommitOrder(t *testing.T) {
 	r, _ := NewSPSC(make([]byte, 8*8), 8)
 	a, _ := r.Reserve(2)

@@ -54,6 +54,14 @@ func (r *SPSC) Len() int {
 	return int(r.tail.Load() - h)
 }
 
+// Tail is the free-running position one past the last published entry
+// (slot = Tail() % Cap()): what a driver writes to a device's SQ tail
+// doorbell after Commit, when the device consumes this ring's memory.
+func (r *SPSC) Tail() uint64 { return r.tail.Load() }
+
+// Head is the free-running position of the oldest unreleased entry.
+func (r *SPSC) Head() uint64 { return r.head.Load() }
+
 // Reserve reserves exactly k consecutive slots for the producer to fill, or
 // returns ErrFull (nothing reserved) when fewer than k are free, or
 // ErrBatchSize when k is not in 1..Cap. Reservations are published, in the
