@@ -130,6 +130,7 @@ type Engine struct {
 	ldHead    int
 	ldLen     int
 	torn      bool
+	crowded   bool // the last drain carried others' transfers too
 	ctr       counters
 
 	// released mirrors head for Drain and blocked submitters (atomic: read
@@ -272,6 +273,12 @@ func (e *Engine) Config() Config { return e.cfg }
 // kick makes sure freshly committed entries reach the target.
 func (e *Engine) kick() {
 	if e.owner.CompareAndSwap(0, 1) {
+		if e.crowded {
+			// Other submitters were active a moment ago: give the ones
+			// that are runnable a chance to stage their transfers, so
+			// that one doorbell carries them all (group commit).
+			runtime.Gosched()
+		}
 		e.drainOwned()
 		return
 	}
@@ -364,6 +371,7 @@ func (e *Engine) drainLocked() {
 		e.fwd++
 	}
 	e.tgt.flush(e)
+	e.crowded = count[0]+count[1]+count[2]+count[3] > 1
 	for p := range count {
 		if count[p] > 0 {
 			e.ctr.batches++

@@ -197,6 +197,12 @@ func (e *Engine) waitFor(ctx context.Context, cond func() bool) error {
 			}
 			continue
 		}
+		if i < 32 {
+			// Completions usually come within microseconds: yield a few
+			// times before parking on the notification channel.
+			runtime.Gosched()
+			continue
+		}
 		e.waiters.Add(1)
 		e.waitMu.Lock()
 		ch := e.waitCh
