@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"syscall"
+
+	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/hugepage"
+)
+
+// Return codes of the C ABI: the negated Linux errnos that hcomm.h defines
+// as HCOMM_* (capi.go checks at compile time that both agree).
+const (
+	codeOK          int32 = 0
+	codeENOENT      int32 = -2
+	codeEIO         int32 = -5
+	codeEBADF       int32 = -9
+	codeEAGAIN      int32 = -11
+	codeENOMEM      int32 = -12
+	codeEFAULT      int32 = -14
+	codeENODEV      int32 = -19
+	codeEINVAL      int32 = -22
+	codeEMFILE      int32 = -24
+	codeEOPNOTSUPP  int32 = -95
+	codeESHUTDOWN   int32 = -108
+	codeETIMEDOUT   int32 = -110
+	codeEINPROGRESS int32 = -115
+	codeESTALE      int32 = -116
+	codeECANCELED   int32 = -125
+)
+
+// codeOf maps an engine error to a code. Hot errors (queue full) are tested
+// first, by identity; errors.Is walks wrapped causes without allocating.
+func codeOf(err error) int32 {
+	switch {
+	case err == nil:
+		return codeOK
+	case err == engine.ErrQueueFull:
+		return codeEAGAIN
+	case errors.Is(err, engine.ErrCanceled):
+		return codeECANCELED
+	case errors.Is(err, engine.ErrTimeout):
+		return codeETIMEDOUT
+	case errors.Is(err, engine.ErrDevice), errors.Is(err, engine.ErrIO), errors.Is(err, engine.ErrShortIO):
+		return codeEIO
+	case errors.Is(err, context.DeadlineExceeded):
+		return codeEINPROGRESS
+	case errors.Is(err, engine.ErrClosed):
+		return codeESHUTDOWN
+	case errors.Is(err, engine.ErrStaleID):
+		return codeESTALE
+	case errors.Is(err, engine.ErrUnknownID):
+		return codeENOENT
+	case errors.Is(err, engine.ErrForeignBlock), errors.Is(err, engine.ErrFreedBlock), errors.Is(err, engine.ErrOutOfBounds):
+		return codeEFAULT
+	case errors.Is(err, engine.ErrUnsupported):
+		return codeEOPNOTSUPP
+	case errors.Is(err, engine.ErrBadConfig), errors.Is(err, engine.ErrBadTransfer), errors.Is(err, engine.ErrAlignment),
+		errors.Is(err, hugepage.ErrInvalidSize), errors.Is(err, hugepage.ErrBadAlign):
+		return codeEINVAL
+	case errors.Is(err, hugepage.ErrPoolExhausted), errors.Is(err, hugepage.ErrTooLarge),
+		errors.Is(err, hugepage.ErrNoHugepages), errors.Is(err, hugepage.ErrMemlock), errors.Is(err, syscall.ENOMEM):
+		return codeENOMEM
+	case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ENODEV):
+		return codeENODEV
+	}
+	var en syscall.Errno
+	if errors.As(err, &en) && en > 0 && en < 4096 {
+		return -int32(en)
+	}
+	return codeEIO
+}

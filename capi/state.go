@@ -1,0 +1,527 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/vfio"
+	"github.com/hcomm-go/hcomm/vfio/mock"
+)
+
+// Targets (hcomm_target_t).
+const (
+	targetMock   = 0
+	targetFile   = 1
+	targetVFIO   = 2
+	targetMemory = 3
+)
+
+// devAddrBase is HCOMM_DEV_ADDR_BASE: device address = base + offset. It is
+// non-canonical on x86-64 (bits 63..47 differ), so no host pointer has it.
+const devAddrBase uintptr = 0x4000000000000000
+
+// Defaults of the C configuration that the engine does not have.
+const (
+	defaultFileSpace = 1 << 30
+	maxDevSpace      = 1 << 46 // keeps base+offset below 2^63
+)
+
+// config is hcomm_config_t in Go types.
+type config struct {
+	PoolSize   uint64
+	QueueDepth uint32
+	Align      uint32
+	Target     int32
+	Reserved   uint32
+	Path       string
+	DevMemSize uint64
+}
+
+// invokeFunc runs a transfer's C callback (cgo in the library; a Go
+// function in tests).
+type invokeFunc func(cb, ud uintptr, id uint64, status int32)
+
+// state is one initialized handle.
+type state struct {
+	handle  uint64
+	target  int32
+	eng     *engine.Engine
+	dev     vfio.Device // the device we opened (mock or VFIO), closed after the engine
+	file    *os.File
+	host    hostIndex
+	space   devSpace
+	cbs     *cbTable
+	invoke  invokeFunc
+	onDone  func(engine.Result) // s.complete as a method value, made once
+	depth   int
+	log     *slog.Logger
+	scratch sync.Pool // *batchScratch for submit_batch
+}
+
+type batchScratch struct {
+	ts  []engine.Transfer
+	ids []engine.ID
+	cbs []uint32
+}
+
+// The handle table: handle = sequence<<16 | slot+1. A lookup is one atomic
+// load and a compare, so a finalized handle (its slot cleared, or reused
+// under a new sequence number) is refused, never confused with another.
+const maxHandles = 1024
+
+var handles struct {
+	mu    sync.Mutex // init and finalize
+	seq   uint64
+	slots [maxHandles]atomic.Pointer[state]
+}
+
+func lookup(h uint64) *state {
+	i := h & 0xffff
+	if i == 0 || i > maxHandles {
+		return nil
+	}
+	s := handles.slots[i-1].Load()
+	if s == nil || s.handle != h {
+		return nil
+	}
+	return s
+}
+
+// logger is the library's: warnings and errors to stderr by default;
+// HCOMM_LOG=debug|info|warn|error|off changes the level.
+var logger = func() *slog.Logger {
+	lvl := slog.LevelWarn
+	switch strings.ToLower(os.Getenv("HCOMM_LOG")) {
+	case "debug":
+		lvl = slog.LevelDebug
+	case "info":
+		lvl = slog.LevelInfo
+	case "error":
+		lvl = slog.LevelError
+	case "off", "none", "0":
+		lvl = slog.LevelError + 100
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+}()
+
+// open initializes an engine per c and registers it as a handle.
+func open(c config, invoke invokeFunc) (_ *state, code int32, err error) {
+	bad := func(format string, args ...any) (*state, int32, error) {
+		return nil, codeEINVAL, fmt.Errorf(format, args...)
+	}
+	switch {
+	case c.Reserved != 0:
+		return bad("reserved = %d: must be 0", c.Reserved)
+	case c.PoolSize > math.MaxInt64:
+		return bad("mem_pool_size %d: too large", c.PoolSize)
+	case c.QueueDepth > engine.MaxQueueDepth:
+		return bad("queue_depth %d: at most %d", c.QueueDepth, engine.MaxQueueDepth)
+	case c.Align > engine.MaxAlignment:
+		return bad("align_size %d: at most %d", c.Align, engine.MaxAlignment)
+	case c.DevMemSize > maxDevSpace:
+		return bad("dev_mem_size %d: at most %d", c.DevMemSize, uint64(maxDevSpace))
+	}
+	s := &state{target: c.Target, invoke: invoke, log: logger}
+	cfg := engine.Config{
+		PoolSize: int64(c.PoolSize), QueueDepth: int(c.QueueDepth), Alignment: int(c.Align),
+		Logger: logger,
+	}
+	defer func() {
+		if err != nil {
+			s.closeTarget()
+		}
+	}()
+	switch c.Target {
+	case targetMock:
+		if c.Path != "" {
+			return bad("target_path %q: the mock target takes none", c.Path)
+		}
+		mc := mock.Config{DevMemSize: int(c.DevMemSize), Logger: logger}
+		m, err := mock.New(mc)
+		if err != nil {
+			return nil, codeOf(err), fmt.Errorf("vfio-mock: %w", err)
+		}
+		s.dev = m
+	case targetVFIO:
+		if c.Path == "" || c.DevMemSize != 0 {
+			return bad("the VFIO target needs target_path (a PCI address) and dev_mem_size 0")
+		}
+		d, err := vfio.OpenPCI(c.Path)
+		if err != nil {
+			return nil, codeENODEV, fmt.Errorf("VFIO device %s: %w", c.Path, err)
+		}
+		s.dev = d
+	case targetFile:
+		if c.Path == "" {
+			return bad("the file target needs target_path")
+		}
+		f, err := os.OpenFile(c.Path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			code := codeOf(err)
+			if code == codeEIO {
+				code = codeENODEV
+			}
+			return nil, code, err
+		}
+		s.file = f
+		cfg.Target, cfg.File = engine.TargetFile, f
+		s.space.size = c.DevMemSize
+		if s.space.size == 0 {
+			s.space.size = defaultFileSpace
+		}
+	case targetMemory:
+		if c.Path != "" || c.DevMemSize != 0 {
+			return bad("the memory target takes no target_path and no dev_mem_size")
+		}
+		cfg.Target = engine.TargetMemory
+	default:
+		return bad("target %d: want HCOMM_TARGET_MOCK, _FILE, _VFIO or _MEMORY", c.Target)
+	}
+	if s.dev != nil {
+		cfg.Device = s.dev
+		bar2, err := s.dev.Region(vfio.RegionBAR2)
+		if err != nil {
+			return nil, codeENODEV, fmt.Errorf("device %s: device memory (BAR2): %w", s.dev.Info().Name, err)
+		}
+		s.space.size = min(bar2.Size(), maxDevSpace)
+	}
+	if s.eng, err = engine.Open(cfg); err != nil {
+		code := codeOf(err)
+		if code == codeEIO {
+			code = codeENODEV
+		}
+		return nil, code, err
+	}
+	if m, ok := s.dev.(*mock.Device); ok {
+		// After Open: the engine's own descriptors (the CPU-path
+		// measurement) do not count towards N.
+		if err := mockFaults(m); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = s.eng.Close(ctx)
+			return nil, codeEINVAL, err
+		}
+	}
+	ec := s.eng.Config()
+	s.depth = ec.QueueDepth
+	s.space.align = uint64(max(ec.Alignment, 64))
+	// Indexes in use ≤ transfers in flight (≤ depth) + submits between
+	// taking an index and handing the transfer to the engine.
+	s.cbs = newCBTable(2*s.depth + 64)
+	s.onDone = s.complete
+	s.scratch.New = func() any { return new(batchScratch) }
+
+	handles.mu.Lock()
+	defer handles.mu.Unlock()
+	for i := range handles.slots {
+		if handles.slots[i].Load() == nil {
+			handles.seq++
+			s.handle = handles.seq<<16 | uint64(i+1)
+			handles.slots[i].Store(s)
+			return s, codeOK, nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = s.eng.Close(ctx)
+	return nil, codeEMFILE, fmt.Errorf("%d handles open", maxHandles)
+}
+
+// mockFaults applies HCOMM_MOCK_FAULT, a test hook for the mock target:
+// "stall:N" makes the Nth descriptor the device fetches never complete
+// (until a reset), "error:N" fails it with a device error.
+func mockFaults(m *mock.Device) error {
+	v := os.Getenv("HCOMM_MOCK_FAULT")
+	if v == "" {
+		return nil
+	}
+	kind, nth, ok := strings.Cut(v, ":")
+	n, err := strconv.ParseUint(nth, 10, 64)
+	if !ok || err != nil || n == 0 {
+		return fmt.Errorf("HCOMM_MOCK_FAULT=%q: want stall:N or error:N with N ≥ 1", v)
+	}
+	f := mock.Fault{Nth: n}
+	switch kind {
+	case "stall":
+		f.Kind = mock.FaultStall
+	case "error":
+		f.Kind = mock.FaultError
+	default:
+		return fmt.Errorf("HCOMM_MOCK_FAULT=%q: unknown kind %q (stall, error)", v, kind)
+	}
+	return m.InjectFault(f)
+}
+
+func (s *state) closeTarget() {
+	if s.dev != nil {
+		if err := s.dev.Close(); err != nil {
+			s.log.Warn("hcomm: close device", "err", err)
+		}
+		s.dev = nil
+	}
+	if s.file != nil {
+		if err := s.file.Close(); err != nil {
+			s.log.Warn("hcomm: close file", "err", err)
+		}
+		s.file = nil
+	}
+}
+
+// allocHost returns the address of a new pool block.
+func (s *state) allocHost(n uint64) (uintptr, int32) {
+	if n == 0 || n > math.MaxInt32*2 {
+		return 0, codeEINVAL
+	}
+	b, err := s.eng.Alloc(int(n))
+	if err != nil {
+		return 0, codeOf(err)
+	}
+	s.host.add(b)
+	return b.Addr(), codeOK
+}
+
+func (s *state) freeHost(p uintptr) int32 {
+	b, ok := s.host.remove(p)
+	if !ok {
+		return codeEFAULT
+	}
+	if err := s.eng.Free(b); err != nil {
+		return codeOf(err)
+	}
+	return codeOK
+}
+
+// allocDev returns a device address of n fresh bytes of device space.
+func (s *state) allocDev(n uint64) (uintptr, int32) {
+	if s.space.size == 0 {
+		return 0, codeEOPNOTSUPP
+	}
+	if n == 0 {
+		return 0, codeEINVAL
+	}
+	off, ok := s.space.alloc(n)
+	if !ok {
+		return 0, codeENOMEM
+	}
+	return devAddrBase + uintptr(off), codeOK
+}
+
+func (s *state) freeDev(p uintptr) int32 {
+	if p < devAddrBase || p-devAddrBase >= uintptr(s.space.size) || !s.space.free(uint64(p-devAddrBase)) {
+		return codeEFAULT
+	}
+	return codeOK
+}
+
+// Kinds of a resolved address.
+const (
+	locHost = 1
+	locDev  = 2
+)
+
+// resolve turns p (with n bytes) into an engine location: a live host block
+// or allocated device space. Anything else is EFAULT.
+func (s *state) resolve(p, n uintptr) (engine.Loc, int, int32) {
+	if p >= devAddrBase {
+		off := uint64(p - devAddrBase)
+		if off >= s.space.size || !s.space.contains(off, uint64(n)) {
+			return engine.Loc{}, 0, codeEFAULT
+		}
+		if s.target == targetFile {
+			return engine.FileAt(int64(off)), locDev, codeOK
+		}
+		return engine.DeviceAt(off), locDev, codeOK
+	}
+	b, off, ok := s.host.find(p, n)
+	if !ok {
+		return engine.Loc{}, 0, codeEFAULT
+	}
+	return engine.HostAt(b, off), locHost, codeOK
+}
+
+// transfer builds the engine transfer for src → dst, n bytes.
+func (s *state) transfer(t *engine.Transfer, src, dst, n uintptr) int32 {
+	if n == 0 || n > math.MaxUint32 {
+		return codeEINVAL
+	}
+	var sk, dk int
+	var code int32
+	if t.Src, sk, code = s.resolve(src, n); code != codeOK {
+		return code
+	}
+	if t.Dst, dk, code = s.resolve(dst, n); code != codeOK {
+		return code
+	}
+	switch s.target {
+	case targetMock, targetVFIO:
+		if sk == locHost && dk == locHost {
+			return codeEOPNOTSUPP
+		}
+	case targetFile:
+		if sk == dk {
+			return codeEOPNOTSUPP
+		}
+	case targetMemory:
+		// Device space is empty: both are host blocks.
+	}
+	t.Len = int(n)
+	return codeOK
+}
+
+// submit submits one transfer; cb == 0: no callback.
+func (s *state) submit(src, dst, n, cb, ud uintptr) (uint64, int32) {
+	var t engine.Transfer
+	if code := s.transfer(&t, src, dst, n); code != codeOK {
+		return 0, code
+	}
+	var ci uint32
+	if cb != 0 {
+		var ok bool
+		if ci, ok = s.cbs.get(cb, ud); !ok {
+			return 0, codeEAGAIN
+		}
+		t.Callback, t.User = s.onDone, uint64(ci)
+	}
+	id, err := s.eng.Submit(t)
+	if err != nil {
+		// The engine runs no callback for a transfer it refused.
+		if cb != 0 {
+			s.cbs.put(ci)
+		}
+		return 0, codeOf(err)
+	}
+	return uint64(id), codeOK
+}
+
+// cTransfer is hcomm_transfer_t with every pointer as uintptr (capi.go
+// checks the layout against the C struct at compile time).
+type cTransfer struct {
+	Src, Dst, Size, Callback, UserData uintptr
+	ID                                 uint64
+}
+
+// submitBatch validates all of ts, then submits them with one doorbell per
+// queue_depth transfers. IDs are written back into ts.
+func (s *state) submitBatch(ts []cTransfer) int32 {
+	for i := range ts {
+		ts[i].ID = 0
+	}
+	sc := s.scratch.Get().(*batchScratch)
+	defer s.scratch.Put(sc)
+	if cap(sc.ts) < len(ts) {
+		sc.ts = make([]engine.Transfer, len(ts))
+		sc.ids = make([]engine.ID, len(ts))
+		sc.cbs = make([]uint32, len(ts))
+	}
+	ets, ids, cbs := sc.ts[:len(ts)], sc.ids[:len(ts)], sc.cbs[:len(ts)]
+	clear(ets)
+	for i := range ts {
+		if code := s.transfer(&ets[i], ts[i].Src, ts[i].Dst, ts[i].Size); code != codeOK {
+			return code
+		}
+	}
+	// One engine batch (one doorbell) per queue_depth transfers; callback
+	// indexes are taken per chunk, so that a long batch never needs more
+	// than the table holds.
+	for start := 0; start < len(ts); {
+		end := min(start+s.depth, len(ts))
+		short := false
+		for i := start; i < end; i++ {
+			if ts[i].Callback == 0 {
+				continue
+			}
+			ci, ok := s.cbs.get(ts[i].Callback, ts[i].UserData)
+			if !ok {
+				end, short = i, true
+				break
+			}
+			cbs[i] = ci
+			ets[i].Callback, ets[i].User = s.onDone, uint64(ci)
+		}
+		if end == start {
+			return codeEAGAIN
+		}
+		n, err := s.eng.SubmitBatch(ets[start:end], ids[start:end])
+		// Transfers from start+n on were not submitted (or became
+		// no-ops): no callback will run for them.
+		for i := start + n; i < end; i++ {
+			if ts[i].Callback != 0 {
+				s.cbs.put(cbs[i])
+			}
+		}
+		for i := start; i < start+n; i++ {
+			ts[i].ID = uint64(ids[i])
+		}
+		clear(ets[start:end]) // drop Block references
+		if err != nil {
+			return codeOf(err)
+		}
+		if short {
+			return codeEAGAIN
+		}
+		start = end
+	}
+	return codeOK
+}
+
+// complete is every transfer's engine callback: it frees the callback
+// index and runs the C callback.
+func (s *state) complete(r engine.Result) {
+	cb, ud := s.cbs.take(uint32(r.User))
+	s.invoke(cb, ud, uint64(r.ID), codeOf(r.Err))
+}
+
+// wait waits for id; timeoutMs < 0: no limit.
+func (s *state) wait(id uint64, timeoutMs int) int32 {
+	ctx := context.Background()
+	if timeoutMs >= 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeoutMs)*time.Millisecond)
+		defer cancel()
+	}
+	err := s.eng.Wait(ctx, engine.ID(id))
+	if err != nil && errors.Is(err, context.DeadlineExceeded) {
+		return codeEINPROGRESS
+	}
+	return codeOf(err)
+}
+
+// finalize unregisters h and closes its engine (waiting for transfers in
+// flight up to timeoutMs, < 0: no limit), then its target.
+func finalize(h uint64, timeoutMs int) int32 {
+	handles.mu.Lock()
+	s := lookup(h)
+	if s == nil {
+		handles.mu.Unlock()
+		return codeEBADF
+	}
+	handles.slots[h&0xffff-1].Store(nil)
+	handles.mu.Unlock()
+	return s.close(timeoutMs)
+}
+
+func (s *state) close(timeoutMs int) int32 {
+	ctx := context.Background()
+	if timeoutMs >= 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeoutMs)*time.Millisecond)
+		defer cancel()
+	}
+	err := s.eng.Close(ctx)
+	s.closeTarget()
+	if err != nil {
+		s.log.Warn("hcomm: finalize", "err", err)
+		return codeEIO
+	}
+	return codeOK
+}
