@@ -68,7 +68,7 @@
 //
 // Sentinel errors, for errors.Is — descriptor rings: ErrGeometry, ErrFull,
 // ErrEmpty, ErrBatchSize, ErrCommit, ErrRelease, ErrHead, ErrEntrySize;
-// io_uring: ErrClosed, ErrWrongThread, ErrSQFull, ErrBusy, ErrNotFromRing,
+// io_uring: ErrConfig, ErrClosed, ErrWrongThread, ErrSQFull, ErrBusy, ErrNotFromRing,
 // ErrUnsupported, ErrTimeout, ErrMemlock. Kernel errors are wrapped as
 // unix.Errno values, and a failed operation's CQE.Err is a syscall.Errno.
 package ring

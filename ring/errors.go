@@ -40,6 +40,9 @@ var (
 	ErrNotFromRing = errors.New("SQE does not belong to this ring")
 	// ErrUnsupported: the kernel lacks an io_uring feature or opcode.
 	ErrUnsupported = errors.New("io_uring feature unsupported by the kernel")
+	// ErrConfig: a UringConfig that cannot work (checked before the kernel
+	// is asked).
+	ErrConfig = errors.New("invalid io_uring config")
 	// ErrTimeout: SubmitAndWaitTimeout's timeout expired first (ETIME).
 	ErrTimeout = errors.New("io_uring wait timed out")
 	// ErrMemlock: registering buffers exceeded RLIMIT_MEMLOCK without

@@ -210,6 +210,14 @@ func NewUring(cfg UringConfig) (u *Uring, err error) {
 	if entries == 0 {
 		entries = 256
 	}
+	switch {
+	case cfg.SQThreadIdle < 0 || cfg.SQThreadIdle/time.Millisecond > 1<<32-1:
+		return nil, fmt.Errorf("io_uring config: SQThreadIdle %v out of range: %w", cfg.SQThreadIdle, ErrConfig)
+	case (cfg.PinSQThread || cfg.SQThreadIdle != 0) && !cfg.SQPoll:
+		return nil, fmt.Errorf("io_uring config: PinSQThread/SQThreadIdle without SQPoll: %w", ErrConfig)
+	case cfg.CQEntries != 0 && cfg.CQEntries < entries && !cfg.Clamp:
+		return nil, fmt.Errorf("io_uring config: CQEntries %d smaller than Entries %d: %w", cfg.CQEntries, entries, ErrConfig)
+	}
 	want := cfg.Flags
 	var optional SetupFlags
 	if cfg.Clamp {

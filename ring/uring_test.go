@@ -87,6 +87,19 @@ func TestUringSetup(t *testing.T) {
 			}
 		})
 	}
+	for _, bad := range []UringConfig{
+		{SQThreadIdle: -time.Second, SQPoll: true},
+		{PinSQThread: true},
+		{SQThreadIdle: time.Second},
+		{Entries: 64, CQEntries: 32},
+	} {
+		if u, err := NewUring(bad); !errors.Is(err, ErrConfig) {
+			if err == nil {
+				u.Close()
+			}
+			t.Errorf("NewUring(%+v): %v, want ErrConfig", bad, err)
+		}
+	}
 	t.Run("too large without clamp", func(t *testing.T) {
 		u, err := NewUring(UringConfig{Entries: 1 << 20})
 		if err == nil {
