@@ -3,6 +3,8 @@ package trace
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -407,5 +409,52 @@ func TestPrometheusCollector(t *testing.T) {
 	}
 	if !found {
 		t.Error("no write series")
+	}
+}
+
+// TestRingLayerEntersMatchKernel runs NOPs through hcomm's own io_uring
+// layer (ring.Uring) and checks its count of io_uring_enter calls against
+// the kernel's, and the NOP counts against what was submitted: one enter
+// per batch of 64.
+func TestRingLayerEntersMatchKernel(t *testing.T) {
+	requireTracing(t)
+	const n, batch = 1000, 64
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := StartCommand([]string{workload(t), "ring-nop", "1000", "64"}, CommandIO{Stdout: w, Stderr: os.Stderr}, Options{})
+	w.Close()
+	if err != nil {
+		r.Close()
+		t.Fatalf("StartCommand: %v", err)
+	}
+	defer s.Close()
+	out, _ := io.ReadAll(r)
+	r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if code, err := s.Wait(ctx); err != nil || code != 0 {
+		t.Fatalf("workload: exit %d, %v", code, err)
+	}
+	snap, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var enters, completions uint64
+	if _, err := fmt.Sscan(string(out), &enters, &completions); err != nil {
+		t.Fatalf("parse workload output %q: %v", out, err)
+	}
+	if completions != n {
+		t.Fatalf("ring reaped %d completions, want %d", completions, n)
+	}
+	if got := snap.SyscallCount(unix.SYS_IO_URING_ENTER); got != enters {
+		t.Errorf("kernel saw %d io_uring_enter, ring.Uring counted %d", got, enters)
+	}
+	if want := uint64((n + batch - 1) / batch); enters != want {
+		t.Errorf("ring.Uring made %d enters for %d NOPs in batches of %d, want %d", enters, n, batch, want)
+	}
+	if nop := snap.URing[0]; nop.Submitted != n || nop.Completed != n {
+		t.Errorf("NOP submitted/completed = %d/%d, want %d", nop.Submitted, nop.Completed, n)
 	}
 }

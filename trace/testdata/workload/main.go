@@ -7,11 +7,14 @@
 //	workload uring-write-fixed PATH N K [direct]  N IORING_OP_WRITE_FIXED of K bytes
 //	workload hooks B                       B calls of hookSubmitBatch and hookReapBatch
 //	workload hooks-time B                  B calls of hookSubmitBatch, prints the ns per call
+//	workload ring-nop N B                  N NOPs in batches of B through hcomm's ring.Uring;
+//	                                       prints the layer's own io_uring_enter count
 //
 // With WORKLOAD_WAIT=1 it first reads one byte from stdin (so a test can
-// attach before the work starts). io_uring is driven with raw syscalls on
-// golang.org/x/sys/unix: the ring package's layer is not used so that this
-// helper depends on nothing under test.
+// attach before the work starts). The uring-* modes drive io_uring with raw
+// syscalls on golang.org/x/sys/unix, independent of hcomm's own layer;
+// ring-nop uses hcomm's ring.Uring, so the trace can check the layer's own
+// count of io_uring_enter calls against the kernel's.
 package main
 
 import (
@@ -23,6 +26,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hcomm-go/hcomm/ring"
 )
 
 func main() {
@@ -47,6 +52,8 @@ func main() {
 		hooks(atoi(args[0]))
 	case "hooks-time":
 		hooksTime(atoi(args[0]))
+	case "ring-nop":
+		ringNop(atoi(args[0]), atoi(args[1]))
 	default:
 		fail("unknown mode %q", os.Args[1])
 	}
@@ -135,6 +142,42 @@ func hooksTime(b int) {
 	fmt.Printf("%.1f\n", float64(time.Since(start).Nanoseconds())/float64(b))
 }
 
+func ringNop(n, batch int) {
+	u, err := ring.NewUring(ring.UringConfig{Entries: 128})
+	if err != nil {
+		fail("ring.NewUring: %v", err)
+	}
+	defer u.Close()
+	cqes := make([]ring.CQE, batch)
+	before := u.Stats()
+	for done := 0; done < n; {
+		k := min(batch, n-done)
+		for i := 0; i < k; i++ {
+			e := u.GetSQE()
+			e.PrepNop()
+			e.SetUserData(uint64(done + i))
+		}
+		if _, err := u.Submit(); err != nil {
+			fail("submit: %v", err)
+		}
+		for got := 0; got < k; {
+			m, err := u.PeekCQEs(cqes[got:k])
+			if err != nil {
+				fail("peek: %v", err)
+			}
+			got += m
+			if got < k {
+				if _, err := u.SubmitAndWait(k - got); err != nil {
+					fail("wait: %v", err)
+				}
+			}
+		}
+		done += k
+	}
+	st := u.Stats()
+	fmt.Printf("%d %d\n", st.Enters-before.Enters, st.Completions-before.Completions)
+}
+
 // ---- raw io_uring ----
 
 type sqOffsets struct {
@@ -170,7 +213,7 @@ type sqe struct {
 	Pad      [2]uint64
 }
 
-type ring struct {
+type rawRing struct {
 	fd             int
 	sqHead, sqTail *uint32
 	sqMask         uint32
@@ -186,13 +229,13 @@ const (
 	opWriteFixed = 5
 )
 
-func newRing(entries uint32) *ring {
+func newRing(entries uint32) *rawRing {
 	var p params
 	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
 	if errno != 0 {
 		fail("io_uring_setup: %v", errno)
 	}
-	r := &ring{fd: int(fd)}
+	r := &rawRing{fd: int(fd)}
 	sqLen := int(p.SqOff.Array + p.SqEntries*4)
 	sq, err := unix.Mmap(r.fd, 0, sqLen, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
@@ -221,7 +264,7 @@ func newRing(entries uint32) *ring {
 
 // submitOne queues e, enters the kernel once to submit and wait for it, and
 // returns the completion's result.
-func (r *ring) submitOne(e sqe) int32 {
+func (r *rawRing) submitOne(e sqe) int32 {
 	tail := atomic.LoadUint32(r.sqTail)
 	idx := tail & r.sqMask
 	r.sqes[idx] = e
