@@ -13,7 +13,7 @@ PKGS      ?= ./...
 BIN       := bin
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test lint-vet test-unit test-vm test-long bench bench-uring-nop demo lint generate clean bpf-tools bpf-vmlinux check-generate
+.PHONY: all build test lint-vet test-unit test-engine test-vm test-long bench bench-uring-nop demo lint generate clean bpf-tools bpf-vmlinux check-generate
 
 all: build
 
@@ -23,13 +23,18 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 # The README's test command. Everything CI runs hangs off this target.
-test: lint-vet test-unit test-vm
+test: lint-vet test-unit test-engine test-vm
 
 lint-vet:
 	$(GO) vet $(PKGS)
 
 test-unit:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+# engine/: the exactly-once stress at full size (10^6 transfers; -race runs
+# 10^5) and the 1000-cycle leak test, without -race.
+test-engine:
+	$(GO) test -count=1 -timeout 10m -run 'ExactlyOnce|NoLeaks' ./engine/
 
 # Packages with privileged tests, run again inside a QEMU guest that has what
 # the host lacks (VFIO + vIOMMU + QEMU's edu device, hugetlb, io_uring, BPF):

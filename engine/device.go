@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"math/bits"
 	"slices"
 	"time"
 
@@ -16,21 +15,20 @@ import (
 // deviceTarget drives one queue of an HDMA device. Its queue belongs to the
 // engine's owner (one goroutine at a time), as the driver requires.
 type deviceTarget struct {
-	dev      vfio.Device
-	ownDev   bool
-	dma      *vfio.DMASpace
-	drv      *hdma.Driver
-	q        *hdma.Queue
-	info     hdma.Info
-	devMem   []byte // BAR2 as plain memory, for the CPU path (nil: none)
-	cpuMax   int    // CPU-path threshold in bytes (0: off)
-	sq, cq   hugepage.Block
-	cpl      []hdma.Completion
-	queued   int
-	recover  bool      // a reset or stall was seen: Recover before forwarding
-	failed   int       // completions the last Recover synthesized, still to reap
-	nextTry  time.Time // after a failed Recover
-	doorbell uint64
+	dev     vfio.Device
+	ownDev  bool
+	dma     *vfio.DMASpace
+	drv     *hdma.Driver
+	q       *hdma.Queue
+	info    hdma.Info
+	devMem  []byte // BAR2 as plain memory, for the CPU path (nil: none)
+	cpuMax  int    // CPU-path threshold in bytes (0: off)
+	sq, cq  hugepage.Block
+	cpl     []hdma.Completion
+	queued  int
+	recover bool      // a reset or stall was seen: Recover before forwarding
+	failed  int       // completions the last Recover synthesized, still to reap
+	nextTry time.Time // after a failed Recover
 }
 
 func openDevice(e *Engine) (_ *deviceTarget, err error) {
@@ -343,6 +341,3 @@ func (d *deviceTarget) close(e *Engine) error {
 	}
 	return errors.Join(errs...)
 }
-
-// nextPow2 rounds n up to a power of two.
-func nextPow2(n int) int { return 1 << bits.Len(uint(n-1)) }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -143,7 +142,6 @@ type Engine struct {
 	wakeFd    int           // eventfd that wakes the reaper
 	batch     []completion  // the cycle's completions (reaper/Poll private)
 	stop      atomic.Bool
-	reaperErr error
 	done      chan struct{} // closed when the reaper goroutine exits
 	waiters   atomic.Int32
 	waitMu    sync.Mutex
@@ -207,9 +205,7 @@ func Open(cfg Config) (_ *Engine, err error) {
 	}
 	undo = append(undo, e.pool.Close)
 	for _, a := range e.pool.Arenas() {
-		for _, fb := range a.Fallbacks() {
-			e.fallbacks = append(e.fallbacks, fb)
-		}
+		e.fallbacks = append(e.fallbacks, a.Fallbacks()...)
 	}
 	switch cfg.Target {
 	case TargetDevice:
@@ -442,5 +438,3 @@ func (e *Engine) wakeReaper() {
 func errClosedWhile(what string) error {
 	return fmt.Errorf("engine: %s: %w", what, ErrClosed)
 }
-
-var errNotOpen = errors.New("engine: not open")

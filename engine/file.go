@@ -23,7 +23,6 @@ type fileTarget struct {
 	cqes      []ring.CQE
 	queued    int
 	inFlight  int
-	enters    uint64
 }
 
 // directAlign is the alignment O_DIRECT needs of addresses, lengths and
