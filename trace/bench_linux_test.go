@@ -147,3 +147,30 @@ func BenchmarkOverheadEngineHook(b *testing.B) {
 	b.ReportMetric(traced, "traced-ns/batch")
 	b.ReportMetric((traced-untraced)/64, "overhead-ns/transfer@64")
 }
+
+// BenchmarkOverheadEngineBatches: a real engine workload (vfio-mock, DMA,
+// batches of 64 × 4 KiB, drained after each) timed inside the helper,
+// untraced and traced; b.N is the number of batches per run.
+func BenchmarkOverheadEngineBatches(b *testing.B) {
+	requireTracing(b)
+	n := strconv.Itoa(b.N)
+	out, err := exec.Command(workload(b), "engine-time", n).Output()
+	if err != nil {
+		b.Fatalf("untraced workload: %v", err)
+	}
+	untraced, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, got, snap := runWorkloadOutput(b, Options{}, "engine-time", n)
+	traced, err := strconv.ParseFloat(strings.TrimSpace(got), 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if snap.Engine.SubmitBatches != uint64(b.N) {
+		b.Fatalf("uprobes counted %d batches, want %d", snap.Engine.SubmitBatches, b.N)
+	}
+	b.ReportMetric(untraced, "untraced-ns/batch")
+	b.ReportMetric(traced, "traced-ns/batch")
+	b.ReportMetric(traced/untraced, "traced/untraced")
+}

@@ -13,7 +13,7 @@ import "errors"
 //	func hookReapBatch(count uint32, bytes uint64, errors uint32) // RAX, RBX, RCX
 //
 // count is the number of transfers in the batch, bytes their total length;
-// path says which target the batch went to (see EnginePath*); errors is how
+// path says how the batch is carried out (see EnginePath*); errors is how
 // many of the reaped transfers failed. The engine calls each hook once per
 // batch, never per transfer: a uprobe hit costs microseconds. Only entry
 // uprobes are used: uretprobes corrupt Go programs whose stacks move.
@@ -22,18 +22,22 @@ const (
 	HookReapBatch   = "github.com/hcomm-go/hcomm/engine.hookReapBatch"
 )
 
-// Engine paths, the path argument of hookSubmitBatch.
+// Engine paths, the path argument of hookSubmitBatch (engine.Path: the
+// numbering is part of the contract).
 const (
-	EnginePathDevice = 0 // a device behind VFIO (doorbell write)
-	EnginePathFile   = 1 // a file or block device through io_uring
-	EnginePathMemory = 2 // host-to-host copy
+	EnginePathDMA    = 0 // the device's DMA engine (doorbell write)
+	EnginePathCPU    = 1 // the CPU, straight into device memory (BAR2)
+	EnginePathFile   = 2 // a file or block device through io_uring
+	EnginePathMemory = 3 // host-to-host copy
 )
 
 // EnginePathName names an engine path for reports.
 func EnginePathName(p int) string {
 	switch p {
-	case EnginePathDevice:
-		return "device"
+	case EnginePathDMA:
+		return "dma"
+	case EnginePathCPU:
+		return "cpu"
 	case EnginePathFile:
 		return "file"
 	case EnginePathMemory:

@@ -41,8 +41,8 @@ func sampleSnapshot() *Snapshot {
 	s.URing[5] = bpf.HcommUringStat{Submitted: 4, Completed: 4, Bytes: 400, FixedReqs: 4, FixedBytes: 400}
 	s.URing[5].Hist[12] = 4
 	s.Engine = bpf.HcommEngineStat{SubmitBatches: 2, SubmitTransfers: 7, SubmitBytes: 7000}
-	s.Engine.PathBatches[1] = 2
-	s.Engine.PathBytes[1] = 7000
+	s.Engine.PathBatches[2] = 2
+	s.Engine.PathBytes[2] = 7000
 	return s
 }
 
@@ -140,7 +140,7 @@ func TestNames(t *testing.T) {
 	if URingOpName(5) != "WRITE_FIXED" || URingOpName(bpf.OpAux) != "AUX" || URingOpName(62) != "PIPE" {
 		t.Error("URingOpName")
 	}
-	if EnginePathName(1) != "file" || EnginePathName(7) != "path7" {
+	if EnginePathName(0) != "dma" || EnginePathName(2) != "file" || EnginePathName(3) != "memory" || EnginePathName(7) != "path7" {
 		t.Error("EnginePathName")
 	}
 }

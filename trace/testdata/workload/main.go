@@ -9,6 +9,9 @@
 //	workload hooks-time B                  B calls of hookSubmitBatch, prints the ns per call
 //	workload ring-nop N B                  N NOPs in batches of B through hcomm's ring.Uring;
 //	                                       prints the layer's own io_uring_enter count
+//	workload engine B                      B engine batches (vfio-mock device, DMA path) of
+//	                                       i%7+1 transfers of 4096 B; prints the engine's Stats
+//	workload engine-time B                 B engine batches of 64 transfers of 4096 B; prints ns per batch
 //
 // With WORKLOAD_WAIT=1 it first reads one byte from stdin (so a test can
 // attach before the work starts). The uring-* modes drive io_uring with raw
@@ -18,6 +21,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -27,6 +31,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/hugepage"
 	"github.com/hcomm-go/hcomm/ring"
 )
 
@@ -54,6 +60,10 @@ func main() {
 		hooksTime(atoi(args[0]))
 	case "ring-nop":
 		ringNop(atoi(args[0]), atoi(args[1]))
+	case "engine":
+		engineBatches(atoi(args[0]), false)
+	case "engine-time":
+		engineBatches(atoi(args[0]), true)
 	default:
 		fail("unknown mode %q", os.Args[1])
 	}
@@ -140,6 +150,53 @@ func hooksTime(b int) {
 		hookSubmitBatch(64, 64*4096, 1)
 	}
 	fmt.Printf("%.1f\n", float64(time.Since(start).Nanoseconds())/float64(b))
+}
+
+// engineBatches submits b batches through the real engine (the default
+// vfio-mock device, DMA path only), draining after each, and prints the
+// engine's own counters: batches transfers bytes completed reap_batches.
+// timed: every batch has 64 transfers and it prints the ns per batch.
+func engineBatches(b int, timed bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	eng, err := engine.Open(engine.Config{
+		PoolSize: 8 << 20, QueueDepth: 64, CPUThreshold: -1,
+		Backings: []hugepage.Backing{hugepage.BackingTHP, hugepage.Backing4K},
+	})
+	if err != nil {
+		fail("engine.Open: %v", err)
+	}
+	buf, err := eng.Alloc(64 * 4096)
+	if err != nil {
+		fail("Alloc: %v", err)
+	}
+	batch := make([]engine.Transfer, 64)
+	start := time.Now()
+	for i := 0; i < b; i++ {
+		c := i%7 + 1
+		if timed {
+			c = 64
+		}
+		for j := 0; j < c; j++ {
+			batch[j] = engine.Transfer{Src: engine.HostAt(buf, j*4096), Dst: engine.DeviceAt(uint64(j) * 4096), Len: 4096}
+		}
+		if n, err := eng.SubmitBatchContext(ctx, batch[:c], nil); err != nil || n != c {
+			fail("SubmitBatch %d: %d, %v", i, n, err)
+		}
+		if err := eng.Drain(ctx); err != nil {
+			fail("Drain: %v", err)
+		}
+	}
+	elapsed := time.Since(start)
+	st := eng.Stats()
+	if err := eng.Close(ctx); err != nil {
+		fail("Close: %v", err)
+	}
+	if timed {
+		fmt.Printf("%.1f\n", float64(elapsed.Nanoseconds())/float64(b))
+		return
+	}
+	fmt.Printf("%d %d %d %d %d\n", st.Batches, st.Transfers, st.Bytes, st.Completed, st.ReapBatches)
 }
 
 func ringNop(n, batch int) {
