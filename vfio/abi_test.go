@@ -1,7 +1,13 @@
 package vfio
 
 import (
+	"bytes"
 	"encoding/binary"
+	"go/format"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -98,5 +104,47 @@ func TestStructLayouts(t *testing.T) {
 		if f.got != f.want {
 			t.Errorf("offset of %s = %d, want %d", f.name, f.got, f.want)
 		}
+	}
+}
+
+// TestGeneratedUpToDate regenerates the ABI file from linux/vfio.h (as
+// make generate does) and compares it with the committed one, so a change
+// to types_linux.go that was not regenerated fails. It needs gcc and the
+// kernel headers (a build tool, not a privilege: it skips without them).
+func TestGeneratedUpToDate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skips running cgo")
+	}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not installed: cannot run cgo -godefs")
+	}
+	if _, err := os.Stat("/usr/include/linux/vfio.h"); err != nil {
+		t.Skip("linux/vfio.h not installed (linux-libc-dev)")
+	}
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the committed file is for amd64")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("go", "tool", "cgo", "-objdir", dir, "-godefs", "types_linux.go")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("cgo -godefs: %v", err)
+	}
+	// mkzvfio.sh's header rewrite and gofmt.
+	lines := strings.SplitN(string(out), "\n", 3)
+	if len(lines) < 3 {
+		t.Fatalf("cgo -godefs printed %q", out)
+	}
+	lines[1] = "// cgo -godefs types_linux.go (mkzvfio.sh)"
+	got, err := format.Source([]byte(strings.Join(lines, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("zvfio_linux_amd64.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("zvfio_linux_amd64.go is stale: run make generate")
 	}
 }
