@@ -129,7 +129,7 @@ type Engine struct {
 	ldHead    int
 	ldLen     int
 	torn      bool
-	crowded   bool // the last drain carried others' transfers too
+	crowd     int  // > 0: submitters collided recently (group-commit heuristic)
 	ctr       counters
 
 	// released mirrors head for Drain and blocked submitters (atomic: read
@@ -157,6 +157,10 @@ type Engine struct {
 }
 
 var engineSeq atomic.Uint64
+
+// crowdMemory is how many solo drains the group-commit heuristic remembers
+// a collision between submitters for.
+const crowdMemory = 16
 
 // Open creates an engine: it maps the pool, opens the target (for the
 // device target: maps the pool into the device's IOMMU, sets up a queue and
@@ -269,10 +273,11 @@ func (e *Engine) Config() Config { return e.cfg }
 // kick makes sure freshly committed entries reach the target.
 func (e *Engine) kick() {
 	if e.owner.CompareAndSwap(0, 1) {
-		if e.crowded {
+		if e.crowd > 0 {
 			// Other submitters were active a moment ago: give the ones
 			// that are runnable a chance to stage their transfers, so
-			// that one doorbell carries them all (group commit).
+			// that one doorbell carries them all (group commit). (A
+			// plain read of an owner-protected field: we hold the owner.)
 			runtime.Gosched()
 		}
 		e.drainOwned()
@@ -317,6 +322,7 @@ func (e *Engine) unlock() {
 			return
 		}
 		e.dirty.Store(0)
+		e.crowd = crowdMemory // someone lost the CAS to us: a crowd
 		e.drainLocked()
 	}
 }
@@ -367,7 +373,11 @@ func (e *Engine) drainLocked() {
 		e.fwd++
 	}
 	e.tgt.flush(e)
-	e.crowded = count[0]+count[1]+count[2]+count[3] > 1
+	if count[0]+count[1]+count[2]+count[3] > 1 {
+		e.crowd = crowdMemory
+	} else if e.crowd > 0 {
+		e.crowd--
+	}
 	for p := range count {
 		if count[p] > 0 {
 			e.ctr.batches++
