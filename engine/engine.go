@@ -129,7 +129,7 @@ type Engine struct {
 	ldHead    int
 	ldLen     int
 	torn      bool
-	crowd     int  // > 0: submitters collided recently (group-commit heuristic)
+	crowd     int // > 0: submitters collided recently (group-commit heuristic)
 	ctr       counters
 
 	// released mirrors head for Drain and blocked submitters (atomic: read
