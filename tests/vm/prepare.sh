@@ -75,8 +75,10 @@ if [ ! -f "$kdir/.ready" ]; then
 	rm -rf "$kdir"
 	mkdir -p "$kdir/debs" "$kdir/x" "$kdir/modules"
 	log "downloading $kpkg"
-	(cd "$kdir/debs" && apt-get download "$kpkg" >&2 2>/dev/null) ||
-		(cd "$kdir/debs" && apt-get download "$kpkg" >&2)
+	# Stale lists name a version the mirror no longer has: update once.
+	(cd "$kdir/debs" && apt-get download "$kpkg" >&2) ||
+		{ [ "$(id -u)" -eq 0 ] && apt-get update -qq >&2 && (cd "$kdir/debs" && apt-get download "$kpkg" >&2); } ||
+		{ log "apt-get download $kpkg failed"; exit 1; }
 	deb="$(ls "$kdir"/debs/*.deb | head -n1)"
 	dpkg-deb --fsys-tarfile "$deb" |
 		tar -x -C "$kdir/x" --wildcards './boot/vmlinuz-*' '*/drivers/vfio/*' '*/virt/lib/irqbypass.ko*'
@@ -117,6 +119,10 @@ if [ ! -f "$kdir/.ready" ]; then
 	touch "$kdir/.ready"
 fi
 ln -sfn "$kpkg" "$cache/current"
+# Older guest kernels are not needed any more.
+for old in "$cache"/linux-image-*; do
+	[ "$old" = "$kdir" ] || rm -rf "$old"
+done
 
 # --- base initramfs -------------------------------------------------------------
 # Rebuilt when /init or busybox changes (cheap: ~3 MB).
