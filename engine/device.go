@@ -124,6 +124,11 @@ func (d *deviceTarget) measure(e *Engine) (int, error) {
 	defer func() { _ = e.pool.Free(blk) }()
 	host := blk.Bytes()
 	iova := e.arenaIOVA + uint64(blk.Offset())
+	// The measurement writes the first 64 KiB of device memory: keep what
+	// a caller's device had there and put it back.
+	saved := make([]byte, maxSize)
+	copy(saved, d.devMem[:maxSize])
+	defer copy(d.devMem[:maxSize], saved)
 	best := 0
 	const runs = 5
 	var dma, cpu [runs]time.Duration
