@@ -148,3 +148,25 @@ func TestGeneratedUpToDate(t *testing.T) {
 		t.Fatalf("zvfio_linux_amd64.go is stale: run make generate")
 	}
 }
+
+// TestIRQSetBuffer checks the SET_IRQS argument byte for byte: MSI-X with
+// three vectors from 2, and the disable form.
+func TestIRQSetBuffer(t *testing.T) {
+	le := binary.LittleEndian
+	buf := irqSetBuffer(IRQMSIX, 2, []int{7, 8, 9})
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), len(buf)*8)
+	want := []uint32{20 + 12, irqSetDataEventfd | irqSetActionTrigger, 2 /* MSI-X index */, 2, 3, 7, 8, 9}
+	for i, w := range want {
+		if got := le.Uint32(b[4*i:]); got != w {
+			t.Errorf("MSI-X set: word %d = %#x, want %#x", i, got, w)
+		}
+	}
+	buf = irqSetBuffer(IRQMSI, 0, nil)
+	b = unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), len(buf)*8)
+	want = []uint32{20, irqSetDataNone | irqSetActionTrigger, 1, 0, 0}
+	for i, w := range want {
+		if got := le.Uint32(b[4*i:]); got != w {
+			t.Errorf("disable: word %d = %#x, want %#x", i, got, w)
+		}
+	}
+}

@@ -305,26 +305,34 @@ func (d *KernelDevice) SetIRQs(kind IRQKind, start int, eventfds []int) error {
 }
 
 func (d *KernelDevice) setIRQsLocked(kind IRQKind, start int, eventfds []int) error {
-	// struct vfio_irq_set followed by count s32 eventfds, 8-byte aligned.
+	buf := irqSetBuffer(kind, start, eventfds)
+	if _, err := ioctl(d.fd, ioctlDeviceSetIRQs, unsafe.Pointer(&buf[0])); err != nil {
+		return fmt.Errorf("%s: VFIO_DEVICE_SET_IRQS %v start %d count %d: %w", d.name, kind, start, len(eventfds), err)
+	}
+	return nil
+}
+
+// irqSetBuffer builds the VFIO_DEVICE_SET_IRQS argument: struct
+// vfio_irq_set followed by one s32 eventfd per vector (DATA_EVENTFD |
+// ACTION_TRIGGER), or, for no eventfds, DATA_NONE|ACTION_TRIGGER with count
+// 0, which disables every vector of the kind. 8-byte aligned backing.
+func irqSetBuffer(kind IRQKind, start int, eventfds []int) []uint64 {
 	buf := make([]uint64, (sizeofIRQSet+4*len(eventfds)+7)/8)
 	set := (*irqSet)(unsafe.Pointer(&buf[0]))
 	set.Argsz = uint32(sizeofIRQSet + 4*len(eventfds))
 	set.Index = uint32(kind)
 	if len(eventfds) == 0 {
 		set.Flags = irqSetDataNone | irqSetActionTrigger
-	} else {
-		set.Flags = irqSetDataEventfd | irqSetActionTrigger
-		set.Start = uint32(start)
-		set.Count = uint32(len(eventfds))
-		fds := unsafe.Slice((*int32)(unsafe.Add(unsafe.Pointer(&buf[0]), sizeofIRQSet)), len(eventfds))
-		for i, fd := range eventfds {
-			fds[i] = int32(fd)
-		}
+		return buf
 	}
-	if _, err := ioctl(d.fd, ioctlDeviceSetIRQs, unsafe.Pointer(&buf[0])); err != nil {
-		return fmt.Errorf("%s: VFIO_DEVICE_SET_IRQS %v start %d count %d: %w", d.name, kind, start, len(eventfds), err)
+	set.Flags = irqSetDataEventfd | irqSetActionTrigger
+	set.Start = uint32(start)
+	set.Count = uint32(len(eventfds))
+	fds := unsafe.Slice((*int32)(unsafe.Add(unsafe.Pointer(&buf[0]), sizeofIRQSet)), len(eventfds))
+	for i, fd := range eventfds {
+		fds[i] = int32(fd)
 	}
-	return nil
+	return buf
 }
 
 // UnmaskIRQ unmasks vector index of kind (INTx is masked by the kernel on
@@ -377,7 +385,9 @@ func (d *KernelDevice) DMAMappings() []IOVARange {
 
 // Close disables interrupts, removes the DMA mappings, unmaps the regions,
 // closes the device, takes the group out of the container and closes both.
-// It returns the first error but always does every step. Idempotent.
+// It returns every error (joined) but always does every step. Idempotent.
+// Register accesses after Close return ErrClosed; an access racing with
+// Close may touch an unmapped BAR, so the caller stops its users first.
 func (d *KernelDevice) Close() error {
 	if d.closed.Swap(true) {
 		return nil

@@ -61,7 +61,10 @@ func (s *DMASpace) Allocator() *IOVAAllocator { return s.alloc }
 
 // MapArena maps the whole arena with the given access and returns its IOVA,
 // aligned to the arena's page size (so the IOMMU may use large pages).
-// Mapping an arena twice is ErrIOVAInUse.
+// Mapping an arena twice is ErrIOVAInUse. Unmap (UnmapArena or Close)
+// before closing the arena: the kernel keeps the pages pinned, so the
+// device cannot reach memory that was reused, but the mapping outlives its
+// purpose.
 func (s *DMASpace) MapArena(a *hugepage.Arena, access Access) (uint64, error) {
 	mem := a.Bytes()
 	if len(mem) == 0 {
