@@ -9,7 +9,58 @@ import (
 	"testing"
 )
 
-var fixture = Sysfs{Root: "testdata/sysfs"}
+// newFixture builds a sysfs tree in a temporary directory: four PCI
+// devices (edu bound to vfio-pci in group 1, a virtio device without IOMMU
+// group, an unbound edu in group 3, a device with a malformed vendor file
+// and a bad group link) and a stray entry. It is built here rather than
+// kept in testdata because PCI addresses contain ':', which Go module zips
+// refuse in file names.
+func newFixture(t *testing.T) Sysfs {
+	t.Helper()
+	root := t.TempDir()
+	devs := "bus/pci/devices/"
+	files := map[string]string{
+		devs + "0000:00:01.0/vendor":          "0x1234\n",
+		devs + "0000:00:01.0/device":          "0x11e8\n",
+		devs + "0000:00:01.0/driver_override": "vfio-pci\n",
+		devs + "0000:00:02.0/vendor":          "0x1af4\n",
+		devs + "0000:00:02.0/device":          "0x1000\n",
+		devs + "0000:00:02.0/driver_override": "(null)\n",
+		devs + "0000:00:03.0/vendor":          "0x1234\n",
+		devs + "0000:00:03.0/device":          "0x11e8\n",
+		devs + "0000:00:03.0/driver_override": "(null)\n",
+		devs + "0000:00:04.0/vendor":          "zzz\n",
+		devs + "0000:00:04.0/device":          "0x11e8\n",
+		devs + "garbage/.keep":                "",
+		"bus/pci/drivers_probe":               "",
+		"bus/pci/drivers/vfio-pci/unbind":     "",
+		"bus/pci/drivers/virtio-pci/unbind":   "",
+		"kernel/iommu_groups/1/.keep":         "",
+		"kernel/iommu_groups/3/.keep":         "",
+	}
+	links := map[string]string{
+		devs + "0000:00:01.0/iommu_group": "../../../../kernel/iommu_groups/1",
+		devs + "0000:00:01.0/driver":      "../../../../bus/pci/drivers/vfio-pci",
+		devs + "0000:00:02.0/driver":      "../../../../bus/pci/drivers/virtio-pci",
+		devs + "0000:00:03.0/iommu_group": "../../../../kernel/iommu_groups/3",
+		devs + "0000:00:04.0/iommu_group": "../../../../kernel/not_groups/x",
+	}
+	for p, c := range files {
+		p = filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, target := range links {
+		if err := os.Symlink(target, filepath.Join(root, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return Sysfs{Root: root}
+}
 
 func TestParsePCIAddress(t *testing.T) {
 	tests := []struct {
@@ -44,6 +95,7 @@ func TestParsePCIAddress(t *testing.T) {
 }
 
 func TestSysfsFixture(t *testing.T) {
+	fixture := newFixture(t)
 	g, err := fixture.IOMMUGroup("00:01.0")
 	if err != nil || g != 1 {
 		t.Errorf("IOMMUGroup(01.0) = %d, %v; want 1", g, err)
@@ -78,39 +130,6 @@ func TestSysfsFixture(t *testing.T) {
 	}
 }
 
-// copyTree copies a fixture tree, symlinks included, so Bind can write.
-func copyTree(t *testing.T, src string) string {
-	t.Helper()
-	dst := t.TempDir()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		to := filepath.Join(dst, rel)
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			l, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(l, to)
-		case d.IsDir():
-			return os.MkdirAll(to, 0o755)
-		default:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(to, b, 0o644)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dst
-}
-
 func readFile(t *testing.T, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(p)
@@ -124,8 +143,8 @@ func readFile(t *testing.T, p string) string {
 // has no kernel behind it, so the probe "fails" (the driver link does not
 // change) and Bind must say so; the real bind is tested in the VM.
 func TestSysfsBindWrites(t *testing.T) {
-	root := copyTree(t, "testdata/sysfs")
-	s := Sysfs{Root: root}
+	s := newFixture(t)
+	root := s.Root
 	dev := filepath.Join(root, "bus/pci/devices/0000:00:02.0")
 	prev, err := s.Bind("0000:00:02.0", "vfio-pci")
 	if err == nil || !strings.Contains(err.Error(), `bound to "virtio-pci" after probing`) {
