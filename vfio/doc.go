@@ -34,6 +34,10 @@
 // IOMMU's valid ranges and below the device's DMA mask; a block's IOVA is its
 // arena's IOVA plus its offset. Close unmaps what is left.
 //
+// EventFD is the eventfd that SetIRQs routes interrupts to (blocking, so
+// io_uring can read it). Package vfio/vfiotest holds the test helpers that
+// open a real device in the VM tests and skip elsewhere.
+//
 // # Errors
 //
 // Sentinel errors for errors.Is: ErrNoRegion, ErrOutOfRange, ErrMisaligned,
