@@ -668,7 +668,9 @@ func (p *Pool) resolve(ar *poolArena, off, n int) (Block, bool) {
 		}
 		b = Block{ar: ar, off: int(o) << unitShift, n: m.n, gen: m.gen}
 	}
-	if off+n > b.off+b.n {
+	// off ≥ b.off here; compare lengths, not ends: off+n overflows int for
+	// a hostile n (a C caller's length), and the wrapped sum would pass.
+	if off < b.off || n > b.n-(off-b.off) {
 		return Block{}, false
 	}
 	return b, true

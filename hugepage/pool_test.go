@@ -2,6 +2,7 @@ package hugepage
 
 import (
 	"errors"
+	"math"
 	"sync"
 	"testing"
 )
@@ -331,6 +332,11 @@ func TestContains(t *testing.T) {
 		}
 		if _, ok := p.Contains(b.Addr(), -1); ok {
 			t.Fatal("negative length resolved")
+		}
+		// A length so large that offset+length overflows int must not
+		// wrap around into "inside the block".
+		if _, ok := p.Contains(b.Addr()+10, math.MaxInt-5); ok {
+			t.Fatalf("Contains(%#x+10, MaxInt-5) resolved: offset+length overflowed", b.Addr())
 		}
 	}
 	if _, ok := p.Contains(small.Addr()+uintptr(small.Len()), 1); ok {
