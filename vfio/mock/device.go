@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -288,6 +290,13 @@ func (d *Device) IRQCount(kind vfio.IRQKind) int {
 // SetIRQs routes MSI vectors start.. to eventfds (-1 leaves a vector
 // unrouted); nil or empty eventfds unroutes them all. The device signals a
 // vector by writing an 8-byte 1 to its eventfd, as the kernel does.
+//
+// Like the kernel, which takes a reference to every eventfd it routes, the
+// mock keeps its own duplicate of each one until the vector is unrouted or
+// the device closed: a host that closes its descriptor early does not make
+// the device write into whatever file reuses the number. A descriptor that
+// is closed (EBADF) or is not an eventfd (EINVAL) is refused, as the kernel
+// refuses it; nothing changes then.
 func (d *Device) SetIRQs(kind vfio.IRQKind, start int, eventfds []int) error {
 	if d.closed.Load() {
 		return fmt.Errorf("mock: set IRQs: %w", vfio.ErrClosed)
@@ -298,19 +307,70 @@ func (d *Device) SetIRQs(kind vfio.IRQKind, start int, eventfds []int) error {
 		}
 		return fmt.Errorf("mock: set %v IRQs: the mock has only MSI: %w", kind, vfio.ErrNoIRQ)
 	}
+	if len(eventfds) > 0 && (start < 0 || start+len(eventfds) > d.cfg.Queues) {
+		return fmt.Errorf("mock: set MSI vectors %d..%d of %d: %w", start, start+len(eventfds)-1, d.cfg.Queues, vfio.ErrNoIRQ)
+	}
+	dups := make([]int, len(eventfds))
+	for i, fd := range eventfds {
+		dups[i] = -1
+		if fd < 0 {
+			continue
+		}
+		dup, err := dupEventfd(fd)
+		if err != nil {
+			closeFDs(dups[:i])
+			return fmt.Errorf("mock: set MSI vector %d to fd %d: %w", start+i, fd, err)
+		}
+		dups[i] = dup
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed.Load() { // Close ran meanwhile: it already dropped the routing
+		closeFDs(dups)
+		return fmt.Errorf("mock: set IRQs: %w", vfio.ErrClosed)
+	}
 	if len(eventfds) == 0 {
-		for i := range d.msi {
-			d.msi[i] = -1
-		}
+		d.unrouteLocked()
 		return nil
 	}
-	if start < 0 || start+len(eventfds) > len(d.msi) {
-		return fmt.Errorf("mock: set MSI vectors %d..%d of %d: %w", start, start+len(eventfds)-1, len(d.msi), vfio.ErrNoIRQ)
+	for i, dup := range dups {
+		if old := d.msi[start+i]; old >= 0 {
+			unix.Close(old)
+		}
+		d.msi[start+i] = dup
 	}
-	copy(d.msi[start:], eventfds)
 	return nil
+}
+
+// unrouteLocked unroutes every MSI vector and closes the device's eventfd
+// duplicates.
+func (d *Device) unrouteLocked() {
+	closeFDs(d.msi)
+	for i := range d.msi {
+		d.msi[i] = -1
+	}
+}
+
+// dupEventfd duplicates fd (close-on-exec) after checking that it is an
+// eventfd, where /proc tells.
+func dupEventfd(fd int) (int, error) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if link, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(dup)); err == nil && link != "anon_inode:[eventfd]" {
+		unix.Close(dup)
+		return -1, fmt.Errorf("%s is not an eventfd: %w", link, unix.EINVAL)
+	}
+	return dup, nil
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
 }
 
 // UnmaskIRQ is a no-op for MSI (never masked); other kinds do not exist.
@@ -347,9 +407,7 @@ func (d *Device) Close() (err error) {
 		defer d.mu.Unlock()
 		d.resetLocked(false)
 		d.iommu.maps = nil
-		for i := range d.msi {
-			d.msi[i] = -1
-		}
+		d.unrouteLocked()
 		if d.devmem != nil {
 			err = unix.Munmap(d.devmem)
 		}

@@ -493,3 +493,51 @@ func TestInline(t *testing.T) {
 		t.Errorf("inline device has a worker: %d sleeps", c.WorkerSleeps)
 	}
 }
+
+// TestMSIEventfdReference: like the kernel, which holds a reference to each
+// eventfd routed by VFIO_DEVICE_SET_IRQS, the mock signals the eventfd the
+// host routed even after the host closes its descriptor and the number is
+// reused — here by a pipe placed at that number — and it refuses a closed
+// descriptor or one that is not an eventfd.
+func TestMSIEventfdReference(t *testing.T) {
+	d := newDevice(t, mock.Config{})
+	bar0, _ := d.Region(vfio.RegionBAR0)
+	q := newRawQueue(t, d, 0, 64)
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	must(t, err)
+	must(t, d.SetIRQs(vfio.IRQMSI, 0, []int{efd}))
+	must(t, bar0.Write32(model.QueueReg(0, model.QIRQ), model.IRQEnable))
+	enable(t, d)
+
+	// The host closes its eventfd without unrouting; a pipe takes the number.
+	var p [2]int
+	must(t, unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK))
+	defer unix.Close(p[0])
+	must(t, unix.Close(efd))
+	must(t, unix.Dup3(p[1], efd, unix.O_CLOEXEC))
+	must(t, unix.Close(p[1]))
+	defer unix.Close(efd) // the pipe's write end now
+
+	q.submit(model.Descriptor{Opcode: model.OpFence, Tag: 1, Flags: model.FlagInterrupt})
+	q.reap(1)
+	var buf [8]byte
+	if n, err := unix.Read(p[0], buf[:]); !errors.Is(err, unix.EAGAIN) {
+		t.Fatalf("the device wrote its MSI into the file now at the closed eventfd's number: read %d bytes, %v", n, err)
+	}
+	if c := d.Counters(); c.MSIs != 1 || c.MSIErrors != 0 {
+		t.Errorf("MSIs %d, errors %d: want the routed eventfd signalled once", c.MSIs, c.MSIErrors)
+	}
+
+	// What the kernel refuses, the mock refuses: a descriptor that is not
+	// an eventfd (EINVAL), a closed one (EBADF).
+	if err := d.SetIRQs(vfio.IRQMSI, 1, []int{p[0]}); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("routing a pipe: %v, want EINVAL", err)
+	}
+	closed, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	must(t, err)
+	must(t, unix.Close(closed))
+	if err := d.SetIRQs(vfio.IRQMSI, 1, []int{closed}); !errors.Is(err, unix.EBADF) {
+		t.Errorf("routing a closed descriptor: %v, want EBADF", err)
+	}
+	must(t, d.SetIRQs(vfio.IRQMSI, 0, nil))
+}

@@ -14,7 +14,9 @@
 //     completion ring stalls its queue, never drops an entry.
 //   - BAR2 device memory (Region(vfio.RegionBAR2).Mapped()).
 //   - MSI: one vector per queue, signalled through the eventfds given to
-//     SetIRQs with an 8-byte counter increment, as the kernel does.
+//     SetIRQs with an 8-byte counter increment, as the kernel does. The mock
+//     holds a duplicate of each routed eventfd, as the kernel holds a
+//     reference, and refuses what is not an eventfd (EINVAL) or closed (EBADF).
 //   - An emulated IOMMU: MapDMA builds a translation table, and every device
 //     access — descriptor fetch, completion write, data read and write — goes
 //     through it with the mapping's permission (DMARead/DMAWrite). A
