@@ -529,3 +529,27 @@ func TestClose(t *testing.T) {
 		t.Errorf("eventfd %d still open", q.EventFD())
 	}
 }
+
+// TestHeadReleaseError: when the CQ_HEAD write that would make room fails
+// (here the device was closed under the driver), Enqueue reports that error
+// instead of taking a descriptor the device was never given room for.
+func TestHeadReleaseError(t *testing.T) {
+	r := newRig(t, mock.Config{}, hdma.Config{}, 1, 8)
+	q := r.qs[0]
+	r.submit(q, hdma.Desc{Op: hdma.OpFence})
+	r.reap(q, 1) // one completion reaped, not yet released (a quarter is 2)
+	must(t, r.dev.Close())
+	for i := range q.Entries() - 2 {
+		if err := q.Enqueue(hdma.Desc{Op: hdma.OpFence}); err != nil {
+			t.Fatalf("enqueue %d: %v", i, err)
+		}
+	}
+	err := q.Enqueue(hdma.Desc{Op: hdma.OpFence})
+	if !errors.Is(err, vfio.ErrClosed) {
+		t.Fatalf("enqueue needing a CQ_HEAD release on a closed device: %v, want vfio.ErrClosed", err)
+	}
+	if st := q.Stats(); st.HeadWrites != 0 {
+		t.Errorf("%d CQ_HEAD writes counted, none reached the device", st.HeadWrites)
+	}
+	_ = r.drv.Close() // the device is gone: its reset fails; cleanup then finds the driver closed
+}

@@ -130,26 +130,33 @@ func (q *Queue) Free() int { return int(q.mask) - q.outstanding - q.failLen }
 // outstanding + unreleased ≤ Entries-1 the device never finds the completion
 // ring full, and a lazy CQ_HEAD can never stall it. When only the unreleased
 // entries stand in the way, room releases them (one CQ_HEAD write).
-func (q *Queue) room() bool {
+func (q *Queue) room() (bool, error) {
 	if q.slots[q.tail].busy {
-		return false
+		return false, nil
 	}
 	if q.outstanding+q.failLen+q.headPending < int(q.mask) {
-		return true
+		return true, nil
 	}
 	if q.headPending > 0 && q.outstanding+q.failLen < int(q.mask) {
-		q.releaseHead()
-		return true
+		if err := q.releaseHead(); err != nil {
+			return false, err
+		}
+		return true, nil
 	}
-	return false
+	return false, nil
 }
 
-// releaseHead tells the device which completion entries it may reuse.
-func (q *Queue) releaseHead() {
-	if err := q.bar0.Write32(q.cqHeadReg, q.cq.Head()); err == nil {
-		q.st.HeadWrites++
+// releaseHead tells the device which completion entries it may reuse. When
+// the register write fails (the device was closed under the driver), the
+// entries stay counted as unreleased, so room never lets the host run ahead
+// of what the device was told; the next Reap or Enqueue tries again.
+func (q *Queue) releaseHead() error {
+	if err := q.bar0.Write32(q.cqHeadReg, q.cq.Head()); err != nil {
+		return fmt.Errorf("hdma: queue %d CQ_HEAD doorbell: %w", q.idx, err)
 	}
+	q.st.HeadWrites++
 	q.headPending = 0
+	return nil
 }
 
 // Stats returns the queue's counters.
@@ -198,7 +205,8 @@ func (q *Queue) program() error {
 // Enqueue writes one descriptor into the submission ring without telling the
 // device; Submit publishes. ErrQueueFull when Entries-1 are outstanding,
 // ErrRecoveryNeeded after a device reset until Recover, ErrClosed after the
-// driver's Close.
+// driver's Close; the register error when room depends on releasing reaped
+// completions (CQ_HEAD) and that write fails.
 func (q *Queue) Enqueue(desc Desc) error {
 	if b := q.d.blocked.Load(); b != blockNone {
 		if b == blockClosed {
@@ -206,7 +214,9 @@ func (q *Queue) Enqueue(desc Desc) error {
 		}
 		return ErrRecoveryNeeded
 	}
-	if !q.room() {
+	if ok, err := q.room(); err != nil {
+		return err
+	} else if !ok {
 		return ErrQueueFull
 	}
 	i := q.tail
@@ -307,7 +317,9 @@ func (q *Queue) Reap(out []Completion) int {
 	// unreleased entries are what keeps it from submitting (room).
 	q.headPending += k
 	if q.headPending >= q.headBatch {
-		q.releaseHead()
+		// A failed write keeps headPending (see releaseHead); Enqueue
+		// reports the error when the release is what it needs.
+		_ = q.releaseHead()
 	}
 	return n
 }
