@@ -301,8 +301,11 @@ func (d *Driver) Recover() error {
 }
 
 // Close resets the device, unroutes its interrupts and closes the queues'
-// eventfds. Outstanding descriptors are failed (see Recover) but nobody is
-// left to reap them. It does not close the vfio.Device.
+// eventfds. It does not fail outstanding descriptors itself: the reset
+// completes with status 4 what the device had been given (where its
+// completion ring has room), and Reap still hands those out; descriptors
+// enqueued and never submitted get no completion. To collect everything,
+// Reset and Reap before Close. It does not close the vfio.Device.
 func (d *Driver) Close() error {
 	if d.closed {
 		return nil

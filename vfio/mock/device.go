@@ -396,8 +396,10 @@ func (d *Device) Reset() error {
 
 // Close stops the worker, unroutes interrupts, drops every DMA mapping and
 // unmaps device memory: like a kernel BAR mapping, a slice from
-// Region(RegionBAR2).Mapped() must not be used after Close. Closing twice is
-// harmless.
+// Region(RegionBAR2).Mapped() must not be used after Close. Register and
+// device-memory accesses after Close return vfio.ErrClosed; one racing with
+// Close may touch unmapped device memory (as with a kernel device's BAR), so
+// the caller stops its users first. Closing twice is harmless.
 func (d *Device) Close() (err error) {
 	d.once.Do(func() {
 		d.closed.Store(true)
