@@ -91,15 +91,15 @@ func TestUringErrors(t *testing.T) {
 		t.Errorf("PrepTimeout on a foreign SQE: %v, want ErrNotFromRing", err)
 	}
 	e := u.GetSQE()
-	if err := u.PrepTimeout(e, -time.Second, 0, 0); err == nil {
-		t.Error("PrepTimeout with a negative duration succeeded")
+	if err := u.PrepTimeout(e, -time.Second, 0, 0); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("PrepTimeout with a negative duration: %v, want EINVAL", err)
 	}
 	e.PrepNop()
-	if err := u.RegisterBuffers(nil); err == nil {
-		t.Error("RegisterBuffers(nil) succeeded")
+	if err := u.RegisterBuffers(nil); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("RegisterBuffers(nil): %v, want EINVAL", err)
 	}
-	if err := u.RegisterFiles(nil); err == nil {
-		t.Error("RegisterFiles(nil) succeeded")
+	if err := u.RegisterFiles(nil); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("RegisterFiles(nil): %v, want EINVAL", err)
 	}
 	reap(t, u, 1)
 

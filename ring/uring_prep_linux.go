@@ -285,7 +285,7 @@ func (u *Uring) setTimespec(e *SQE, d time.Duration) (uint64, error) {
 		return 0, err
 	}
 	if d < 0 {
-		return 0, fmt.Errorf("io_uring timeout %v: negative", d)
+		return 0, fmt.Errorf("io_uring timeout %v: negative: %w", d, unix.EINVAL)
 	}
 	ts := &u.timespecs[i]
 	ts.Sec = int64(d / time.Second)
