@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// unit says what a group's primary value is and which way is better.
+type unit int
+
+const (
+	unitTime unit = iota // ns per transfer, lower is better
+	unitIOPS             // I/Os per second, higher is better
+	unitGBps             // GB/s, higher is better
+)
+
+// group is a set of variants measured together (interleaved) and printed
+// as one table, ratios against ref.
+type group struct {
+	scenario string
+	title    string
+	variants []string
+	ref      string
+	unit     unit
+}
+
+func groups(o *options) []group {
+	var gs []group
+	if o.scenarios["device-small"] {
+		for _, inline := range []bool{false, true} {
+			mode := "device model on its own thread (worker)"
+			if inline {
+				mode = "device model inline in the doorbell (CPU cost of the whole path)"
+			}
+			for _, s := range deviceSizes {
+				p := fmt.Sprintf("%d%s/", s, deviceMode(inline))
+				gs = append(gs, group{"device-small", fmt.Sprintf("%s host→device per transfer, vfio-mock HDMA, %s", sizeLabel(s), mode),
+					[]string{p + "traditional", p + "engine-b1", p + "engine-b8", p + "engine-b64", p + "engine-cpu-b64"}, p + "traditional", unitTime})
+			}
+		}
+	}
+	if o.scenarios["file-4k"] {
+		for _, op := range fileOps {
+			p := op + "/"
+			gs = append(gs, group{"file-4k", "4 KiB " + op + ", O_DIRECT, one file", []string{p + "engine", p + "fio-io_uring", p + "writeat-direct-g64",
+				p + "writeat-direct-qd1", p + "fio-psync", p + "writeat-buffered-qd1"}, p + "engine", unitIOPS})
+		}
+	}
+	if o.scenarios["bulk"] {
+		for _, s := range bulkSizes {
+			l := sizeLabel(s)
+			gs = append(gs, group{"bulk", l + " host→host", []string{"memory-" + l + "/engine", "memory-" + l + "/copy"}, "memory-" + l + "/copy", unitGBps})
+			for _, inline := range []bool{false, true} {
+				p := "device-" + l + deviceMode(inline) + "/"
+				mode := "device model on its own thread"
+				if inline {
+					mode = "device model inline"
+				}
+				gs = append(gs, group{"bulk", fmt.Sprintf("%s host→device (engine batches of %d), %s", l, bulkBatch(s), mode), []string{p + "engine", p + "traditional", p + "copy"}, p + "copy", unitGBps})
+			}
+		}
+	}
+	if o.scenarios["alloc"] {
+		for _, s := range []int{64, 4096} {
+			l := sizeLabel(s)
+			gs = append(gs, group{"alloc", l + " allocate + free", []string{l + "/engine", l + "/make", l + "/sync.Pool"}, l + "/make", unitTime})
+		}
+	}
+	return gs
+}
+
+type bench struct {
+	o       *options
+	out     io.Writer
+	m       machine
+	entries []entry
+	skipped []string
+	tables  []string
+}
+
+func newBench(o *options) *bench { return &bench{o: o, out: os.Stdout} }
+
+func (b *bench) run() int {
+	start := time.Now()
+	b.m = describeMachine(b.o)
+	canCount, why := privileged(b.o)
+	if !canCount {
+		b.skipped = append(b.skipped, "syscall and copy counts: "+why+" — eBPF tracing needs root (CAP_BPF+CAP_PERFMON)")
+	}
+	if b.o.scenarios["file-4k"] {
+		if dir, fs, err := benchDir(b.o); err != nil {
+			b.skipped = append(b.skipped, "file-4k: "+err.Error())
+			delete(b.o.scenarios, "file-4k")
+		} else {
+			b.o.dir = dir
+			b.m.FileDir, b.m.FileFS = dir, fs
+			if _, err := prepareFile(b.o); err != nil {
+				b.skipped = append(b.skipped, "file-4k: "+err.Error())
+				delete(b.o.scenarios, "file-4k")
+			}
+		}
+	}
+	if !b.o.json {
+		b.printMachine()
+	}
+	failed := false
+	for _, g := range groups(b.o) {
+		var ws []*workload
+		for _, v := range g.variants {
+			w, err := lookup(g.scenario, v)
+			if err != nil {
+				panic(err) // the tables and the registry disagree: a bug
+			}
+			ws = append(ws, w)
+		}
+		b.o.logf("measuring %s: %s", g.scenario, g.title)
+		res := measureGroup(b.o, ws)
+		for i, r := range res {
+			if r.err != nil {
+				continue
+			}
+			if !canCount {
+				r.countErr = why
+				continue
+			}
+			if strings.Contains(r.variant, "fio-") {
+				if b.o.quick && !quickCounted[r.scenario+"/"+r.variant] {
+					r.countErr = "— (-quick)"
+					continue
+				}
+				r.counts, r.countErr = countFio(b.o, r.variant)
+				continue
+			}
+			if !ws[i].count {
+				r.countErr = "not counted"
+				continue
+			}
+			if b.o.quick && !quickCounted[r.scenario+"/"+r.variant] {
+				r.countErr = "— (-quick)"
+				continue
+			}
+			n := countN(b.o, r)
+			b.o.logf("counting %s/%s (%d transfers, traced child)", r.scenario, r.variant, n)
+			c, err := countInChild(b.o, ws[i], n)
+			if err != nil {
+				r.countErr = "count failed: " + err.Error()
+				continue
+			}
+			r.counts = c
+		}
+		for _, r := range res {
+			if r.err != nil {
+				if strings.Contains(r.err.Error(), "fio not installed") {
+					b.skipped = append(b.skipped, fmt.Sprintf("%s/%s: %v", r.scenario, r.variant, r.err))
+				} else {
+					failed = true
+					b.skipped = append(b.skipped, fmt.Sprintf("%s/%s FAILED: %v", r.scenario, r.variant, r.err))
+				}
+			}
+		}
+		b.addGroup(g, res)
+	}
+	if b.o.scenarios["pages"] {
+		b.o.logf("measuring pages")
+		pr, sk := runPages(b.o)
+		b.skipped = append(b.skipped, sk...)
+		b.addPages(pr)
+	}
+	b.m.LoadEnd = loadAvg()
+	b.m.Seconds = time.Since(start).Seconds()
+	if b.o.json {
+		if err := writeJSON(b.out, report{Machine: b.m, Scenarios: b.entries, Skipped: b.skipped}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	} else {
+		b.printSummary()
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// machine describes where the numbers came from.
+type machine struct {
+	CPU        string     `json:"cpu"`
+	CPUs       int        `json:"cpus"`
+	GOMAXPROCS int        `json:"gomaxprocs"`
+	MemGiB     float64    `json:"mem_gib"`
+	Kernel     string     `json:"kernel"`
+	Go         string     `json:"go"`
+	Date       string     `json:"date"`
+	LoadStart  [3]float64 `json:"loadavg_start"`
+	LoadEnd    [3]float64 `json:"loadavg_end"`
+	Privileged bool       `json:"privileged"`
+	Counting   string     `json:"counting"`
+	Fio        string     `json:"fio,omitempty"`
+	FileDir    string     `json:"file_dir,omitempty"`
+	FileFS     string     `json:"file_fs,omitempty"`
+	Quick      bool       `json:"quick"`
+	Reps       int        `json:"reps"`
+	Seconds    float64    `json:"seconds"`
+}
+
+func describeMachine(o *options) machine {
+	m := machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version(),
+		Date: time.Now().UTC().Format(time.RFC3339), LoadStart: loadAvg(), Quick: o.quick, Reps: o.reps}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb float64
+		fmt.Sscanf(string(b), "MemTotal: %f kB", &kb)
+		m.MemGiB = kb / (1 << 20)
+	}
+	ok, why := privileged(o)
+	m.Privileged = ok
+	m.Counting = "eBPF (package trace) on a traced child of this binary"
+	if !ok {
+		m.Counting = why
+	}
+	if out, err := exec.Command("fio", "--version").Output(); err == nil {
+		m.Fio = strings.TrimSpace(string(out))
+	}
+	return m
+}
+
+func loadAvg() [3]float64 {
+	var l [3]float64
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Sscanf(string(b), "%f %f %f", &l[0], &l[1], &l[2])
+	}
+	return l
+}
+
+func (b *bench) printMachine() {
+	m := b.m
+	fmt.Fprintf(b.out, "hcomm-bench  %s\n", m.Date)
+	fmt.Fprintf(b.out, "machine: %s, %d CPUs (GOMAXPROCS %d), %.1f GiB, Linux %s, %s\n", m.CPU, m.CPUs, m.GOMAXPROCS, m.MemGiB, m.Kernel, m.Go)
+	fmt.Fprintf(b.out, "load average at start: %.2f %.2f %.2f (a shared machine: ratios are from interleaved runs)\n", m.LoadStart[0], m.LoadStart[1], m.LoadStart[2])
+	fmt.Fprintf(b.out, "syscalls/copies: %s\n", m.Counting)
+	fmt.Fprintf(b.out, "each value: median [min–max] of %d repetitions\n", m.Reps)
+}
+
+// quickCounted are the variants -quick still counts with eBPF (each count
+// is a traced child process, about a second): the ones the targets name.
+var quickCounted = map[string]bool{
+	"device-small/4096/traditional": true, "device-small/4096/engine-b1": true, "device-small/4096/engine-b64": true,
+	"device-small/4096-inline/traditional": true, "device-small/4096-inline/engine-b64": true,
+	"file-4k/randwrite/engine": true, "file-4k/randread/engine": true, "file-4k/randread/writeat-direct-qd1": true,
+	"file-4k/randread/fio-io_uring": true,
+	"bulk/device-1MiB/engine": true, "bulk/device-1MiB/traditional": true,
+}
+
+// countN is how many transfers the traced child counts: at least 2000 (or
+// 512 MiB worth) so that the runtime's background calls average out, at
+// most what takes about 2 s (0.3 s with -quick) at the measured speed.
+func countN(o *options, r *result) int {
+	n := max(r.n, 2000)
+	if r.bytes > 0 {
+		n = max(r.n, min(2000, (512<<20)/r.bytes))
+	}
+	budget := 2e9
+	if o.quick {
+		budget = 0.3e9
+	}
+	if r.ns.Median > 0 {
+		n = min(n, max(int(budget/r.ns.Median), 1))
+	}
+	return max(min(n, 200000), 1)
+}

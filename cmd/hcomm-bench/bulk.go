@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/hcomm-go/hcomm/engine"
+)
+
+var bulkSizes = []int{1 << 20, 16 << 20}
+
+func bulkBatch(size int) int { return max(1, (32<<20)/size/2) } // 1 MiB: 16, 16 MiB: 1
+
+func sizeLabel(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+func init() {
+	for _, size := range bulkSizes {
+		l := sizeLabel(size)
+		register(&workload{scenario: "bulk", variant: "memory-" + l + "/engine", setup: func(o *options) (*runner, error) { return setupEngineMemory(size) }})
+		register(&workload{scenario: "bulk", variant: "memory-" + l + "/copy", setup: func(o *options) (*runner, error) { return setupCopy(size) }})
+		for _, inline := range []bool{false, true} {
+			p := "device-" + l + deviceMode(inline) + "/"
+			register(&workload{scenario: "bulk", variant: p + "engine", count: true,
+				setup: func(o *options) (*runner, error) { return setupEngineDevice(size, bulkBatch(size), -1, false, inline) }})
+			register(&workload{scenario: "bulk", variant: p + "traditional", count: true,
+				setup: func(o *options) (*runner, error) { return setupTraditional(size, false, inline) }})
+			register(&workload{scenario: "bulk", variant: p + "copy", setup: func(o *options) (*runner, error) { return setupCopy(size) }})
+		}
+	}
+	for _, size := range []int{64, 4096} {
+		l := sizeLabel(size)
+		register(&workload{scenario: "alloc", variant: l + "/engine", setup: func(o *options) (*runner, error) { return setupEngineAlloc(size) }})
+		register(&workload{scenario: "alloc", variant: l + "/make", setup: func(o *options) (*runner, error) { return setupMake(size) }})
+		register(&workload{scenario: "alloc", variant: l + "/sync.Pool", setup: func(o *options) (*runner, error) { return setupSyncPool(size) }})
+	}
+}
+
+// setupCopy: Go's copy() between two heap buffers of the same size, the
+// ceiling any host-side transfer is measured against.
+func setupCopy(size int) (*runner, error) {
+	src, dst := make([]byte, size), make([]byte, size)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	copy(dst, src)
+	return &runner{per: 1, bytes: size, close: func() error { return nil },
+		desc: "copy(dst, src) between two Go heap buffers",
+		run: func(n int) error {
+			for range n {
+				copy(dst, src)
+			}
+			return nil
+		}}, nil
+}
+
+// setupEngineMemory: host→host through the engine's memory target (the
+// submitter copies, the completion goes through the engine as for every
+// target), one transfer per Submit, Drain after each.
+func setupEngineMemory(size int) (*runner, error) {
+	e, err := engine.Open(engine.Config{Target: engine.TargetMemory, PoolSize: int64(4*size + 8<<20), Mode: engine.ModePoll,
+		Populate: true, Logger: quietLogger()})
+	if err != nil {
+		return nil, err
+	}
+	closeE := func() error {
+		ctx, cancel := closeCtx()
+		defer cancel()
+		return e.Close(ctx)
+	}
+	src, err := e.Alloc(size)
+	if err != nil {
+		closeE()
+		return nil, err
+	}
+	dst, err := e.Alloc(size)
+	if err != nil {
+		closeE()
+		return nil, err
+	}
+	for i, p := 0, src.Bytes(); i < size; i++ {
+		p[i] = byte(i)
+	}
+	ts := []engine.Transfer{{Src: engine.Host(src), Dst: engine.Host(dst), Len: size}}
+	ctx := context.Background()
+	return &runner{per: 1, bytes: size, close: closeE,
+		desc: "engine memory target: Submit of one host→host transfer (pool blocks), Drain",
+		run: func(n int) error {
+			for range n {
+				if _, err := e.SubmitBatch(ts, nil); err != nil {
+					return err
+				}
+				if err := e.Drain(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}, nil
+}
+
+// setupEngineAlloc: engine.Alloc + Free of one block (the pool's small-size
+// classes), the engine's allocation path.
+func setupEngineAlloc(size int) (*runner, error) {
+	e, err := engine.Open(engine.Config{Target: engine.TargetMemory, PoolSize: 8 << 20, Mode: engine.ModePoll, Logger: quietLogger()})
+	if err != nil {
+		return nil, err
+	}
+	return &runner{per: 1, desc: "engine.Alloc + engine.Free (hugepage pool block, off the Go heap)",
+		close: func() error {
+			ctx, cancel := closeCtx()
+			defer cancel()
+			return e.Close(ctx)
+		},
+		run: func(n int) error {
+			for range n {
+				b, err := e.Alloc(size)
+				if err != nil {
+					return err
+				}
+				b.Bytes()[0] = 1
+				if err := e.Free(b); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}, nil
+}
+
+// sink keeps make's result escaping to the heap, as a buffer handed to
+// another goroutine or an io.Writer does.
+var sink []byte
+
+func setupMake(size int) (*runner, error) {
+	return &runner{per: 1, desc: "make([]byte, n) (heap, zeroed, garbage-collected)", close: func() error { sink = nil; return nil },
+		run: func(n int) error {
+			for range n {
+				b := make([]byte, size)
+				b[0] = 1
+				sink = b
+			}
+			return nil
+		}}, nil
+}
+
+func setupSyncPool(size int) (*runner, error) {
+	p := &sync.Pool{New: func() any { b := make([]byte, size); return &b }}
+	return &runner{per: 1, desc: "sync.Pool Get + Put of a *[]byte", close: func() error { return nil },
+		run: func(n int) error {
+			for range n {
+				b := p.Get().(*[]byte)
+				(*b)[0] = 1
+				p.Put(b)
+			}
+			return nil
+		}}, nil
+}
+

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hcomm-go/hcomm/bpf"
+	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/trace"
+)
+
+// counts is what eBPF saw the traced worker do during its counted
+// transfers, per transfer.
+type counts struct {
+	Transfers int                `json:"transfers"`
+	Host      float64            `json:"host_syscalls"`   // the process's system calls, device model's excluded
+	Device    float64            `json:"device_syscalls"` // vfio-mock's MSI eventfd writes (no syscalls on hardware)
+	Copies    float64            `json:"cpu_copies"`      // bytes a CPU copied / bytes per transfer
+	CopyBytes float64            `json:"cpu_copy_bytes"`  // syscall + io_uring copies + engine CPU path into device memory
+	Direct    float64            `json:"direct_bytes"`    // bytes moved by DMA (O_DIRECT, io_uring fixed buffers on O_DIRECT)
+	ByName    map[string]float64 `json:"by_name"`         // every syscall seen (host and device), per transfer
+	Faults    float64            `json:"page_faults"`
+}
+
+// privileged reports whether eBPF counting can run, and why not.
+func privileged(o *options) (bool, string) {
+	if o.noTrace {
+		return false, "n/a (-no-trace)"
+	}
+	if err := trace.CheckPrivileges(); err != nil {
+		return false, "n/a (needs root)"
+	}
+	return true, ""
+}
+
+// workerReport is the worker's last line: what its device model did.
+type workerReport struct {
+	DevSyscalls uint64 `json:"dev_syscalls"`
+	Bytes       int    `json:"bytes"`
+	Err         string `json:"err,omitempty"`
+}
+
+// countInChild runs workload w as a child of this binary under trace and
+// counts n transfers between two snapshots. The handshake costs the window
+// exactly one read(2) (the child wakes on "go") and one write(2) (it says
+// "done"); both are subtracted.
+func countInChild(o *options, w *workload, n int) (*counts, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer inW.Close()
+	defer outR.Close()
+	argv := append([]string{exe, "-worker", "-w-scenario", w.scenario, "-w-variant", w.variant, "-w-n", strconv.Itoa(n)}, childFlags(o)...)
+	s, err := trace.StartCommand(argv, trace.CommandIO{Stdin: inR, Stdout: outW, Stderr: os.Stderr}, trace.Options{Logger: quietLogger()})
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		return nil, fmt.Errorf("trace the worker: %w", err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rd := bufio.NewReader(outR)
+	expect := func(want string) error {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			return fmt.Errorf("worker ended before %q: %w", want, err)
+		}
+		if line != want+"\n" {
+			return fmt.Errorf("worker said %q, want %q", line, want)
+		}
+		return nil
+	}
+	if err := expect("ready"); err != nil {
+		s.Wait(ctx)
+		return nil, err
+	}
+	time.Sleep(5 * time.Millisecond) // the child's write(2) has returned, its read(2) sleeps
+	s0, err := s.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := inW.Write([]byte("g")); err != nil {
+		return nil, err
+	}
+	if err := expect("done"); err != nil {
+		s.Wait(ctx)
+		return nil, err
+	}
+	time.Sleep(5 * time.Millisecond)
+	s1, err := s.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := inW.Write([]byte("q")); err != nil {
+		return nil, err
+	}
+	line, err := rd.ReadString('\n')
+	if err != nil {
+		return nil, fmt.Errorf("worker report: %w", err)
+	}
+	var rep workerReport
+	if err := json.Unmarshal([]byte(line), &rep); err != nil {
+		return nil, fmt.Errorf("worker report %q: %w", line, err)
+	}
+	if code, err := s.Wait(ctx); err != nil || code != 0 {
+		return nil, fmt.Errorf("worker exit %d: %v", code, err)
+	}
+	if rep.Err != "" {
+		return nil, fmt.Errorf("worker: %s", rep.Err)
+	}
+	d := s1.Sub(s0)
+	d.Syscalls[unix.SYS_READ].Count--  // the wake-up read of the handshake
+	d.Syscalls[unix.SYS_WRITE].Count-- // the "done" write
+	return makeCounts(d, n, rep.Bytes, rep.DevSyscalls), nil
+}
+
+func makeCounts(d *trace.Snapshot, n, bytes int, dev uint64) *counts {
+	c := &counts{Transfers: n, ByName: map[string]float64{}}
+	var total uint64
+	for nr := range d.Syscalls {
+		k := d.Syscalls[nr].Count
+		if k == 0 || k > 1<<62 { // a negative delta after the boundary fix-up
+			continue
+		}
+		total += k
+		c.ByName[trace.SyscallName(nr)] = float64(k) / float64(n)
+	}
+	c.Host = float64(total-min(dev, total)) / float64(n)
+	c.Device = float64(dev) / float64(n)
+	var cp, direct uint64
+	for _, src := range []int{bpf.SrcSyscall, bpf.SrcURing} {
+		for _, dir := range []int{bpf.DirUserToKernel, bpf.DirKernelToUser} {
+			cp += d.CopyBytes(src, dir, bpf.ClassCopy)
+			direct += d.CopyBytes(src, dir, bpf.ClassDirect)
+		}
+	}
+	// The engine's CPU path copies into device memory in user space,
+	// where no syscall sees it; its hook reports the bytes per path.
+	cp += d.Engine.PathBytes[engine.PathCPU] + d.Engine.PathBytes[engine.PathMemory]
+	c.CopyBytes = float64(cp) / float64(n)
+	c.Direct = float64(direct) / float64(n)
+	if bytes > 0 {
+		c.Copies = float64(cp) / float64(n) / float64(bytes)
+	}
+	c.Faults = float64(d.Faults.Total) / float64(n)
+	return c
+}
+
+// childFlags passes on the options a worker needs to set up the same workload.
+func childFlags(o *options) []string {
+	var f []string
+	if o.quick {
+		f = append(f, "-quick")
+	}
+	if o.dir != "" {
+		f = append(f, "-dir", o.dir)
+	}
+	return f
+}
+
+// runWorker is the child side: set up, warm up, then (with the handshake)
+// run n transfers between the parent's snapshots.
+func runWorker(scenario, variant string, n int, handshake bool, o *options) int {
+	fail := func(err error) int {
+		b, _ := json.Marshal(workerReport{Err: err.Error()})
+		os.Stdout.Write(append(b, '\n'))
+		return 1
+	}
+	w, err := lookup(scenario, variant)
+	if err != nil {
+		return fail(err)
+	}
+	if o.dir == "" && scenario == "file-4k" {
+		return fail(fmt.Errorf("file-4k worker needs -dir"))
+	}
+	r, err := w.setup(o)
+	if err != nil {
+		return fail(err)
+	}
+	n = max(r.per, (n+r.per-1)/r.per*r.per)
+	warm := r.per * max(1, 256/r.per)
+	if r.bytes > 0 {
+		warm = r.per * max(1, min(256, (64<<20)/r.bytes)/r.per)
+	}
+	if err := r.run(warm); err != nil { // warm up
+		return fail(err)
+	}
+	var buf [1]byte
+	if handshake {
+		if _, err := unix.Write(1, []byte("ready\n")); err != nil {
+			return fail(err)
+		}
+		if _, err := unix.Read(0, buf[:]); err != nil {
+			return fail(err)
+		}
+	}
+	var dev0, dev1 uint64
+	if r.devSyscalls != nil {
+		dev0 = r.devSyscalls()
+	}
+	err = r.run(n)
+	if handshake {
+		unix.Write(1, []byte("done\n"))
+		unix.Read(0, buf[:])
+	}
+	if r.devSyscalls != nil {
+		dev1 = r.devSyscalls()
+	}
+	if err == nil && r.check != nil {
+		err = r.check()
+	}
+	if cerr := r.close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fail(err)
+	}
+	b, _ := json.Marshal(workerReport{DevSyscalls: dev1 - dev0, Bytes: r.bytes})
+	os.Stdout.Write(append(b, '\n'))
+	return 0
+}
+
+// sortedNames lists a by-name map's keys by count, largest first.
+func sortedNames(m map[string]float64) []string {
+	var k []string
+	for name := range m {
+		k = append(k, name)
+	}
+	sort.Slice(k, func(i, j int) bool {
+		if m[k[i]] != m[k[j]] {
+			return m[k[i]] > m[k[j]]
+		}
+		return k[i] < k[j]
+	})
+	return k
+}

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hcomm-go/hcomm/baseline"
+	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/vfio"
+	"github.com/hcomm-go/hcomm/vfio/mock"
+)
+
+// The device model both paths drive: vfio-mock's HDMA device.
+//
+// worker: the device is its own thread (a goroutine), as hardware runs
+// beside the CPU; it polls the doorbell for 1 ms before it sleeps (a
+// hardware queue does not sleep; on two shared vCPUs a 20 µs spin would let
+// load spikes put it to sleep and bill a goroutine wake-up to whichever path
+// rang next). Both threads must run at once, so on a loaded 2-vCPU machine
+// this mode measures the scheduler too.
+//
+// inline: the device does its work inside the doorbell store, on the
+// caller's thread (mock.Config.Inline): the time is the CPU cost of the
+// whole software path, host and device model, and barely moves with load.
+func newMock(devMem int, inline bool) (*mock.Device, error) {
+	return mock.New(mock.Config{Spin: time.Millisecond, DevMemSize: devMem, Inline: inline, Logger: quietLogger()})
+}
+
+// deviceMode names the device-model mode in variant names.
+func deviceMode(inline bool) string {
+	if inline {
+		return "-inline"
+	}
+	return ""
+}
+
+var deviceSizes = []int{64, 4096, 65536}
+
+func init() {
+	for _, inline := range []bool{false, true} {
+		for _, size := range deviceSizes {
+			p := fmt.Sprintf("%d%s/", size, deviceMode(inline))
+			register(&workload{scenario: "device-small", variant: p + "traditional", count: true,
+				setup: func(o *options) (*runner, error) { return setupTraditional(size, false, inline) }})
+			for _, batch := range []int{1, 8, 64} {
+				register(&workload{scenario: "device-small", variant: fmt.Sprintf("%sengine-b%d", p, batch), count: true,
+					setup: func(o *options) (*runner, error) { return setupEngineDevice(size, batch, -1, false, inline) }})
+			}
+			register(&workload{scenario: "device-small", variant: p + "engine-cpu-b64", count: true,
+				setup: func(o *options) (*runner, error) { return setupEngineDevice(size, 64, 0, false, inline) }})
+		}
+	}
+}
+
+// setupTraditional: per transfer, pwrite from a Go heap buffer into the
+// staging memfd, descriptor + doorbell, blocking read of the completion
+// eventfd (package baseline). back: device→host instead.
+func setupTraditional(size int, back, inline bool) (*runner, error) {
+	m, err := newMock(64<<20, inline)
+	if err != nil {
+		return nil, err
+	}
+	d, err := baseline.OpenDevice(baseline.DeviceConfig{Device: m, Staging: max(size, 4096), Logger: quietLogger()})
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	devSpan := uint64(max(size, 64))
+	slots := min(64, int(uint64(64<<20)/devSpan))
+	bufs := make([][]byte, slots)
+	for i := range bufs {
+		bufs[i] = make([]byte, size)
+		for j := range bufs[i] {
+			bufs[i][j] = byte(i + j)
+		}
+	}
+	r := &runner{per: 1, bytes: size,
+		devSyscalls: func() uint64 { return m.Counters().MSIs },
+		desc:        "pwrite(2) from a Go heap buffer into a DMA-mapped staging memfd, descriptor+doorbell, blocking read(2) of the completion eventfd",
+		close: func() error {
+			err := d.Close()
+			if e := m.Close(); err == nil {
+				err = e
+			}
+			return err
+		},
+	}
+	r.check = func() error {
+		if back {
+			return nil
+		}
+		// The bytes really arrived: the last value each slot wrote.
+		if !bytes.Equal(d.DeviceMemory()[:size], bufs[0]) {
+			return fmt.Errorf("device memory does not hold what was written")
+		}
+		return nil
+	}
+	r.run = func(n int) error {
+		for i := range n {
+			s := i % slots
+			var err error
+			if back {
+				err = d.Read(bufs[s], uint64(s)*devSpan)
+			} else {
+				err = d.Write(bufs[s], uint64(s)*devSpan)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if back {
+		r.desc = "descriptor+doorbell, blocking read(2) of the completion eventfd, pread(2) from the staging memfd into a Go heap buffer"
+	}
+	return r, nil
+}
+
+// setupEngineDevice: batches of `batch` transfers through engine.SubmitBatch
+// and Drain, in poll mode (the caller reaps: no goroutine hand-off). cpu is
+// Config.CPUThreshold: -1 forces the DMA engine (descriptor, doorbell,
+// completion ring); 0 lets the engine measure where the CPU path into
+// device memory is faster.
+func setupEngineDevice(size, batch, cpu int, back, inline bool) (*runner, error) {
+	m, err := newMock(64<<20, inline)
+	if err != nil {
+		return nil, err
+	}
+	e, err := engine.Open(engine.Config{Device: m, PoolSize: 32 << 20, QueueDepth: 64, Mode: engine.ModePoll,
+		CPUThreshold: cpu, Populate: true, Logger: quietLogger()})
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	ts := make([]engine.Transfer, batch)
+	var blk0 engine.Block
+	devSpan := uint64(max(size, 64))
+	for i := range ts {
+		b, err := e.Alloc(size)
+		if err != nil {
+			ctx, cancel := closeCtx()
+			defer cancel()
+			e.Close(ctx)
+			m.Close()
+			return nil, err
+		}
+		for j, p := 0, b.Bytes(); j < size; j++ {
+			p[j] = byte(i + j)
+		}
+		if i == 0 {
+			blk0 = b
+		}
+		if back {
+			ts[i] = engine.Transfer{Src: engine.DeviceAt(uint64(i) * devSpan), Dst: engine.Host(b), Len: size}
+		} else {
+			ts[i] = engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(uint64(i) * devSpan), Len: size}
+		}
+	}
+	ctx := context.Background()
+	r := &runner{per: batch, bytes: size,
+		devSyscalls: func() uint64 { return m.Counters().MSIs },
+		close: func() error {
+			cctx, cancel := closeCtx()
+			defer cancel()
+			err := e.Close(cctx)
+			if e := m.Close(); err == nil {
+				err = e
+			}
+			return err
+		},
+	}
+	thr := e.Config().CPUThreshold
+	switch {
+	case thr >= size:
+		r.desc = fmt.Sprintf("engine, batches of %d: the CPU copies each block straight into device memory (BAR2; measured threshold %d B), no descriptor", batch, thr)
+	default:
+		r.desc = fmt.Sprintf("engine, batches of %d: one 64-byte descriptor per transfer from the DMA-mapped pool, one doorbell per batch, completions polled from the ring", batch)
+	}
+	devMem := func() []byte {
+		reg, err := m.Region(vfio.RegionBAR2)
+		if err != nil {
+			return nil
+		}
+		return reg.Mapped()
+	}
+	r.check = func() error {
+		if dm := devMem(); !back && (dm == nil || !bytes.Equal(dm[:size], blk0.Bytes()[:size])) {
+			return fmt.Errorf("device memory does not hold what was written")
+		}
+		st := e.Stats()
+		if bad := st.DeviceErrors + st.Timeouts + st.Canceled + st.IOErrors; bad > 0 {
+			return fmt.Errorf("%d transfers failed (device %d, timeouts %d, canceled %d)", bad, st.DeviceErrors, st.Timeouts, st.Canceled)
+		}
+		return nil
+	}
+	r.run = func(n int) error {
+		for i := 0; i < n; i += batch {
+			if k, err := e.SubmitBatch(ts, nil); err != nil || k != batch {
+				return fmt.Errorf("submit batch: %d of %d: %w", k, batch, err)
+			}
+			if err := e.Drain(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return r, nil
+}

@@ -1,0 +1,374 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hcomm-go/hcomm/baseline"
+	"github.com/hcomm-go/hcomm/engine"
+)
+
+const (
+	fileBlock = 4096
+	fileQD    = 64
+	// The engine refills its queue when half of it has completed: one
+	// io_uring_enter per 32 I/Os at most, the queue between 32 and 64 deep.
+	fileRefill = 32
+	fileName   = "hcomm-bench-4k.dat"
+)
+
+func fileSize(o *options) int64 {
+	if o.quick {
+		return 64 << 20
+	}
+	return 512 << 20
+}
+
+var fileOps = []string{"randwrite", "randread"}
+
+func init() {
+	for _, op := range fileOps {
+		write := op == "randwrite"
+		reg := func(v string, setup func(o *options) (*runner, error), count bool) {
+			register(&workload{scenario: "file-4k", variant: op + "/" + v, setup: setup, count: count})
+		}
+		reg("engine", func(o *options) (*runner, error) { return setupEngineFile(o, write) }, true)
+		reg("writeat-direct-qd1", func(o *options) (*runner, error) { return setupWriteAt(o, write, true, 1) }, true)
+		reg("writeat-direct-g64", func(o *options) (*runner, error) { return setupWriteAt(o, write, true, fileQD) }, true)
+		reg("writeat-buffered-qd1", func(o *options) (*runner, error) { return setupWriteAt(o, write, false, 1) }, true)
+		reg("fio-io_uring", func(o *options) (*runner, error) { return setupFio(o, op, "io_uring") }, false)
+		reg("fio-psync", func(o *options) (*runner, error) { return setupFio(o, op, "psync") }, false)
+	}
+}
+
+// benchDir finds a directory on a file system with a real O_DIRECT (ext4,
+// xfs, btrfs): tmpfs accepts O_DIRECT and still goes through the page cache.
+func benchDir(o *options) (string, string, error) {
+	cands := []string{o.dir}
+	if o.dir == "" {
+		cwd, _ := os.Getwd()
+		cands = []string{os.Getenv("TMPDIR"), "/var/tmp", "/tmp", cwd}
+	}
+	names := map[int64]string{0xEF53: "ext4", 0x58465342: "xfs", 0x9123683E: "btrfs"}
+	var tried []string
+	for _, d := range cands {
+		if d == "" {
+			continue
+		}
+		var st unix.Statfs_t
+		if err := unix.Statfs(d, &st); err != nil {
+			tried = append(tried, fmt.Sprintf("%s: %v", d, err))
+			continue
+		}
+		if fs, ok := names[int64(st.Type)]; ok {
+			if unix.Access(d, unix.W_OK) == nil {
+				return d, fs, nil
+			}
+			tried = append(tried, d+": not writable")
+			continue
+		}
+		tried = append(tried, fmt.Sprintf("%s: file system %#x (not ext4/xfs/btrfs)", d, st.Type))
+	}
+	if o.dir != "" {
+		return "", "", fmt.Errorf("-dir %s is not on ext4/xfs/btrfs (%v)", o.dir, tried)
+	}
+	return "", "", fmt.Errorf("no writable ext4/xfs/btrfs directory (tried %v); pass -dir", tried)
+}
+
+// prepareFile lays the benchmark file out once (written through, so later
+// O_DIRECT writes overwrite allocated blocks rather than convert unwritten
+// extents) and reuses it when it already has the size.
+func prepareFile(o *options) (string, error) {
+	dir, _, err := benchDir(o)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, fileName)
+	size := fileSize(o)
+	if st, err := os.Stat(path); err == nil && st.Size() == size {
+		return path, nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i * 13)
+	}
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		if _, err := f.WriteAt(buf, off); err != nil {
+			return "", fmt.Errorf("lay out %s: %w", path, err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// offsets returns a fixed pseudo-random sequence of block offsets.
+func offsets(o *options, n int) []int64 {
+	blocks := fileSize(o) / fileBlock
+	rng := rand.New(rand.NewPCG(42, 4242))
+	offs := make([]int64, n)
+	for i := range offs {
+		offs[i] = rng.Int64N(blocks) * fileBlock
+	}
+	return offs
+}
+
+func openDirect(o *options) (*os.File, error) {
+	path, err := prepareFile(o)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|unix.O_DIRECT, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s O_DIRECT: %w", path, err)
+	}
+	return f, nil
+}
+
+const offsRing = 1 << 16
+
+// setupEngineFile: random 4 KiB I/O at queue depth 64 through the engine's
+// file target (io_uring with the pool as registered buffers and the file
+// registered, O_DIRECT), poll mode, refilled 32 at a time.
+func setupEngineFile(o *options, write bool) (*runner, error) {
+	f, err := openDirect(o)
+	if err != nil {
+		return nil, err
+	}
+	// The engine's staging ring releases slots in submission order; file
+	// I/O completes out of order, so the engine gets twice the depth the
+	// workload keeps in flight, and a straggler never stalls the refill.
+	e, err := engine.Open(engine.Config{Target: engine.TargetFile, File: f, PoolSize: 4 << 20, QueueDepth: 2 * fileQD,
+		Alignment: 4096, Mode: engine.ModePoll, Populate: true, Logger: quietLogger()})
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	offs := offsets(o, offsRing)
+	var failed, done int
+	var firstErr error
+	blocks := make([]engine.Block, fileQD)
+	for i := range blocks {
+		if blocks[i], err = e.Alloc(fileBlock); err != nil {
+			ctx, cancel := closeCtx()
+			defer cancel()
+			e.Close(ctx)
+			f.Close()
+			return nil, err
+		}
+	}
+	// Completions hand their block back through User (an index).
+	freeIdx := make([]int, 0, fileQD)
+	for i := range blocks {
+		freeIdx = append(freeIdx, i)
+	}
+	cb := func(r engine.Result) {
+		done++
+		freeIdx = append(freeIdx, int(r.User))
+		if r.Err != nil {
+			failed++
+			if firstErr == nil {
+				firstErr = r.Err
+			}
+		}
+	}
+	ts := make([]engine.Transfer, fileQD)
+	next := 0
+	r := &runner{per: 1, bytes: fileBlock,
+		desc: "engine: io_uring, registered pool buffers and file, O_DIRECT, queue depth 64 refilled 32 at a time, completions polled",
+		close: func() error {
+			ctx, cancel := closeCtx()
+			defer cancel()
+			err := e.Close(ctx)
+			if e := f.Close(); err == nil {
+				err = e
+			}
+			return err
+		},
+		check: func() error {
+			if failed > 0 {
+				return fmt.Errorf("%d I/Os failed, first: %w", failed, firstErr)
+			}
+			return nil
+		},
+	}
+	r.run = func(n int) error {
+		start := done
+		submitted := 0
+		for done-start < n {
+			inflight := submitted - (done - start)
+			room := fileQD - inflight
+			if left := n - submitted; left > 0 && (room >= fileRefill || room >= left) {
+				k := min(room, left, len(freeIdx))
+				if k == 0 {
+					e.Poll()
+					continue
+				}
+				base := len(freeIdx) - k
+				for i := range k {
+					bi := freeIdx[base+i]
+					off := offs[next&(offsRing-1)]
+					next++
+					if write {
+						ts[i] = engine.Transfer{Src: engine.Host(blocks[bi]), Dst: engine.FileAt(off), Len: fileBlock, Callback: cb, User: uint64(bi)}
+					} else {
+						ts[i] = engine.Transfer{Src: engine.FileAt(off), Dst: engine.Host(blocks[bi]), Len: fileBlock, Callback: cb, User: uint64(bi)}
+					}
+				}
+				got, err := e.SubmitBatch(ts[:k], nil)
+				submitted += got
+				// Blocks of transfers the engine did not take stay free
+				// (its staging ring releases slots in order, so an
+				// out-of-order completion can leave it full for a while).
+				freeIdx = append(freeIdx[:base], freeIdx[base+got:]...)
+				next -= k - got
+				if err != nil && !errors.Is(err, engine.ErrQueueFull) {
+					return err
+				}
+				if got < k {
+					e.Poll()
+				}
+				continue
+			}
+			e.Poll()
+		}
+		return nil
+	}
+	return r, nil
+}
+
+// setupWriteAt: os.File WriteAt/ReadAt of one 4 KiB heap block per call,
+// O_DIRECT or buffered, from `workers` goroutines.
+func setupWriteAt(o *options, write, direct bool, workers int) (*runner, error) {
+	var f *os.File
+	var err error
+	if direct {
+		f, err = openDirect(o)
+	} else {
+		var path string
+		if path, err = prepareFile(o); err == nil {
+			f, err = os.OpenFile(path, os.O_RDWR, 0)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	fp, err := baseline.NewFile(f, baseline.FileConfig{Block: fileBlock, Workers: workers})
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	offs := offsets(o, offsRing)
+	next := 0
+	mode := "buffered (page cache)"
+	if direct {
+		mode = "O_DIRECT"
+	}
+	r := &runner{per: 1, bytes: fileBlock, close: f.Close,
+		desc: fmt.Sprintf("os.File.%s of one 4 KiB heap buffer per call, %s, %d goroutine(s)", map[bool]string{true: "WriteAt", false: "ReadAt"}[write], mode, workers)}
+	r.run = func(n int) error {
+		for n > 0 {
+			start := next & (offsRing - 1)
+			k := min(n, offsRing-start)
+			var err error
+			if write {
+				err = fp.WriteBlocks(offs[start : start+k])
+			} else {
+				err = fp.ReadBlocks(offs[start : start+k])
+			}
+			if err != nil {
+				return err
+			}
+			next += k
+			n -= k
+		}
+		return nil
+	}
+	return r, nil
+}
+
+// setupFio runs fio on the same file: 4 KiB random I/O, O_DIRECT, queue
+// depth 64 (io_uring with fixedbufs and registerfiles), or psync (one
+// pwrite/pread per I/O, queue depth 1).
+func setupFio(o *options, op, ioengine string) (*runner, error) {
+	fio, err := exec.LookPath("fio")
+	if err != nil {
+		return nil, fmt.Errorf("fio not installed (make bench installs it: apt-get install fio)")
+	}
+	path, err := prepareFile(o)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{per: 1, bytes: fileBlock, close: func() error { return nil },
+		desc: "fio " + ioengine + " " + op + " bs=4k direct=1"}
+	if ioengine == "io_uring" {
+		r.desc += " iodepth=64 fixedbufs registerfiles"
+	}
+	r.timed = func(d time.Duration) (float64, int, error) {
+		args := fioArgs(o, path, op, ioengine, d)
+		out, err := exec.Command(fio, args...).Output()
+		if err != nil {
+			return 0, 0, fmt.Errorf("fio %v: %w", args, err)
+		}
+		iops, ios, err := parseFio(out, op)
+		if err != nil {
+			return 0, 0, err
+		}
+		return 1e9 / iops, ios, nil
+	}
+	return r, nil
+}
+
+func fioArgs(o *options, path, op, ioengine string, d time.Duration) []string {
+	a := []string{"--name=hcomm", "--filename=" + path, "--rw=" + op, "--bs=4k", "--direct=1",
+		"--size=" + strconv.FormatInt(fileSize(o), 10), "--ioengine=" + ioengine,
+		"--time_based", "--runtime=" + strconv.Itoa(int(max(d, 100*time.Millisecond)/time.Millisecond)) + "ms",
+		"--randrepeat=0", "--norandommap", "--output-format=json"}
+	if ioengine == "io_uring" {
+		a = append(a, "--iodepth=64", "--fixedbufs", "--registerfiles")
+	}
+	return a
+}
+
+func parseFio(out []byte, op string) (iops float64, ios int, err error) {
+	// fio may print warnings before the JSON object.
+	if i := bytes.IndexByte(out, '{'); i > 0 {
+		out = out[i:]
+	}
+	var j struct {
+		Jobs []struct {
+			Read, Write struct {
+				IOPS     float64 `json:"iops"`
+				TotalIOs int     `json:"total_ios"`
+			}
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out, &j); err != nil || len(j.Jobs) == 0 {
+		return 0, 0, fmt.Errorf("parse fio output: %v", err)
+	}
+	s := j.Jobs[0].Read
+	if op == "randwrite" {
+		s = j.Jobs[0].Write
+	}
+	if s.IOPS <= 0 {
+		return 0, 0, fmt.Errorf("fio reported no %s I/O", op)
+	}
+	return s.IOPS, s.TotalIOs, nil
+}
+

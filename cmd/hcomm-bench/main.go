@@ -1,0 +1,117 @@
+// Command hcomm-bench runs hcomm's side-by-side benchmarks: the engine
+// against the traditional path (package baseline) and against peers (fio,
+// Go's copy, make and sync.Pool), on the same machine in the same run.
+//
+// Scenarios: device-small, file-4k, bulk, alloc, pages (see docs/benchmarks.md).
+// Every number is a median over at least five repetitions, printed with its
+// minimum and maximum, engine and baseline side by side with their ratio.
+// Repetitions of the variants that are compared run interleaved, so a load
+// spike on a shared machine hits both sides.
+//
+// System calls and CPU copies are counted by eBPF (package trace), never by
+// the program's own say-so: each counted variant runs again in a child
+// process (this binary with -worker) that trace observes; the child sets
+// up, warms up, and only then does the counted transfers, between two
+// snapshots. Timing never runs under tracing. Unprivileged, those columns
+// read "n/a (needs root)".
+//
+// Usage:
+//
+//	hcomm-bench [-quick] [-json] [-scenarios device-small,file-4k,bulk,alloc,pages] [-reps 5] [-dir DIR]
+//	hcomm-bench -strace-check   # compare the eBPF counts with strace -c -f of the same workloads
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+)
+
+type options struct {
+	quick     bool
+	json      bool
+	reps      int
+	scenarios map[string]bool
+	dir       string
+	noTrace   bool
+	verbose   bool
+	target    time.Duration // wall time of one repetition
+}
+
+var allScenarios = []string{"device-small", "file-4k", "bulk", "alloc", "pages"}
+
+func main() {
+	var o options
+	var scen string
+	worker := flag.Bool("worker", false, "internal: run one workload as a traced child")
+	wScen := flag.String("w-scenario", "", "internal: worker scenario")
+	wVar := flag.String("w-variant", "", "internal: worker variant")
+	wN := flag.Int("w-n", 0, "internal: worker transfer count")
+	wNoHS := flag.Bool("w-no-handshake", false, "internal: worker runs without the snapshot handshake (strace)")
+	straceCheck := flag.Bool("strace-check", false, "count syscalls with strace -c -f and with eBPF for the same workloads, side by side")
+	flag.BoolVar(&o.quick, "quick", false, "everything in under a minute: shorter repetitions, smaller files and arenas")
+	flag.BoolVar(&o.json, "json", false, "print one JSON object (schema: docs/benchmarks.md) instead of tables")
+	flag.IntVar(&o.reps, "reps", 5, "repetitions per measurement (at least 5 for the medians)")
+	flag.StringVar(&scen, "scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
+	flag.StringVar(&o.dir, "dir", "", "directory for file-4k (default: the first ext4/xfs of $TMPDIR, /var/tmp, the working directory)")
+	flag.BoolVar(&o.noTrace, "no-trace", false, "do not count syscalls/copies with eBPF even when privileged")
+	flag.BoolVar(&o.verbose, "v", false, "log progress to stderr")
+	flag.Parse()
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+
+	if *worker {
+		os.Exit(runWorker(*wScen, *wVar, *wN, !*wNoHS, &o))
+	}
+	if o.reps < 5 {
+		fmt.Fprintf(os.Stderr, "hcomm-bench: -reps %d: medians need at least 5 repetitions\n", o.reps)
+		os.Exit(2)
+	}
+	o.scenarios = map[string]bool{}
+	for _, s := range strings.Split(scen, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !contains(allScenarios, s) {
+			fmt.Fprintf(os.Stderr, "hcomm-bench: unknown scenario %q (want %s)\n", s, strings.Join(allScenarios, ", "))
+			os.Exit(2)
+		}
+		o.scenarios[s] = true
+	}
+	o.target = 150 * time.Millisecond
+	if o.quick {
+		o.target = 25 * time.Millisecond
+	}
+	if *straceCheck {
+		os.Exit(runStraceCheck(&o, os.Stdout))
+	}
+	b := newBench(&o)
+	os.Exit(b.run())
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// logf reports progress on stderr with -v.
+func (o *options) logf(format string, args ...any) {
+	if o.verbose {
+		fmt.Fprintf(os.Stderr, "hcomm-bench: "+format+"\n", args...)
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"time"
+)
+
+// stat is a median with its extremes over the repetitions.
+type stat struct {
+	Median, Min, Max float64
+	Runs             []float64
+}
+
+func newStat(v []float64) stat {
+	if len(v) == 0 {
+		return stat{}
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return stat{Median: m, Min: s[0], Max: s[len(s)-1], Runs: v}
+}
+
+// calibrate picks a transfer count whose run takes about target: it grows
+// n until a run takes an eighth of target, then times that n three times
+// and scales by the fastest (one descheduled run must not shrink n).
+func calibrate(r *runner, target time.Duration) (int, error) {
+	n := r.per
+	for {
+		t0 := time.Now()
+		if err := r.run(n); err != nil {
+			return 0, err
+		}
+		if el := time.Since(t0); el >= target/8 || n >= 1<<26 {
+			break
+		}
+		n *= 4
+	}
+	best := time.Duration(1<<63 - 1)
+	for range 3 {
+		t0 := time.Now()
+		if err := r.run(n); err != nil {
+			return 0, err
+		}
+		best = min(best, time.Since(t0))
+	}
+	want := int(float64(n) * float64(target) / float64(max(best, time.Microsecond)))
+	return max(r.per, (want+r.per-1)/r.per*r.per), nil
+}
+
+// once runs n transfers and returns ns and heap allocations per transfer.
+func once(r *runner, n int) (ns, allocs float64, err error) {
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	t0 := time.Now()
+	err = r.run(n)
+	el := time.Since(t0)
+	runtime.ReadMemStats(&m1)
+	if err != nil {
+		return 0, 0, err
+	}
+	return float64(el.Nanoseconds()) / float64(n), float64(m1.Mallocs-m0.Mallocs) / float64(n), nil
+}
+
+// result is what one variant measured.
+type result struct {
+	scenario, variant string
+	desc              string
+	ns                stat // per transfer (or per operation)
+	allocs            stat
+	bytes             int
+	n                 int // transfers per repetition
+	counts            *counts
+	countErr          string // why counts are missing
+	err               error
+}
+
+// measureGroup sets up every workload of a group, calibrates each, then
+// runs reps repetitions interleaved (rep 1 of each variant, then rep 2 ...),
+// so a load spike on the shared machine falls on all of them alike.
+func measureGroup(o *options, ws []*workload) []*result {
+	res := make([]*result, len(ws))
+	rs := make([]*runner, len(ws))
+	ns := make([][]float64, len(ws))
+	al := make([][]float64, len(ws))
+	for i, w := range ws {
+		res[i] = &result{scenario: w.scenario, variant: w.variant}
+		o.logf("setting up %s/%s", w.scenario, w.variant)
+		r, err := w.setup(o)
+		if err != nil {
+			res[i].err = fmt.Errorf("set up: %w", err)
+			continue
+		}
+		rs[i] = r
+		res[i].desc, res[i].bytes = r.desc, r.bytes
+		if r.timed != nil {
+			continue
+		}
+		if w.nOverride != nil {
+			res[i].n = w.nOverride(o)
+		} else if res[i].n, err = calibrate(r, o.target); err != nil {
+			res[i].err = fmt.Errorf("calibrate: %w", err)
+		}
+	}
+	for rep := 0; rep < o.reps; rep++ {
+		for i, r := range rs {
+			if r == nil || res[i].err != nil {
+				continue
+			}
+			if r.timed != nil {
+				v, ops, err := r.timed(o.target * 4)
+				if err != nil {
+					res[i].err = err
+					continue
+				}
+				ns[i] = append(ns[i], v)
+				res[i].n = ops
+				continue
+			}
+			v, a, err := once(r, res[i].n)
+			if err != nil {
+				res[i].err = err
+				continue
+			}
+			ns[i] = append(ns[i], v)
+			al[i] = append(al[i], a)
+		}
+	}
+	for i, r := range rs {
+		if r == nil {
+			continue
+		}
+		if res[i].err == nil && r.check != nil {
+			res[i].err = r.check()
+		}
+		if err := r.close(); err != nil && res[i].err == nil {
+			res[i].err = fmt.Errorf("close: %w", err)
+		}
+		res[i].ns, res[i].allocs = newStat(ns[i]), newStat(al[i])
+	}
+	return res
+}

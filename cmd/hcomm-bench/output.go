@@ -1,0 +1,337 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+)
+
+// report is the -json output (schema: docs/benchmarks.md).
+type report struct {
+	Machine   machine  `json:"machine"`
+	Scenarios []entry  `json:"scenarios"`
+	Skipped   []string `json:"skipped"`
+}
+
+// entry is one metric of one engine variant against one baseline.
+type entry struct {
+	Name            string    `json:"name"`
+	Variant         string    `json:"variant"`
+	Baseline        *float64  `json:"baseline"`
+	BaselineVariant string    `json:"baseline_variant"`
+	Metric          string    `json:"metric"`
+	Engine          *float64  `json:"engine"`
+	Ratio           *float64  `json:"ratio"`
+	Unit            string    `json:"unit"`
+	Better          string    `json:"better"`
+	Runs            int       `json:"runs"`
+	EngineMin       *float64  `json:"engine_min,omitempty"`
+	EngineMax       *float64  `json:"engine_max,omitempty"`
+	BaselineMin     *float64  `json:"baseline_min,omitempty"`
+	BaselineMax     *float64  `json:"baseline_max,omitempty"`
+	EngineRuns      []float64 `json:"engine_runs,omitempty"`
+	BaselineRuns    []float64 `json:"baseline_runs,omitempty"`
+	Note            string    `json:"note,omitempty"`
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// primary converts a per-operation time into the group's unit.
+func primary(u unit, ns float64, bytes int) float64 {
+	switch u {
+	case unitIOPS:
+		return 1e9 / ns
+	case unitGBps:
+		return float64(bytes) / ns
+	}
+	return ns
+}
+
+func primaryStat(u unit, s stat, bytes int) stat {
+	if len(s.Runs) == 0 {
+		return s
+	}
+	runs := make([]float64, len(s.Runs))
+	for i, v := range s.Runs {
+		runs[i] = primary(u, v, bytes)
+	}
+	return newStat(runs)
+}
+
+func unitName(u unit) (metric, name, better string) {
+	switch u {
+	case unitIOPS:
+		return "iops", "IOPS", "higher"
+	case unitGBps:
+		return "bandwidth", "GB/s", "higher"
+	}
+	return "time", "ns/op", "lower"
+}
+
+func isEngine(variant string) bool {
+	_, v, _ := strings.Cut(variant, "/")
+	return strings.HasPrefix(v, "engine")
+}
+
+// addGroup turns a group's results into JSON entries (every engine variant
+// against every other variant) and prints its table.
+func (b *bench) addGroup(g group, res []*result) {
+	metric, uname, better := unitName(g.unit)
+	byName := map[string]*result{}
+	for _, r := range res {
+		byName[r.variant] = r
+	}
+	for _, e := range res {
+		if !isEngine(e.variant) || e.err != nil {
+			continue
+		}
+		for _, base := range res {
+			if isEngine(base.variant) {
+				continue
+			}
+			b.entries = append(b.entries, compare(g, e, base, metric, uname, better)...)
+		}
+	}
+	if b.o.json {
+		return
+	}
+	ref := byName[g.ref]
+	fmt.Fprintf(b.out, "\n== %s: %s\n", g.scenario, g.title)
+	tw := tabwriter.NewWriter(b.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "variant\t%s median [min–max]\tsyscalls/op\tdev-model sc/op\tCPU copies/op\tallocs/op\tvs %s\t\n", uname, shortVariant(g.ref))
+	for _, r := range res {
+		if r.err != nil {
+			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\n", shortVariant(r.variant), "error: "+firstLine(r.err.Error()))
+			continue
+		}
+		p := primaryStat(g.unit, r.ns, r.bytes)
+		ratio := ""
+		if ref != nil && ref.err == nil && len(ref.ns.Runs) > 0 {
+			rp := primaryStat(g.unit, ref.ns, ref.bytes)
+			ratio = fmt.Sprintf("%.3g×", p.Median/rp.Median)
+		}
+		sc, dev, cp := countCols(r)
+		al := "—"
+		if len(r.allocs.Runs) > 0 {
+			al = fmt.Sprintf("%.2f", r.allocs.Median)
+		}
+		fmt.Fprintf(tw, "%s\t%s [%s–%s]\t%s\t%s\t%s\t%s\t%s\t\n", shortVariant(r.variant), num(p.Median), num(p.Min), num(p.Max), sc, dev, cp, al, ratio)
+	}
+	tw.Flush()
+	for _, r := range res {
+		if r.err == nil {
+			fmt.Fprintf(b.out, "   %-22s %s\n", shortVariant(r.variant)+":", r.desc)
+		}
+		if b.o.verbose && r.counts != nil {
+			var parts []string
+			for _, k := range sortedNames(r.counts.ByName) {
+				if v := r.counts.ByName[k]; v >= 0.0005 {
+					parts = append(parts, fmt.Sprintf("%s %.4f", k, v))
+				}
+			}
+			fmt.Fprintf(b.out, "   %-22s syscalls/op by name (device model's included): %s\n", "", strings.Join(parts, ", "))
+		}
+	}
+}
+
+func countCols(r *result) (sc, dev, cp string) {
+	if r.counts == nil {
+		na := r.countErr
+		if na == "" || na == "not counted" {
+			na = "—"
+		}
+		if strings.HasPrefix(na, "— (") {
+			return na, "", ""
+		}
+		if strings.HasPrefix(na, "count failed") {
+			na = "count failed"
+		}
+		return na, "", ""
+	}
+	c := r.counts
+	return fmt.Sprintf("%.3f", c.Host), fmt.Sprintf("%.3f", c.Device), fmt.Sprintf("%.3f", c.Copies)
+}
+
+func compare(g group, e, base *result, metric, uname, better string) []entry {
+	var out []entry
+	mk := func(metric, unit, better string, ev, bv *float64, note string) entry {
+		x := entry{Name: g.scenario, Variant: e.variant, BaselineVariant: base.variant, Metric: metric, Unit: unit, Better: better,
+			Engine: ev, Baseline: bv, Runs: len(e.ns.Runs), Note: note}
+		if ev != nil && bv != nil && *bv != 0 {
+			x.Ratio = ptr(*ev / *bv)
+		}
+		return x
+	}
+	if base.err != nil {
+		out = append(out, mk(metric, uname, better, nil, nil, "baseline failed: "+firstLine(base.err.Error())))
+		return out
+	}
+	ep, bp := primaryStat(g.unit, e.ns, e.bytes), primaryStat(g.unit, base.ns, base.bytes)
+	x := mk(metric, uname, better, ptr(ep.Median), ptr(bp.Median), "")
+	x.EngineMin, x.EngineMax, x.BaselineMin, x.BaselineMax = ptr(ep.Min), ptr(ep.Max), ptr(bp.Min), ptr(bp.Max)
+	x.EngineRuns, x.BaselineRuns = ep.Runs, bp.Runs
+	out = append(out, x)
+	if len(e.allocs.Runs) > 0 && len(base.allocs.Runs) > 0 {
+		out = append(out, mk("allocs", "allocs/op", "lower", ptr(e.allocs.Median), ptr(base.allocs.Median), ""))
+	}
+	if g.scenario == "alloc" || (g.scenario == "bulk" && strings.Contains(base.variant, "/copy")) {
+		return out
+	}
+	if e.counts != nil && base.counts != nil {
+		out = append(out,
+			mk("syscalls", "syscalls/op", "lower", ptr(e.counts.Host), ptr(base.counts.Host), "eBPF; device-model MSI writes excluded (see device_syscalls)"),
+			mk("device_syscalls", "syscalls/op", "lower", ptr(e.counts.Device), ptr(base.counts.Device), "vfio-mock's MSI eventfd writes: an interrupt on hardware, not a syscall"),
+			mk("copies", "CPU copies/op", "lower", ptr(e.counts.Copies), ptr(base.counts.Copies), "bytes copied by a CPU (syscalls, io_uring, engine CPU path) / bytes per op"))
+	} else {
+		why := e.countErr
+		if why == "" {
+			why = base.countErr
+		}
+		for _, m := range []string{"syscalls", "copies"} {
+			out = append(out, mk(m, m+"/op", "lower", nil, nil, why))
+		}
+	}
+	return out
+}
+
+func (b *bench) addPages(pr []*pageResult) {
+	var base *pageResult
+	for _, r := range pr {
+		if r.backing.PageSize() == 4096 {
+			base = r
+		}
+	}
+	for _, r := range pr {
+		if r == base || r.err != nil || base == nil || base.err != nil {
+			continue
+		}
+		for _, m := range []struct {
+			name, unit string
+			e, b       stat
+		}{
+			{"faults", "faults/GiB", r.faults, base.faults},
+			{"touch_time", "ms/GiB", r.touch, base.touch},
+			{"access", "ns/access", r.access, base.access},
+		} {
+			x := entry{Name: "pages", Variant: r.backing.String(), BaselineVariant: base.backing.String(), Metric: m.name, Unit: m.unit, Better: "lower",
+				Engine: ptr(m.e.Median), Baseline: ptr(m.b.Median), Runs: len(m.e.Runs),
+				EngineMin: ptr(m.e.Min), EngineMax: ptr(m.e.Max), BaselineMin: ptr(m.b.Min), BaselineMax: ptr(m.b.Max),
+				EngineRuns: m.e.Runs, BaselineRuns: m.b.Runs}
+			if m.b.Median != 0 {
+				x.Ratio = ptr(m.e.Median / m.b.Median)
+			}
+			b.entries = append(b.entries, x)
+		}
+	}
+	if b.o.json {
+		return
+	}
+	fmt.Fprintf(b.out, "\n== pages: 1 GiB mapped, touched once per 4 KiB, then dependent random 8-byte loads\n")
+	tw := tabwriter.NewWriter(b.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "backing\tfaults/GiB\ttouch ms/GiB\tns/random access\taccess vs 4K\t\n")
+	for _, r := range pr {
+		if r.err != nil {
+			fmt.Fprintf(tw, "%v\terror: %s\t\t\t\t\n", r.backing, firstLine(r.err.Error()))
+			continue
+		}
+		ratio := ""
+		if base != nil && base.err == nil {
+			ratio = fmt.Sprintf("%.3g×", r.access.Median/base.access.Median)
+		}
+		fmt.Fprintf(tw, "%v\t%s [%s–%s]\t%s [%s–%s]\t%s [%s–%s]\t%s\t\n", r.backing,
+			num(r.faults.Median), num(r.faults.Min), num(r.faults.Max),
+			num(r.touch.Median), num(r.touch.Min), num(r.touch.Max),
+			num(r.access.Median), num(r.access.Min), num(r.access.Max), ratio)
+	}
+	tw.Flush()
+}
+
+func (b *bench) printSummary() {
+	fmt.Fprintf(b.out, "\n== Targets (from this run)\n")
+	for _, t := range targets(b.entries) {
+		fmt.Fprintf(b.out, "   %s\n", t)
+	}
+	if len(b.skipped) > 0 {
+		fmt.Fprintf(b.out, "\n== Skipped, and why\n")
+		for _, s := range b.skipped {
+			fmt.Fprintf(b.out, "   - %s\n", s)
+		}
+	}
+	fmt.Fprintf(b.out, "\nload average at end: %.2f %.2f %.2f; %.0f s\n", b.m.LoadEnd[0], b.m.LoadEnd[1], b.m.LoadEnd[2], b.m.Seconds)
+}
+
+// targets checks the issue's targets against this run's entries.
+func targets(es []entry) []string {
+	find := func(name, variant, base, metric string) *entry {
+		for i := range es {
+			e := &es[i]
+			if e.Name == name && e.Variant == variant && e.BaselineVariant == base && e.Metric == metric {
+				return e
+			}
+		}
+		return nil
+	}
+	var out []string
+	check := func(label string, e *entry, ok func(float64) bool, want string) {
+		switch {
+		case e == nil:
+			out = append(out, fmt.Sprintf("%-58s not measured", label))
+		case e.Ratio == nil && e.Engine == nil:
+			out = append(out, fmt.Sprintf("%-58s %s", label, e.Note))
+		default:
+			v := *e.Engine
+			if e.Ratio != nil && !strings.Contains(want, "/op") {
+				v = *e.Ratio
+			}
+			verdict := "MISSED"
+			if ok(v) {
+				verdict = "met"
+			}
+			out = append(out, fmt.Sprintf("%-58s %8.4g  (want %s)  %s", label, v, want, verdict))
+		}
+	}
+	check("device-small 4 KiB b64 time vs traditional (worker)", find("device-small", "4096/engine-b64", "4096/traditional", "time"), func(v float64) bool { return v <= 0.10 }, "≤ 0.10×")
+	check("device-small 4 KiB b64 time vs traditional (inline)", find("device-small", "4096-inline/engine-b64", "4096-inline/traditional", "time"), func(v float64) bool { return v <= 0.10 }, "≤ 0.10×")
+	check("device-small 4 KiB b64 syscalls/transfer", find("device-small", "4096/engine-b64", "4096/traditional", "syscalls"), func(v float64) bool { return v < 0.005 }, "0 /op")
+	check("device-small 4 KiB b64 CPU copies/transfer", find("device-small", "4096/engine-b64", "4096/traditional", "copies"), func(v float64) bool { return v < 0.005 }, "0 /op")
+	for _, op := range fileOps {
+		check("file-4k "+op+" IOPS vs fio io_uring", find("file-4k", op+"/engine", op+"/fio-io_uring", "iops"), func(v float64) bool { return v >= 0.95 }, "≥ 0.95×")
+		check("file-4k "+op+" IOPS vs WriteAt/ReadAt O_DIRECT qd1", find("file-4k", op+"/engine", op+"/writeat-direct-qd1", "iops"), func(v float64) bool { return v >= 3 }, "≥ 3×")
+		check("file-4k "+op+" IOPS vs WriteAt/ReadAt O_DIRECT 64 goroutines", find("file-4k", op+"/engine", op+"/writeat-direct-g64", "iops"), func(v float64) bool { return v >= 3 }, "≥ 3×")
+		check("file-4k "+op+" syscalls per I/O", find("file-4k", op+"/engine", op+"/fio-io_uring", "syscalls"), func(v float64) bool { return v <= 1.0/32 }, "≤ 0.03125 /op")
+	}
+	for _, s := range bulkSizes {
+		l := sizeLabel(s)
+		check("bulk memory "+l+" vs copy()", find("bulk", "memory-"+l+"/engine", "memory-"+l+"/copy", "bandwidth"), func(v float64) bool { return v >= 0.9 }, "≥ 0.9×")
+		check("bulk device "+l+" vs copy() (worker)", find("bulk", "device-"+l+"/engine", "device-"+l+"/copy", "bandwidth"), func(v float64) bool { return v >= 0.9 }, "≥ 0.9×")
+		check("bulk device "+l+" vs copy() (inline)", find("bulk", "device-"+l+"-inline/engine", "device-"+l+"-inline/copy", "bandwidth"), func(v float64) bool { return v >= 0.9 }, "≥ 0.9×")
+	}
+	return out
+}
+
+func shortVariant(v string) string { return v }
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}
+
+// num prints a value with about four significant digits.
+func num(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case v >= 1:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.3f", v)
+}

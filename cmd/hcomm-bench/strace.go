@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hcomm-go/hcomm/trace"
+)
+
+// countFio runs fio twice under trace, for a short and a long time, and
+// divides the difference of what eBPF saw by the difference of fio's own
+// I/O counts: fio's start-up and exit (a thousand calls) cancel out.
+func countFio(o *options, variant string) (*counts, string) {
+	op, eng, _ := strings.Cut(variant, "/fio-")
+	s1, ios1, err := traceFio(o, op, eng, o.target*2)
+	if err != nil {
+		return nil, "count failed: " + err.Error()
+	}
+	s2, ios2, err := traceFio(o, op, eng, o.target*8)
+	if err != nil {
+		return nil, "count failed: " + err.Error()
+	}
+	if ios2 <= ios1 {
+		return nil, fmt.Sprintf("count failed: fio did %d then %d I/Os", ios1, ios2)
+	}
+	return makeCounts(s2.Sub(s1), ios2-ios1, fileBlock, 0), ""
+}
+
+func traceFio(o *options, op, eng string, d time.Duration) (*trace.Snapshot, int, error) {
+	fio, err := exec.LookPath("fio")
+	if err != nil {
+		return nil, 0, fmt.Errorf("fio not installed")
+	}
+	path, err := prepareFile(o)
+	if err != nil {
+		return nil, 0, err
+	}
+	out, err := os.CreateTemp("", "hcomm-bench-fio-*.json")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer os.Remove(out.Name())
+	defer out.Close()
+	argv := append([]string{fio}, fioArgs(o, path, op, eng, d)...)
+	s, err := trace.StartCommand(argv, trace.CommandIO{Stdout: out}, trace.Options{Logger: quietLogger()})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if code, err := s.Wait(ctx); err != nil || code != 0 {
+		return nil, 0, fmt.Errorf("fio exit %d: %v", code, err)
+	}
+	snap, err := s.Snapshot()
+	if err != nil {
+		return nil, 0, err
+	}
+	b, err := os.ReadFile(out.Name())
+	if err != nil {
+		return nil, 0, err
+	}
+	_, ios, err := parseFio(b, op)
+	return snap, ios, err
+}
+
+// straceCounts runs a worker under strace -f -c and returns calls by name.
+func straceCounts(o *options, w *workload, n int) (map[string]float64, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.CreateTemp("", "hcomm-bench-strace-*.txt")
+	if err != nil {
+		return nil, err
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	args := append([]string{"-f", "-c", "-o", tmp.Name(), exe, "-worker", "-w-no-handshake",
+		"-w-scenario", w.scenario, "-w-variant", w.variant, "-w-n", strconv.Itoa(n)}, childFlags(o)...)
+	cmd := exec.Command("strace", args...)
+	cmd.Stderr = os.Stderr
+	if out, err := cmd.Output(); err != nil {
+		return nil, fmt.Errorf("strace %s/%s: %v (%s)", w.scenario, w.variant, err, strings.TrimSpace(string(out)))
+	}
+	f, err := os.Open(tmp.Name())
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return parseStrace(f)
+}
+
+// parseStrace reads strace -c's summary table: calls (4th column) by name
+// (last column).
+func parseStrace(r io.Reader) (map[string]float64, error) {
+	m := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 || strings.HasPrefix(f[0], "%") || strings.HasPrefix(f[0], "-") || f[len(f)-1] == "total" {
+			continue
+		}
+		calls, err := strconv.ParseFloat(f[3], 64)
+		if err != nil {
+			continue
+		}
+		m[f[len(f)-1]] += calls
+	}
+	if len(m) == 0 {
+		return nil, fmt.Errorf("no strace -c table found")
+	}
+	return m, sc.Err()
+}
+
+// runStraceCheck counts the same workloads with strace -c -f (two runs of
+// different lengths: the difference per transfer cancels set-up and
+// teardown) and with eBPF (the windowed count hcomm-bench prints), and
+// prints them side by side. Exit 1 when a host total disagrees by more
+// than 5% + 0.02 calls per transfer.
+func runStraceCheck(o *options, out io.Writer) int {
+	if _, err := exec.LookPath("strace"); err != nil {
+		fmt.Fprintln(out, "strace not installed (apt-get install strace)")
+		return 2
+	}
+	ok, why := privileged(o)
+	if dir, _, err := benchDir(o); err == nil {
+		o.dir = dir
+		if _, err := prepareFile(o); err != nil {
+			o.dir = ""
+		}
+	}
+	type item struct {
+		scenario, variant string
+		n                 int
+	}
+	items := []item{
+		{"device-small", "4096/traditional", 4000},
+		{"device-small", "4096/engine-b64", 64000},
+		{"device-small", "4096/engine-b1", 8000},
+		{"bulk", "device-1MiB/engine", 3200},
+	}
+	if o.dir != "" {
+		items = append(items, item{"file-4k", "randwrite/engine", 8000}, item{"file-4k", "randread/writeat-direct-qd1", 2000})
+	}
+	fail := 0
+	for _, it := range items {
+		w, err := lookup(it.scenario, it.variant)
+		if err != nil {
+			fmt.Fprintln(out, err)
+			return 2
+		}
+		n1, n2 := it.n/4, it.n
+		s1, err1 := straceCounts(o, w, n1)
+		s2, err2 := straceCounts(o, w, n2)
+		if err1 != nil || err2 != nil {
+			fmt.Fprintf(out, "%s/%s: strace failed: %v %v\n", it.scenario, it.variant, err1, err2)
+			fail++
+			continue
+		}
+		marg := map[string]float64{}
+		for k, v := range s2 {
+			if d := (v - s1[k]) / float64(n2-n1); math.Abs(d) >= 0.0005 {
+				marg[k] = d
+			}
+		}
+		var eb *counts
+		if ok {
+			if eb, err = countInChild(o, w, n2); err != nil {
+				fmt.Fprintf(out, "%s/%s: eBPF count failed: %v\n", it.scenario, it.variant, err)
+				fail++
+				continue
+			}
+		}
+		fmt.Fprintf(out, "\n== %s/%s: calls per transfer (strace: (runs of %d − %d transfers)/%d; eBPF: %d transfers between snapshots)\n",
+			it.scenario, it.variant, n2, n1, n2-n1, n2)
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "syscall\tstrace -c -f\teBPF\t\n")
+		names := map[string]bool{}
+		for k := range marg {
+			names[k] = true
+		}
+		if eb != nil {
+			for k, v := range eb.ByName {
+				if v >= 0.0005 {
+					names[k] = true
+				}
+			}
+		}
+		var all map[string]float64 = map[string]float64{}
+		for k := range names {
+			all[k] = marg[k]
+			if eb != nil && eb.ByName[k] > all[k] {
+				all[k] = eb.ByName[k]
+			}
+		}
+		var st, et float64
+		for _, k := range sortedNames(all) {
+			e := why
+			if eb != nil {
+				e = fmt.Sprintf("%.4f", eb.ByName[k])
+				et += eb.ByName[k]
+			}
+			st += marg[k]
+			fmt.Fprintf(tw, "%s\t%.4f\t%s\t\n", k, marg[k], e)
+		}
+		e := why
+		verdict := ""
+		if eb != nil {
+			e = fmt.Sprintf("%.4f", et)
+			if math.Abs(st-et) > 0.05*math.Max(st, et)+0.02 {
+				verdict = "DISAGREE"
+				fail++
+			} else {
+				verdict = "agree"
+			}
+		}
+		fmt.Fprintf(tw, "total\t%.4f\t%s\t%s\n", st, e, verdict)
+		tw.Flush()
+	}
+	if fail > 0 {
+		return 1
+	}
+	return 0
+}
