@@ -266,7 +266,7 @@ var quickCounted = map[string]bool{
 	"device-small/4096-inline/traditional": true, "device-small/4096-inline/engine-b64": true,
 	"file-4k/randwrite/engine": true, "file-4k/randread/engine": true, "file-4k/randread/writeat-direct-qd1": true,
 	"file-4k/randread/fio-io_uring": true,
-	"bulk/device-1MiB/engine": true, "bulk/device-1MiB/traditional": true,
+	"bulk/device-1MiB/engine":       true, "bulk/device-1MiB/traditional": true,
 }
 
 // countN is how many transfers the traced child counts: at least 2000 (or

@@ -162,4 +162,3 @@ func setupSyncPool(size int) (*runner, error) {
 			return nil
 		}}, nil
 }
-

@@ -371,4 +371,3 @@ func parseFio(out []byte, op string) (iops float64, ios int, err error) {
 	}
 	return s.IOPS, s.TotalIOs, nil
 }
-

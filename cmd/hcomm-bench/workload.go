@@ -33,10 +33,10 @@ type runner struct {
 // workload is one variant of a scenario. Its setup must be reproducible in
 // a child process (the traced worker), from its names alone.
 type workload struct {
-	scenario string
-	variant  string
-	setup    func(o *options) (*runner, error)
-	count    bool // count syscalls and copies (eBPF, in a traced child)
+	scenario  string
+	variant   string
+	setup     func(o *options) (*runner, error)
+	count     bool                 // count syscalls and copies (eBPF, in a traced child)
 	nOverride func(o *options) int // fixed transfer count (0: calibrate)
 }
 
