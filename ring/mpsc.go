@@ -108,20 +108,36 @@ func (r *MPSC) Reserve(k int) (Batch, error) {
 // Commit publishes a filled reservation with one atomic operation. Batches
 // may be committed in any order and from any goroutine. Committing a batch
 // that did not come from this ring's Reserve, or twice, returns ErrCommit
-// (a second commit is detected while the consumer has not yet taken the batch).
+// (a second commit is detected while the consumer has not yet taken the
+// batch; one after that leaves a marker of a past lap, which publishes
+// nothing and which the slot's next producer replaces).
 func (r *MPSC) Commit(b Batch) error {
 	if b.s != &r.s || b.n <= 0 {
 		return fmt.Errorf("ring: commit of %d entries at %d: not a reservation of this ring: %w", b.n, b.start, ErrCommit)
 	}
-	marker := (b.start>>r.lapShift)<<32 | uint64(b.n)
+	lap := uint32(b.start >> r.lapShift)
+	marker := uint64(lap)<<32 | uint64(b.n)
+	slot := &r.pub[b.start&r.s.mask]
 	// Release: the producer's plain writes into the entries happen before
 	// this CAS; the consumer's Load of the marker (acquire) then sees them.
 	// CAS rather than Store (same cost on amd64) so that a double commit is
 	// refused instead of publishing garbage.
-	if !r.pub[b.start&r.s.mask].CompareAndSwap(0, marker) {
-		return fmt.Errorf("ring: commit of %d entries at %d: already committed: %w", b.n, b.start, ErrCommit)
+	if slot.CompareAndSwap(0, marker) {
+		return nil
 	}
-	return nil
+	// Not zero: this batch committed before (same lap), or the stale
+	// marker of a past lap's batch committed again after the consumer took
+	// it, which the consumer never accepts and which only this producer,
+	// the slot's owner now, replaces.
+	for {
+		old := slot.Load()
+		if old != 0 && uint32(old>>32) == lap {
+			return fmt.Errorf("ring: commit of %d entries at %d: already committed: %w", b.n, b.start, ErrCommit)
+		}
+		if slot.CompareAndSwap(old, marker) {
+			return nil
+		}
+	}
 }
 
 // Peek returns up to max published entries, oldest first, without consuming

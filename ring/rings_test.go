@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"os"
@@ -536,5 +537,47 @@ func TestCompletionPhaseAndFlowControl(t *testing.T) {
 	cw.Reset()
 	if cr.Head() != 0 || cr.Phase() != 1 || cw.Tail() != 0 || cw.Phase() != 1 || cr.Peek(4).Len() != 0 {
 		t.Fatal("Reset did not return both sides to the initial state")
+	}
+}
+
+// TestMPSCLateDoubleCommit: a batch committed again after the consumer took
+// it leaves a marker of a past lap in its slot. That stale marker must
+// neither publish anything nor refuse the commit of the producer that
+// reserves the slot a lap later (which would stall the ring for good).
+func TestMPSCLateDoubleCommit(t *testing.T) {
+	r, _ := NewMPSC(make([]byte, 4*8), 8)
+	b, _ := r.Reserve(1)
+	if err := r.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Pop(make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+	// Too late to be detected (detecting it would cost every Commit a load
+	// of the consumer's cache line): accepted or refused, it must be harmless.
+	if err := r.Commit(b); err != nil && !errors.Is(err, ErrCommit) {
+		t.Fatalf("late double commit: %v", err)
+	}
+	for i := range 3 {
+		if err := r.Push(make([]byte, 8)); err != nil {
+			t.Fatalf("push %d: %v", i, err)
+		}
+	}
+	if n := r.Peek(4).Len(); n != 3 {
+		t.Fatalf("peek: %d entries, want 3", n)
+	}
+	if err := r.Release(3); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Peek(4).Len(); n != 0 {
+		t.Fatalf("the stale marker published %d entries", n)
+	}
+	entry := []byte{1, 2, 3, 4, 5, 6, 7, 8}
+	if err := r.Push(entry); err != nil { // position 4: slot 0, lap 1
+		t.Fatalf("push into the slot holding a stale marker: %v", err)
+	}
+	got := make([]byte, 8)
+	if err := r.Pop(got); err != nil || !bytes.Equal(got, entry) {
+		t.Fatalf("pop after the stale marker: %v %v", got, err)
 	}
 }
