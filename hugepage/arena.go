@@ -322,12 +322,17 @@ func (a *Arena) lock() error {
 func memlockError(size int, err error) error {
 	var lim unix.Rlimit
 	_ = unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim)
-	if !hasCapability(capIPCLock) && (errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EPERM)) {
+	capHeld := hasCapability(capIPCLock)
+	if !capHeld && (errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EPERM)) {
 		return fmt.Errorf("%w: mlock %s exceeds RLIMIT_MEMLOCK (%s) and the process lacks CAP_IPC_LOCK; run as root, grant CAP_IPC_LOCK, or raise the limit (ulimit -l, limits.conf, systemd LimitMEMLOCK=) — or do not set Lock: %w",
 			ErrMemlock, fmtBytes(int64(size)), fmtRlimit(lim.Cur), err)
 	}
-	return fmt.Errorf("%w: mlock %s (RLIMIT_MEMLOCK %s, CAP_IPC_LOCK held): %w",
-		ErrMemlock, fmtBytes(int64(size)), fmtRlimit(lim.Cur), err)
+	held := "held"
+	if !capHeld {
+		held = "not held"
+	}
+	return fmt.Errorf("%w: mlock %s (RLIMIT_MEMLOCK %s, CAP_IPC_LOCK %s): %w",
+		ErrMemlock, fmtBytes(int64(size)), fmtRlimit(lim.Cur), held, err)
 }
 
 const maxInt = int(^uint(0) >> 1)
