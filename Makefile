@@ -42,7 +42,7 @@ test-engine:
 # package here when it has tests that need privileges. Needs no root once
 # qemu-system-x86, busybox-static, cpio and xz-utils are installed (installed here when
 # root); without them it skips, or fails under HCOMM_REQUIRE_PRIVILEGED=1.
-VM_PKGS ?= ./hugepage/... ./vfio ./vfio/edu
+VM_PKGS ?= ./hugepage/... ./vfio ./vfio/edu ./vfio/hdma
 
 test-vm:
 	tests/vm/run.sh $(VM_PKGS)
