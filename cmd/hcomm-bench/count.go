@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,10 +8,9 @@ import (
 	"strconv"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/hcomm-go/hcomm/bpf"
 	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/internal/selftrace"
 	"github.com/hcomm-go/hcomm/trace"
 )
 
@@ -49,86 +46,27 @@ type workerReport struct {
 }
 
 // countInChild runs workload w as a child of this binary under trace and
-// counts n transfers between two snapshots. The handshake costs the window
-// exactly one read(2) (the child wakes on "go") and one write(2) (it says
-// "done"); both are subtracted.
+// counts n transfers between two snapshots (package selftrace: set-up,
+// warm-up and the handshake stay out of the count).
 func countInChild(o *options, w *workload, n int) (*counts, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	defer inW.Close()
-	defer outR.Close()
 	argv := append([]string{exe, "-worker", "-w-scenario", w.scenario, "-w-variant", w.variant, "-w-n", strconv.Itoa(n)}, childFlags(o)...)
-	s, err := trace.StartCommand(argv, trace.CommandIO{Stdin: inR, Stdout: outW, Stderr: os.Stderr}, trace.Options{Logger: quietLogger()})
-	inR.Close()
-	outW.Close()
-	if err != nil {
-		return nil, fmt.Errorf("trace the worker: %w", err)
-	}
-	defer s.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	rd := bufio.NewReader(outR)
-	expect := func(want string) error {
-		line, err := rd.ReadString('\n')
-		if err != nil {
-			return fmt.Errorf("worker ended before %q: %w", want, err)
-		}
-		if line != want+"\n" {
-			return fmt.Errorf("worker said %q, want %q", line, want)
-		}
-		return nil
-	}
-	if err := expect("ready"); err != nil {
-		s.Wait(ctx)
-		return nil, err
-	}
-	time.Sleep(5 * time.Millisecond) // the child's write(2) has returned, its read(2) sleeps
-	s0, err := s.Snapshot()
-	if err != nil {
-		return nil, err
-	}
-	if _, err := inW.Write([]byte("g")); err != nil {
-		return nil, err
-	}
-	if err := expect("done"); err != nil {
-		s.Wait(ctx)
-		return nil, err
-	}
-	time.Sleep(5 * time.Millisecond)
-	s1, err := s.Snapshot()
-	if err != nil {
-		return nil, err
-	}
-	if _, err := inW.Write([]byte("q")); err != nil {
-		return nil, err
-	}
-	line, err := rd.ReadString('\n')
-	if err != nil {
-		return nil, fmt.Errorf("worker report: %w", err)
-	}
+	d, line, err := selftrace.Run(argv, trace.Options{Logger: quietLogger()}, 5*time.Minute)
 	var rep workerReport
-	if err := json.Unmarshal([]byte(line), &rep); err != nil {
+	if line != nil {
+		if jerr := json.Unmarshal(line, &rep); jerr == nil && rep.Err != "" {
+			return nil, fmt.Errorf("worker: %s", rep.Err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(line, &rep); err != nil {
 		return nil, fmt.Errorf("worker report %q: %w", line, err)
 	}
-	if code, err := s.Wait(ctx); err != nil || code != 0 {
-		return nil, fmt.Errorf("worker exit %d: %v", code, err)
-	}
-	if rep.Err != "" {
-		return nil, fmt.Errorf("worker: %s", rep.Err)
-	}
-	d := s1.Sub(s0)
-	d.Syscalls[unix.SYS_READ].Count--  // the wake-up read of the handshake
-	d.Syscalls[unix.SYS_WRITE].Count-- // the "done" write
 	return makeCounts(d, n, rep.Bytes, rep.DevSyscalls), nil
 }
 
@@ -180,8 +118,7 @@ func childFlags(o *options) []string {
 // run n transfers between the parent's snapshots.
 func runWorker(scenario, variant string, n int, handshake bool, o *options) int {
 	fail := func(err error) int {
-		b, _ := json.Marshal(workerReport{Err: err.Error()})
-		os.Stdout.Write(append(b, '\n'))
+		_ = selftrace.Report(workerReport{Err: err.Error()})
 		return 1
 	}
 	w, err := lookup(scenario, variant)
@@ -203,12 +140,8 @@ func runWorker(scenario, variant string, n int, handshake bool, o *options) int 
 	if err := r.run(warm); err != nil { // warm up
 		return fail(err)
 	}
-	var buf [1]byte
 	if handshake {
-		if _, err := unix.Write(1, []byte("ready\n")); err != nil {
-			return fail(err)
-		}
-		if _, err := unix.Read(0, buf[:]); err != nil {
+		if err := selftrace.Begin(); err != nil {
 			return fail(err)
 		}
 	}
@@ -218,8 +151,9 @@ func runWorker(scenario, variant string, n int, handshake bool, o *options) int 
 	}
 	err = r.run(n)
 	if handshake {
-		unix.Write(1, []byte("done\n"))
-		unix.Read(0, buf[:])
+		if err := selftrace.End(); err != nil {
+			return fail(err)
+		}
 	}
 	if r.devSyscalls != nil {
 		dev1 = r.devSyscalls()
@@ -233,8 +167,9 @@ func runWorker(scenario, variant string, n int, handshake bool, o *options) int 
 	if err != nil {
 		return fail(err)
 	}
-	b, _ := json.Marshal(workerReport{DevSyscalls: dev1 - dev0, Bytes: r.bytes})
-	os.Stdout.Write(append(b, '\n'))
+	if err := selftrace.Report(workerReport{DevSyscalls: dev1 - dev0, Bytes: r.bytes}); err != nil {
+		return 1
+	}
 	return 0
 }
 
