@@ -13,7 +13,7 @@ PKGS      ?= ./...
 BIN       := bin
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test lint-vet test-unit test-engine test-vm test-long bench bench-uring-nop demo lint generate clean bpf-tools bpf-vmlinux check-generate
+.PHONY: all build test lint-vet test-unit test-engine test-vm test-long bench bench-uring-nop bench-hcomm demo lint generate clean bpf-tools bpf-vmlinux check-generate
 
 all: build
 
@@ -52,13 +52,20 @@ test-vm:
 test-long:
 	HCOMM_LONG=1 $(GO) test -count=1 -timeout 60m -v -run 'Stress' ./ring/...
 
-bench: bench-uring-nop
+bench: bench-uring-nop bench-hcomm
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 # io_uring NOPs: Go (ring.BenchmarkUringNop) vs C liburing (ring/testdata/uring_nop.c,
 # liburing-dev installed when missing), interleaved rounds, medians and Go/C ratios.
 bench-uring-nop:
 	GO=$(GO) RUNS=$${RUNS:-5} ring/testdata/bench_uring_nop.sh
+
+# Side-by-side scenarios, engine vs traditional path vs peers (cmd/hcomm-bench,
+# BENCHMARKS.md; about 10 minutes, BENCH_FLAGS=-quick: under one). fio is
+# installed when missing (as root); without it the fio rows say why.
+bench-hcomm:
+	@command -v fio >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && apt-get install -y -qq fio; }
+	$(GO) run ./cmd/hcomm-bench $(BENCH_FLAGS)
 
 demo:
 	$(GO) run ./cmd/hcomm-demo
