@@ -444,4 +444,3 @@ func firstLine(s string) string {
 	}
 	return s
 }
-
