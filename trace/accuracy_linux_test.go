@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,38 +21,49 @@ import (
 )
 
 var (
-	workloadOnce sync.Once
+	helpersOnce  sync.Once
+	helpersDir   string
+	helpersErr   error
 	workloadPath string
-	workloadErr  error
+	hcommPath    string
 )
 
-// workload builds trace/testdata/workload once per test binary.
-func workload(t testing.TB) string {
+// buildHelpers builds trace/testdata/workload (no hcomm imports: exact
+// counts) and trace/testdata/hcommload (runs ring and engine) once per test
+// binary.
+func buildHelpers(t testing.TB) {
 	t.Helper()
-	workloadOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hcomm-trace-workload-")
-		if err != nil {
-			workloadErr = err
+	helpersOnce.Do(func() {
+		helpersDir, helpersErr = os.MkdirTemp("", "hcomm-trace-helpers-")
+		if helpersErr != nil {
 			return
 		}
-		workloadPath = filepath.Join(dir, "workload")
-		cmd := exec.Command("go", "build", "-o", workloadPath, "./testdata/workload")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			workloadErr = err
-			t.Logf("go build workload: %s", out)
+		workloadPath = filepath.Join(helpersDir, "workload")
+		hcommPath = filepath.Join(helpersDir, "hcommload")
+		for _, h := range []struct{ out, pkg string }{{workloadPath, "./testdata/workload"}, {hcommPath, "./testdata/hcommload"}} {
+			cmd := exec.Command("go", "build", "-o", h.out, h.pkg)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				helpersErr = fmt.Errorf("go build %s: %w\n%s", h.pkg, err, out)
+				return
+			}
 		}
 	})
-	if workloadErr != nil {
-		t.Fatalf("build workload helper: %v", workloadErr)
+	if helpersErr != nil {
+		t.Fatalf("build test helpers: %v", helpersErr)
 	}
-	return workloadPath
 }
+
+// workload is the path of the quiet helper.
+func workload(t testing.TB) string { buildHelpers(t); return workloadPath }
+
+// hcommload is the path of the helper that runs hcomm's packages.
+func hcommload(t testing.TB) string { buildHelpers(t); return hcommPath }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if workloadPath != "" {
-		os.RemoveAll(filepath.Dir(workloadPath))
+	if helpersDir != "" {
+		os.RemoveAll(helpersDir)
 	}
 	os.Exit(code)
 }
@@ -336,6 +348,19 @@ func TestAttachCountsOnlyThatProcess(t *testing.T) {
 	}
 	traced, tw := start()
 	other, ow := start()
+	// Attach once the helper is blocked in its wait read(2) on stdin
+	// (/proc/PID/syscall: "0 0x0 ..."): its start-up is over.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", traced.Process.Pid))
+		if strings.HasPrefix(string(b), "0 0x0 ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workload never blocked in read: /proc/PID/syscall = %q", b)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	sess, err := Attach(traced.Process.Pid, Options{})
 	if err != nil {
 		traced.Process.Kill()
@@ -365,10 +390,10 @@ func TestAttachCountsOnlyThatProcess(t *testing.T) {
 	if got := s.SyscallCount(unix.SYS_WRITE); got != n {
 		t.Errorf("write count = %d, want %d (only the attached process)", got, n)
 	}
-	// The wait read(2) was usually entered before the attach: a syscall in
-	// progress when tracing starts is not counted (no entry timestamp).
-	if got := s.SyscallCount(unix.SYS_READ); got > 1 {
-		t.Errorf("read count = %d, want at most 1 (the wait byte)", got)
+	// The wait read(2) was entered before the attach: a syscall in progress
+	// when tracing starts is not counted (no entry timestamp).
+	if got := s.SyscallCount(unix.SYS_READ); got != 0 {
+		t.Errorf("read count = %d, want 0 (the wait read began before the attach)", got)
 	}
 	if got := s.CopyBytes(bpf.SrcSyscall, bpf.DirUserToKernel, bpf.ClassCopy); got != n*10 {
 		t.Errorf("user->kernel bytes = %d, want %d", got, n*10)
@@ -433,7 +458,7 @@ func TestRingLayerEntersMatchKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := StartCommand([]string{workload(t), "ring-nop", "1000", "64"}, CommandIO{Stdout: w, Stderr: os.Stderr}, Options{})
+	s, err := StartCommand([]string{hcommload(t), "ring-nop", "1000", "64"}, CommandIO{Stdout: w, Stderr: os.Stderr}, Options{})
 	w.Close()
 	if err != nil {
 		r.Close()
@@ -469,15 +494,15 @@ func TestRingLayerEntersMatchKernel(t *testing.T) {
 	}
 }
 
-// runWorkloadOutput runs the workload under StartCommand and returns its
+// runWorkloadOutput runs bin with args under StartCommand and returns its
 // standard output and the final snapshot.
-func runWorkloadOutput(t testing.TB, opts Options, args ...string) (*Session, string, *Snapshot) {
+func runWorkloadOutput(t testing.TB, opts Options, bin string, args ...string) (*Session, string, *Snapshot) {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := StartCommand(append([]string{workload(t)}, args...), CommandIO{Stdout: w, Stderr: os.Stderr}, opts)
+	s, err := StartCommand(append([]string{bin}, args...), CommandIO{Stdout: w, Stderr: os.Stderr}, opts)
 	w.Close()
 	if err != nil {
 		r.Close()
@@ -504,7 +529,7 @@ func runWorkloadOutput(t testing.TB, opts Options, args ...string) (*Session, st
 func TestEngineRealHooks(t *testing.T) {
 	requireTracing(t)
 	const b = 50
-	sess, out, s := runWorkloadOutput(t, Options{}, "engine", "50")
+	sess, out, s := runWorkloadOutput(t, Options{}, hcommload(t), "engine", "50")
 	if st := sess.Engine(); !st.Present {
 		t.Fatalf("engine hooks not found in a binary linking the engine: %s", st.Reason)
 	}
@@ -528,5 +553,77 @@ func TestEngineRealHooks(t *testing.T) {
 	}
 	if e.ReapBatches != reaps || e.ReapCompletions != completed || e.ReapErrors != 0 {
 		t.Errorf("uprobes: %d reap batches, %d completions, %d errors; engine: %d, %d, 0", e.ReapBatches, e.ReapCompletions, e.ReapErrors, reaps, completed)
+	}
+}
+
+// runtimeReads is what every Go program copies in at start-up: the runtime
+// reads the THP page size, /proc/self/cgroup and mountinfo (read) and the
+// cgroup CPU quota and period (pread64). The helpers never use those two
+// syscalls for their work; the kernel->user copy counts include them.
+func runtimeReads(s *Snapshot) uint64 {
+	return s.Syscalls[unix.SYS_READ].Bytes + s.Syscalls[unix.SYS_PREAD64].Bytes
+}
+
+func TestReadDirectAndPageCache(t *testing.T) {
+	requireTracing(t)
+	const n, k = 32, 4096
+	path := filepath.Join(directDir(t), "read.dat")
+	if err := os.WriteFile(path, make([]byte, n*k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		direct bool
+	}{{"odirect", true}, {"pagecache", false}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"readv", path, "32", "4096"}
+			if tc.direct {
+				args = append(args, "direct")
+			}
+			_, s := runTraced(t, Options{}, args...)
+			if got := s.SyscallCount(unix.SYS_READV); got != n {
+				t.Errorf("readv count = %d, want %d", got, n)
+			}
+			if got := s.Syscalls[unix.SYS_READV].Bytes; got != n*k {
+				t.Errorf("readv bytes = %d, want %d", got, n*k)
+			}
+			direct := s.CopyBytes(bpf.SrcSyscall, bpf.DirKernelToUser, bpf.ClassDirect)
+			copied := s.CopyBytes(bpf.SrcSyscall, bpf.DirKernelToUser, bpf.ClassCopy) - runtimeReads(s)
+			wantDirect, wantCopy := uint64(0), uint64(n*k)
+			if tc.direct {
+				wantDirect, wantCopy = n*k, 0
+			}
+			if direct != wantDirect || copied != wantCopy {
+				t.Errorf("kernel->user direct/copy = %d/%d, want %d/%d", direct, copied, wantDirect, wantCopy)
+			}
+		})
+	}
+}
+
+// TestSocketCopiesIncludingMmsg checks the bytes of sendto/recvfrom and of
+// sendmmsg/recvmmsg (summed from each message's msg_len).
+func TestSocketCopiesIncludingMmsg(t *testing.T) {
+	const n, k = 64, 1000
+	_, s := runTraced(t, Options{}, "socket", "64", "1000")
+	for _, c := range []struct {
+		nr   int
+		want uint64
+	}{{unix.SYS_SENDTO, n}, {unix.SYS_RECVFROM, n}, {unix.SYS_SENDMMSG, n / 4}, {unix.SYS_RECVMMSG, n / 4}} {
+		if got := s.SyscallCount(c.nr); got != c.want {
+			t.Errorf("%s count = %d, want %d", SyscallName(c.nr), got, c.want)
+		}
+	}
+	if got := s.Syscalls[unix.SYS_SENDMMSG].Bytes; got != n*k {
+		t.Errorf("sendmmsg bytes = %d, want %d (4 messages per call)", got, n*k)
+	}
+	if got := s.Syscalls[unix.SYS_RECVMMSG].Bytes; got != n*k {
+		t.Errorf("recvmmsg bytes = %d, want %d", got, n*k)
+	}
+	if got := s.CopyBytes(bpf.SrcSyscall, bpf.DirUserToKernel, bpf.ClassCopy); got != 2*n*k {
+		t.Errorf("user->kernel copy = %d, want %d", got, 2*n*k)
+	}
+	if got := s.CopyBytes(bpf.SrcSyscall, bpf.DirKernelToUser, bpf.ClassCopy) - runtimeReads(s); got != 2*n*k {
+		t.Errorf("kernel->user copy (without read(2)) = %d, want %d", got, 2*n*k)
 	}
 }

@@ -154,7 +154,7 @@ func BenchmarkOverheadEngineHook(b *testing.B) {
 func BenchmarkOverheadEngineBatches(b *testing.B) {
 	requireTracing(b)
 	n := strconv.Itoa(b.N)
-	out, err := exec.Command(workload(b), "engine-time", n).Output()
+	out, err := exec.Command(hcommload(b), "engine-time", n).Output()
 	if err != nil {
 		b.Fatalf("untraced workload: %v", err)
 	}
@@ -162,7 +162,7 @@ func BenchmarkOverheadEngineBatches(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	_, got, snap := runWorkloadOutput(b, Options{}, "engine-time", n)
+	_, got, snap := runWorkloadOutput(b, Options{}, hcommload(b), "engine-time", n)
 	traced, err := strconv.ParseFloat(strings.TrimSpace(got), 64)
 	if err != nil {
 		b.Fatal(err)

@@ -3,25 +3,23 @@
 // It prints nothing on success (a print would be a write(2) of its own).
 //
 //	workload write PATH N K [direct]      N write(2) of K bytes (O_DIRECT when "direct")
+//	workload readv PATH N K [direct]      N readv(2) of K bytes (O_DIRECT when "direct")
+//	workload socket N K                   over an AF_UNIX datagram socketpair: N sendto + N recvfrom of
+//	                                       K bytes, then N/4 sendmmsg + N/4 recvmmsg of 4 messages of K bytes
 //	workload uring-nop N                   N IORING_OP_NOP, one io_uring_enter each
 //	workload uring-write-fixed PATH N K [direct]  N IORING_OP_WRITE_FIXED of K bytes
 //	workload hooks B                       B calls of hookSubmitBatch and hookReapBatch
 //	workload hooks-time B                  B calls of hookSubmitBatch, prints the ns per call
-//	workload ring-nop N B                  N NOPs in batches of B through hcomm's ring.Uring;
-//	                                       prints the layer's own io_uring_enter count
-//	workload engine B                      B engine batches (vfio-mock device, DMA path) of
-//	                                       i%7+1 transfers of 4096 B; prints the engine's Stats
-//	workload engine-time B                 B engine batches of 64 transfers of 4096 B; prints ns per batch
 //
 // With WORKLOAD_WAIT=1 it first reads one byte from stdin (so a test can
 // attach before the work starts). The uring-* modes drive io_uring with raw
-// syscalls on golang.org/x/sys/unix, independent of hcomm's own layer;
-// ring-nop uses hcomm's ring.Uring, so the trace can check the layer's own
-// count of io_uring_enter calls against the kernel's.
+// syscalls on golang.org/x/sys/unix. It imports no hcomm package, so its
+// start-up makes no system calls beyond the Go runtime's (no
+// writes; it does read a few files, see readvFile): counts are exact.
+// hcommload runs the hcomm packages.
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -30,10 +28,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/hcomm-go/hcomm/engine"
-	"github.com/hcomm-go/hcomm/hugepage"
-	"github.com/hcomm-go/hcomm/ring"
 )
 
 func main() {
@@ -58,12 +52,10 @@ func main() {
 		hooks(atoi(args[0]))
 	case "hooks-time":
 		hooksTime(atoi(args[0]))
-	case "ring-nop":
-		ringNop(atoi(args[0]), atoi(args[1]))
-	case "engine":
-		engineBatches(atoi(args[0]), false)
-	case "engine-time":
-		engineBatches(atoi(args[0]), true)
+	case "readv":
+		readvFile(args[0], atoi(args[1]), atoi(args[2]), len(args) > 3 && args[3] == "direct")
+	case "socket":
+		socketCopies(atoi(args[0]), atoi(args[1]))
 	default:
 		fail("unknown mode %q", os.Args[1])
 	}
@@ -118,6 +110,63 @@ func writeFile(path string, n, k int, direct bool) {
 	}
 }
 
+// readvFile uses readv, not read or pread64: the Go runtime itself reads
+// a few files at start-up (read(2): /sys/kernel/mm/transparent_hugepage/
+// hpage_pmd_size, /proc/self/cgroup, /proc/self/mountinfo; pread64(2): the
+// cgroup CPU quota and period), so those counts of any Go program include
+// the runtime's.
+func readvFile(path string, n, k int, direct bool) {
+	flags := unix.O_RDONLY | unix.O_CLOEXEC
+	if direct {
+		flags |= unix.O_DIRECT
+	}
+	fd, err := unix.Open(path, flags, 0)
+	if err != nil {
+		fail("open %s: %v", path, err)
+	}
+	buf := alignedBuf(k)
+	for i := 0; i < n; i++ {
+		r, err := unix.Readv(fd, [][]byte{buf})
+		if err != nil || r != k {
+			fail("readv %d: %d, %v", i, r, err)
+		}
+	}
+}
+
+func socketCopies(n, k int) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		fail("socketpair: %v", err)
+	}
+	out, in := alignedBuf(4*k), alignedBuf(4*k)
+	for i := 0; i < n; i++ {
+		if err := unix.Sendto(fds[0], out[:k], 0, nil); err != nil {
+			fail("sendto: %v", err)
+		}
+		if r, _, err := unix.Recvfrom(fds[1], in[:k], 0); err != nil || r != k {
+			fail("recvfrom: %d, %v", r, err)
+		}
+	}
+	var iovOut, iovIn [4]unix.Iovec
+	var msgOut, msgIn [4]unix.Mmsghdr
+	for j := range 4 {
+		iovOut[j] = unix.Iovec{Base: &out[j*k], Len: uint64(k)}
+		iovIn[j] = unix.Iovec{Base: &in[j*k], Len: uint64(k)}
+		msgOut[j].Hdr.Iov, msgOut[j].Hdr.Iovlen = &iovOut[j], 1
+		msgIn[j].Hdr.Iov, msgIn[j].Hdr.Iovlen = &iovIn[j], 1
+	}
+	for i := 0; i < n/4; i++ {
+		r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fds[0]), uintptr(unsafe.Pointer(&msgOut[0])), 4, 0, 0, 0)
+		if errno != 0 || r != 4 {
+			fail("sendmmsg: %d, %v", r, errno)
+		}
+		r, _, errno = unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fds[1]), uintptr(unsafe.Pointer(&msgIn[0])), 4, 0, 0, 0)
+		if errno != 0 || r != 4 {
+			fail("recvmmsg: %d, %v", r, errno)
+		}
+	}
+}
+
 // ---- engine hooks: same signatures as the engine's ----
 
 //go:noinline
@@ -150,89 +199,6 @@ func hooksTime(b int) {
 		hookSubmitBatch(64, 64*4096, 1)
 	}
 	fmt.Printf("%.1f\n", float64(time.Since(start).Nanoseconds())/float64(b))
-}
-
-// engineBatches submits b batches through the real engine (the default
-// vfio-mock device, DMA path only), draining after each, and prints the
-// engine's own counters: batches transfers bytes completed reap_batches.
-// timed: every batch has 64 transfers and it prints the ns per batch.
-func engineBatches(b int, timed bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	eng, err := engine.Open(engine.Config{
-		PoolSize: 8 << 20, QueueDepth: 64, CPUThreshold: -1,
-		Backings: []hugepage.Backing{hugepage.BackingTHP, hugepage.Backing4K},
-	})
-	if err != nil {
-		fail("engine.Open: %v", err)
-	}
-	buf, err := eng.Alloc(64 * 4096)
-	if err != nil {
-		fail("Alloc: %v", err)
-	}
-	batch := make([]engine.Transfer, 64)
-	start := time.Now()
-	for i := 0; i < b; i++ {
-		c := i%7 + 1
-		if timed {
-			c = 64
-		}
-		for j := 0; j < c; j++ {
-			batch[j] = engine.Transfer{Src: engine.HostAt(buf, j*4096), Dst: engine.DeviceAt(uint64(j) * 4096), Len: 4096}
-		}
-		if n, err := eng.SubmitBatchContext(ctx, batch[:c], nil); err != nil || n != c {
-			fail("SubmitBatch %d: %d, %v", i, n, err)
-		}
-		if err := eng.Drain(ctx); err != nil {
-			fail("Drain: %v", err)
-		}
-	}
-	elapsed := time.Since(start)
-	st := eng.Stats()
-	if err := eng.Close(ctx); err != nil {
-		fail("Close: %v", err)
-	}
-	if timed {
-		fmt.Printf("%.1f\n", float64(elapsed.Nanoseconds())/float64(b))
-		return
-	}
-	fmt.Printf("%d %d %d %d %d\n", st.Batches, st.Transfers, st.Bytes, st.Completed, st.ReapBatches)
-}
-
-func ringNop(n, batch int) {
-	u, err := ring.NewUring(ring.UringConfig{Entries: 128})
-	if err != nil {
-		fail("ring.NewUring: %v", err)
-	}
-	defer u.Close()
-	cqes := make([]ring.CQE, batch)
-	before := u.Stats()
-	for done := 0; done < n; {
-		k := min(batch, n-done)
-		for i := 0; i < k; i++ {
-			e := u.GetSQE()
-			e.PrepNop()
-			e.SetUserData(uint64(done + i))
-		}
-		if _, err := u.Submit(); err != nil {
-			fail("submit: %v", err)
-		}
-		for got := 0; got < k; {
-			m, err := u.PeekCQEs(cqes[got:k])
-			if err != nil {
-				fail("peek: %v", err)
-			}
-			got += m
-			if got < k {
-				if _, err := u.SubmitAndWait(k - got); err != nil {
-					fail("wait: %v", err)
-				}
-			}
-		}
-		done += k
-	}
-	st := u.Stats()
-	fmt.Printf("%d %d\n", st.Enters-before.Enters, st.Completions-before.Completions)
 }
 
 // ---- raw io_uring ----
