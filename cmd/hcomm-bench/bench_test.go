@@ -1,0 +1,195 @@
+package main
+
+import (
+	"math"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/hcomm-go/hcomm/internal/testutil"
+	"github.com/hcomm-go/hcomm/trace"
+)
+
+// The test binary doubles as the traced worker (countInChild re-executes
+// it with -worker).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "-worker" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func TestNewStat(t *testing.T) {
+	for _, c := range []struct {
+		in            []float64
+		med, min, max float64
+	}{
+		{[]float64{5, 1, 3, 2, 4}, 3, 1, 5},
+		{[]float64{4, 1, 3, 2}, 2.5, 1, 4},
+		{[]float64{7}, 7, 7, 7},
+	} {
+		s := newStat(c.in)
+		if s.Median != c.med || s.Min != c.min || s.Max != c.max || len(s.Runs) != len(c.in) {
+			t.Errorf("newStat(%v) = %+v, want median %v [%v, %v]", c.in, s, c.med, c.min, c.max)
+		}
+	}
+	if s := newStat(nil); s.Median != 0 || s.Runs != nil {
+		t.Errorf("newStat(nil) = %+v", s)
+	}
+	// The input keeps its order (the runs are reported as measured).
+	in := []float64{3, 1, 2}
+	newStat(in)
+	if in[0] != 3 {
+		t.Errorf("newStat sorted its input")
+	}
+}
+
+func TestPrimary(t *testing.T) {
+	if v := primary(unitIOPS, 1000, 4096); v != 1e6 {
+		t.Errorf("1000 ns/op = %v IOPS, want 1e6", v)
+	}
+	if v := primary(unitGBps, 1000, 4096); v != 4.096 {
+		t.Errorf("4096 B in 1000 ns = %v GB/s, want 4.096", v)
+	}
+	// min and max swap when the unit inverts time.
+	s := primaryStat(unitIOPS, newStat([]float64{1000, 2000, 500}), 0)
+	if s.Min != 5e5 || s.Max != 2e6 || s.Median != 1e6 {
+		t.Errorf("IOPS stat %+v", s)
+	}
+}
+
+func TestParseStrace(t *testing.T) {
+	out := `% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ----------------
+ 60.00    0.006000           1      4000           pwrite64
+ 35.00    0.003500           0      4001         1 read
+  5.00    0.000500          50        10           futex
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.010000           1      8011         1 total
+`
+	m, err := parseStrace(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"pwrite64": 4000, "read": 4001, "futex": 10}
+	if len(m) != len(want) {
+		t.Fatalf("got %v, want %v", m, want)
+	}
+	for k, v := range want {
+		if m[k] != v {
+			t.Errorf("%s: %v, want %v", k, m[k], v)
+		}
+	}
+	if _, err := parseStrace(strings.NewReader("no table here\n")); err == nil {
+		t.Error("no table: no error")
+	}
+}
+
+func TestParseFio(t *testing.T) {
+	out := []byte(`fio: some warning
+{"jobs": [{"read": {"iops": 1234.5, "total_ios": 999}, "write": {"iops": 77.0, "total_ios": 11}}]}`)
+	if iops, ios, err := parseFio(out, "randread"); err != nil || iops != 1234.5 || ios != 999 {
+		t.Errorf("randread: %v %v %v", iops, ios, err)
+	}
+	if iops, ios, err := parseFio(out, "randwrite"); err != nil || iops != 77 || ios != 11 {
+		t.Errorf("randwrite: %v %v %v", iops, ios, err)
+	}
+	if _, _, err := parseFio([]byte(`{"jobs": []}`), "randread"); err == nil {
+		t.Error("no jobs: no error")
+	}
+	if _, _, err := parseFio([]byte(`{"jobs": [{"read": {"iops": 0}}]}`), "randread"); err == nil {
+		t.Error("zero IOPS: no error")
+	}
+}
+
+// Every variant a table names is registered, and every registered variant
+// appears in some table (nothing measured that is never shown).
+func TestGroupsMatchRegistry(t *testing.T) {
+	o := &options{scenarios: map[string]bool{}}
+	for _, s := range allScenarios {
+		o.scenarios[s] = true
+	}
+	seen := map[string]bool{}
+	for _, g := range groups(o) {
+		if !contains(g.variants, g.ref) {
+			t.Errorf("group %q: reference %q is not one of its variants", g.title, g.ref)
+		}
+		for _, v := range g.variants {
+			if _, err := lookup(g.scenario, v); err != nil {
+				t.Error(err)
+			}
+			seen[g.scenario+"/"+v] = true
+		}
+	}
+	for k := range registry {
+		if !seen[k] {
+			t.Errorf("workload %s is registered but in no table", k)
+		}
+	}
+	for k := range quickCounted {
+		if registry[k] == nil {
+			t.Errorf("quickCounted names %s, which does not exist", k)
+		}
+	}
+}
+
+func TestTargetsVerdicts(t *testing.T) {
+	es := []entry{
+		{Name: "device-small", Variant: "4096/engine-b64", BaselineVariant: "4096/traditional", Metric: "time", Engine: ptr(90), Baseline: ptr(1000), Ratio: ptr(0.09)},
+		{Name: "device-small", Variant: "4096/engine-b64", BaselineVariant: "4096/traditional", Metric: "syscalls", Engine: ptr(0.2), Baseline: ptr(2), Ratio: ptr(0.1)},
+	}
+	out := strings.Join(targets(es), "\n")
+	if !strings.Contains(out, "0.09  (want ≤ 0.10×)  met") {
+		t.Errorf("time target not met in:\n%s", out)
+	}
+	if !strings.Contains(out, "0.2  (want 0 /op)  MISSED") {
+		t.Errorf("syscall target judged on the ratio, not the engine's count:\n%s", out)
+	}
+	if !strings.Contains(out, "file-4k randread IOPS vs fio io_uring") || !strings.Contains(out, "not measured") {
+		t.Errorf("missing scenarios not reported as not measured:\n%s", out)
+	}
+}
+
+// The counts the tables print come from eBPF and must be exact where the
+// path is deterministic: the traditional path makes one pwrite(2) and one
+// blocking read(2) per transfer and its device one MSI write; the engine
+// makes none per transfer, and its device one MSI per batch of 64.
+func TestCountsExact(t *testing.T) {
+	testutil.RequirePrivileged(t, "eBPF counting of a traced worker")
+	if err := trace.CheckPrivileges(); err != nil {
+		testutil.RequireFeature(t, "eBPF tracing", err)
+	}
+	o := &options{}
+	const n = 640
+	w, err := lookup("device-small", "4096-inline/traditional")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := countInChild(o, w, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ByName["pwrite64"] != 1 || c.Device != 1 || c.ByName["read"] != 1 {
+		t.Errorf("traditional: pwrite64 %v, read %v, device %v per transfer; want exactly 1, 1, 1 (%v)", c.ByName["pwrite64"], c.ByName["read"], c.Device, c.ByName)
+	}
+	if c.Host < 2 || c.Host > 2.5 {
+		t.Errorf("traditional: %v host syscalls per transfer, want 2 plus a little runtime noise", c.Host)
+	}
+	if math.Abs(c.Copies-1) > 0.01 {
+		t.Errorf("traditional: %v CPU copies per transfer, want 1 (the pwrite; plus 16 eventfd bytes)", c.Copies)
+	}
+	w, err = lookup("device-small", "4096-inline/engine-b64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err = countInChild(o, w, 100*n); err != nil {
+		t.Fatal(err)
+	}
+	if c.ByName["pwrite64"] != 0 || c.ByName["read"] != 0 || c.Device != 1.0/64 {
+		t.Errorf("engine b64: pwrite64 %v, read %v, device %v per transfer; want 0, 0, 1/64 (%v)", c.ByName["pwrite64"], c.ByName["read"], c.Device, c.ByName)
+	}
+	if c.Host > 0.1 || c.Copies > 0.01 {
+		t.Errorf("engine b64: %v host syscalls and %v CPU copies per transfer, want ~0 (%v)", c.Host, c.Copies, c.ByName)
+	}
+}
