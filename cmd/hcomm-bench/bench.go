@@ -81,7 +81,6 @@ type bench struct {
 	m       machine
 	entries []entry
 	skipped []string
-	tables  []string
 }
 
 func newBench(o *options) *bench { return &bench{o: o, out: os.Stdout} }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hcomm-go/hcomm/engine"
 )
@@ -135,16 +136,16 @@ func setupEngineAlloc(size int) (*runner, error) {
 }
 
 // sink keeps make's result escaping to the heap, as a buffer handed to
-// another goroutine or an io.Writer does.
-var sink []byte
+// another goroutine or an io.Writer does (one uncontended atomic store).
+var sink atomic.Pointer[[]byte]
 
 func setupMake(size int) (*runner, error) {
-	return &runner{per: 1, desc: "make([]byte, n) (heap, zeroed, garbage-collected)", close: func() error { sink = nil; return nil },
+	return &runner{per: 1, desc: "make([]byte, n) (heap, zeroed, garbage-collected)", close: func() error { sink.Store(nil); return nil },
 		run: func(n int) error {
 			for range n {
 				b := make([]byte, size)
 				b[0] = 1
-				sink = b
+				sink.Store(&b)
 			}
 			return nil
 		}}, nil
