@@ -199,9 +199,12 @@ struct {
 	__type(value, struct sys_inflight);
 } sys_inflight SEC(".maps");
 
-// io_uring requests in flight, by struct io_kiocb address.
+// io_uring requests in flight, by struct io_kiocb address. LRU so that
+// requests that never post a CQE (IOSQE_CQE_SKIP_SUCCESS) cannot fill it;
+// per-CPU LRU lists (BPF_F_NO_COMMON_LRU) avoid a global lock on submit.
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
 	__uint(max_entries, 65536);
 	__type(key, __u64);
 	__type(value, struct uring_inflight);
@@ -507,7 +510,8 @@ static __always_inline void ring_mark(struct io_ring_ctx *ctx)
 {
 	__u64 k = (__u64)ctx;
 	__u8 one = 1;
-	bpf_map_update_elem(&uring_rings, &k, &one, BPF_ANY);
+	if (!bpf_map_lookup_elem(&uring_rings, &k)) // a lookup is cheaper than an update
+		bpf_map_update_elem(&uring_rings, &k, &one, BPF_ANY);
 }
 
 SEC("tp_btf/io_uring_create")

@@ -174,3 +174,39 @@ func BenchmarkOverheadEngineBatches(b *testing.B) {
 	b.ReportMetric(traced, "traced-ns/batch")
 	b.ReportMetric(traced/untraced, "traced/untraced")
 }
+
+// BenchmarkOverheadURingNop reports the kernel-measured run time of the
+// io_uring programs per event (BPF_ENABLE_STATS) while the helper submits
+// b.N NOPs, one io_uring_enter each, plus the syscall programs' cost.
+func BenchmarkOverheadURingNop(b *testing.B) {
+	requireTracing(b)
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		b.Fatalf("enable BPF run-time statistics: %v", err)
+	}
+	defer stats.Close()
+	s, err := StartCommand([]string{workload(b), "uring-nop", strconv.Itoa(b.N)}, CommandIO{Stderr: os.Stderr}, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if code, err := s.Wait(context.Background()); err != nil || code != 0 {
+		b.Fatalf("workload: %d, %v", code, err)
+	}
+	snap, err := s.Snapshot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if snap.URing[0].Completed != uint64(b.N) {
+		b.Fatalf("%d NOP completions, want %d", snap.URing[0].Completed, b.N)
+	}
+	ps, err := s.ProgramStats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{"uring_submit", "uring_complete", "sys_enter", "sys_exit"} {
+		if p := ps[name]; p.RunCount > 0 {
+			b.ReportMetric(float64(p.Runtime.Nanoseconds())/float64(p.RunCount), "bpf-"+name+"-ns/run")
+		}
+	}
+}
