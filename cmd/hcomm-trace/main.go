@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -302,9 +303,11 @@ func live(sess *trace.Session, o options, out, stderr io.Writer, stop chan struc
 }
 
 func compactJSON(r *trace.Report) string {
-	var b strings.Builder
-	trace.WriteJSON(&b, r)
-	return strings.Join(strings.Fields(b.String()), "")
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Sprintf(`{"error":%q}`, err.Error())
+	}
+	return string(b)
 }
 
 func servePrometheus(addr string, sess *trace.Session, stderr io.Writer) (*http.Server, error) {

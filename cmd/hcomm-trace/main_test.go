@@ -145,3 +145,18 @@ func TestNotRootFailsClearly(t *testing.T) {
 		t.Errorf("stderr does not name the missing capabilities: %q", stderr)
 	}
 }
+
+func TestIntervalJSONLinesKeepStrings(t *testing.T) {
+	r := &trace.Report{Mode: "run-interval", Engine: trace.EngineReport{Reason: "no symbol table (stripped binary?)"}}
+	line := compactJSON(r)
+	if strings.Contains(line, "\n") {
+		t.Fatalf("not one line: %q", line)
+	}
+	var back trace.Report
+	if err := json.Unmarshal([]byte(line), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Engine.Reason != r.Engine.Reason {
+		t.Errorf("reason %q, want %q", back.Engine.Reason, r.Engine.Reason)
+	}
+}
