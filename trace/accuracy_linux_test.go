@@ -348,19 +348,9 @@ func TestAttachCountsOnlyThatProcess(t *testing.T) {
 	}
 	traced, tw := start()
 	other, ow := start()
-	// Attach once the helper is blocked in its wait read(2) on stdin
-	// (/proc/PID/syscall: "0 0x0 ..."): its start-up is over.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", traced.Process.Pid))
-		if strings.HasPrefix(string(b), "0 0x0 ") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("workload never blocked in read: /proc/PID/syscall = %q", b)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	// Attach once the helper is blocked in its wait read(2) on stdin: its
+	// start-up is over.
+	waitInRead(t, traced.Process.Pid)
 	sess, err := Attach(traced.Process.Pid, Options{})
 	if err != nil {
 		traced.Process.Kill()
@@ -625,5 +615,64 @@ func TestSocketCopiesIncludingMmsg(t *testing.T) {
 	}
 	if got := s.CopyBytes(bpf.SrcSyscall, bpf.DirKernelToUser, bpf.ClassCopy) - runtimeReads(s); got != 2*n*k {
 		t.Errorf("kernel->user copy (without read(2)) = %d, want %d", got, 2*n*k)
+	}
+}
+
+// TestPageFaults touches N fresh pages in a helper attached to once its
+// start-up is over (it waits in read(2) on stdin): N write faults, plus at
+// most a few of the Go runtime's own (stack, exit).
+func TestPageFaults(t *testing.T) {
+	requireTracing(t)
+	const n = 5000
+	cmd := exec.Command(workload(t), "touch", "5000")
+	cmd.Env = append(os.Environ(), "WORKLOAD_WAIT=1")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdin, cmd.Stderr = r, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	defer w.Close()
+	waitInRead(t, cmd.Process.Pid)
+	sess, err := Attach(cmd.Process.Pid, Options{})
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("Attach: %v", err)
+	}
+	defer sess.Close()
+	w.Write([]byte{1})
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("workload: %v", err)
+	}
+	s, err := sess.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("faults: %d total, %d on write, %d instruction fetches", s.Faults.Total, s.Faults.Write, s.Faults.Instr)
+	if s.Faults.Write < n || s.Faults.Write > n+100 {
+		t.Errorf("write faults = %d, want %d (+ at most 100 of the runtime's own)", s.Faults.Write, n)
+	}
+	if s.Faults.Total < s.Faults.Write {
+		t.Errorf("total faults %d < write faults %d", s.Faults.Total, s.Faults.Write)
+	}
+}
+
+// waitInRead waits until pid is blocked in read(2) on fd 0.
+func waitInRead(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pid))
+		if strings.HasPrefix(string(b), "0 0x0 ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PID %d never blocked in read: /proc/PID/syscall = %q", pid, b)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

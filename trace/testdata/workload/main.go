@@ -4,6 +4,7 @@
 //
 //	workload write PATH N K [direct]      N write(2) of K bytes (O_DIRECT when "direct")
 //	workload readv PATH N K [direct]      N readv(2) of K bytes (O_DIRECT when "direct")
+//	workload touch N                      write one byte to each of N fresh 4 KiB pages (N page faults)
 //	workload socket N K                   over an AF_UNIX datagram socketpair: N sendto + N recvfrom of
 //	                                       K bytes, then N/4 sendmmsg + N/4 recvmmsg of 4 messages of K bytes
 //	workload uring-nop N                   N IORING_OP_NOP, one io_uring_enter each
@@ -54,6 +55,8 @@ func main() {
 		hooksTime(atoi(args[0]))
 	case "readv":
 		readvFile(args[0], atoi(args[1]), atoi(args[2]), len(args) > 3 && args[3] == "direct")
+	case "touch":
+		touchPages(atoi(args[0]))
 	case "socket":
 		socketCopies(atoi(args[0]), atoi(args[1]))
 	default:
@@ -130,6 +133,25 @@ func readvFile(path string, n, k int, direct bool) {
 		if err != nil || r != k {
 			fail("readv %d: %d, %v", i, r, err)
 		}
+	}
+}
+
+// touchPages maps n pages without populating them, refuses transparent
+// hugepages for them (one fault per 4 KiB page, not per 2 MiB), and writes
+// one byte to each: n user page faults on write.
+func touchPages(n int) {
+	if n == 0 {
+		return
+	}
+	b, err := unix.Mmap(-1, 0, n*4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		fail("mmap: %v", err)
+	}
+	if err := unix.Madvise(b, unix.MADV_NOHUGEPAGE); err != nil {
+		fail("madvise: %v", err)
+	}
+	for i := 0; i < n; i++ {
+		b[i*4096] = 1
 	}
 }
 
