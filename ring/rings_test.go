@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -317,6 +318,7 @@ func stress(t testing.TB, r producerRing, producers, total int) {
 	t.Helper()
 	per := total / producers
 	var wg sync.WaitGroup
+	var failed atomic.Bool // a producer failed: the others stop waiting for room
 	for p := 0; p < producers; p++ {
 		wg.Add(1)
 		go func(p uint32) {
@@ -332,10 +334,14 @@ func stress(t testing.TB, r producerRing, producers, total int) {
 				}
 				b, err := r.Reserve(k)
 				if errors.Is(err, ErrFull) {
+					if failed.Load() {
+						return
+					}
 					runtime.Gosched()
 					continue
 				}
 				if err != nil {
+					failed.Store(true)
 					t.Errorf("producer %d: Reserve(%d): %v", p, k, err)
 					return
 				}
@@ -343,6 +349,7 @@ func stress(t testing.TB, r producerRing, producers, total int) {
 					putItem(b.Entry(i), p, uint64(seq+i))
 				}
 				if err := r.Commit(b); err != nil {
+					failed.Store(true)
 					t.Errorf("producer %d: Commit: %v", p, err)
 					return
 				}
@@ -350,11 +357,25 @@ func stress(t testing.TB, r producerRing, producers, total int) {
 			}
 		}(uint32(p))
 	}
+	// A producer that fails returns early and the others stop at the next
+	// full ring: the consumer then stops once every producer has returned
+	// and the ring is drained, instead of waiting for items that never
+	// come until the test binary times out.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
 	next := make([]uint64, producers)
 	got := 0
 	for got < per*producers {
 		b := r.Peek(64)
 		if b.Len() == 0 {
+			select {
+			case <-done:
+				if r.Peek(64).Len() == 0 {
+					t.Fatalf("producers returned after %d of %d items", got, per*producers)
+				}
+				continue
+			default:
+			}
 			// Yield at once: on a loaded 2-CPU machine spinning only
 			// burns the time slice the producers need.
 			runtime.Gosched()
