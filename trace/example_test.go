@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"time"
 
 	"github.com/hcomm-go/hcomm/trace"
 )
@@ -41,7 +42,7 @@ func ExampleAttach() {
 		log.Fatal(err) // ErrProcessGone, ErrNotPrivileged, ...
 	}
 	defer s.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10e9)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s.Wait(ctx)
 	snap, err := s.Snapshot()
