@@ -27,14 +27,14 @@ func init() {
 	for _, size := range bulkSizes {
 		l := sizeLabel(size)
 		register(&workload{scenario: "bulk", variant: "memory-" + l + "/engine", setup: func(o *options) (*runner, error) { return setupEngineMemory(size) }})
-		register(&workload{scenario: "bulk", variant: "memory-" + l + "/copy", setup: func(o *options) (*runner, error) { return setupCopy(size) }})
+		register(&workload{scenario: "bulk", variant: "memory-" + l + "/copy", setup: func(o *options) (*runner, error) { return setupCopy(size, 1) }})
 		for _, inline := range []bool{false, true} {
 			p := "device-" + l + deviceMode(inline) + "/"
 			register(&workload{scenario: "bulk", variant: p + "engine", count: true,
 				setup: func(o *options) (*runner, error) { return setupEngineDevice(size, bulkBatch(size), -1, false, inline) }})
 			register(&workload{scenario: "bulk", variant: p + "traditional", count: true,
-				setup: func(o *options) (*runner, error) { return setupTraditional(size, false, inline) }})
-			register(&workload{scenario: "bulk", variant: p + "copy", setup: func(o *options) (*runner, error) { return setupCopy(size) }})
+				setup: func(o *options) (*runner, error) { return setupTraditional(size, bulkBatch(size), false, inline) }})
+			register(&workload{scenario: "bulk", variant: p + "copy", setup: func(o *options) (*runner, error) { return setupCopy(size, bulkBatch(size)) }})
 		}
 	}
 	for _, size := range []int{64, 4096} {
@@ -45,19 +45,27 @@ func init() {
 	}
 }
 
-// setupCopy: Go's copy() between two heap buffers of the same size, the
-// ceiling any host-side transfer is measured against.
-func setupCopy(size int) (*runner, error) {
-	src, dst := make([]byte, size), make([]byte, size)
-	for i := range src {
-		src[i] = byte(i)
+// setupCopy: Go's copy() between heap buffers of the same size, the
+// ceiling any host-side transfer is measured against; pairs distinct
+// source/destination pairs in turn, the working set of the engine run it
+// is compared with (16 blocks of 1 MiB do not stay in cache as one does).
+func setupCopy(size, pairs int) (*runner, error) {
+	src, dst := make([][]byte, pairs), make([][]byte, pairs)
+	for p := range src {
+		src[p], dst[p] = make([]byte, size), make([]byte, size)
+		for i := range src[p] {
+			src[p][i] = byte(i + p)
+		}
+		copy(dst[p], src[p])
 	}
-	copy(dst, src)
-	return &runner{per: 1, bytes: size, close: func() error { return nil },
-		desc: "copy(dst, src) between two Go heap buffers",
+	desc := "copy(dst, src) between two Go heap buffers"
+	if pairs > 1 {
+		desc = fmt.Sprintf("copy(dst, src) between Go heap buffers, %d distinct pairs in turn (the engine run's working set)", pairs)
+	}
+	return &runner{per: 1, bytes: size, close: func() error { return nil }, desc: desc,
 		run: func(n int) error {
-			for range n {
-				copy(dst, src)
+			for i := range n {
+				copy(dst[i%pairs], src[i%pairs])
 			}
 			return nil
 		}}, nil

@@ -43,7 +43,7 @@ func init() {
 		for _, size := range deviceSizes {
 			p := fmt.Sprintf("%d%s/", size, deviceMode(inline))
 			register(&workload{scenario: "device-small", variant: p + "traditional", count: true,
-				setup: func(o *options) (*runner, error) { return setupTraditional(size, false, inline) }})
+				setup: func(o *options) (*runner, error) { return setupTraditional(size, 64, false, inline) }})
 			for _, batch := range []int{1, 8, 64} {
 				register(&workload{scenario: "device-small", variant: fmt.Sprintf("%sengine-b%d", p, batch), count: true,
 					setup: func(o *options) (*runner, error) { return setupEngineDevice(size, batch, -1, false, inline) }})
@@ -56,8 +56,10 @@ func init() {
 
 // setupTraditional: per transfer, pwrite from a Go heap buffer into the
 // staging memfd, descriptor + doorbell, blocking read of the completion
-// eventfd (package baseline). back: device→host instead.
-func setupTraditional(size int, back, inline bool) (*runner, error) {
+// eventfd (package baseline); `slots` heap buffers and device offsets in
+// turn, as many as the engine run it is compared with has blocks. back:
+// device→host instead.
+func setupTraditional(size, slots int, back, inline bool) (*runner, error) {
 	m, err := newMock(64<<20, inline)
 	if err != nil {
 		return nil, err
@@ -68,7 +70,7 @@ func setupTraditional(size int, back, inline bool) (*runner, error) {
 		return nil, err
 	}
 	devSpan := uint64(max(size, 64))
-	slots := min(64, int(uint64(64<<20)/devSpan))
+	slots = max(1, min(slots, int(uint64(64<<20)/devSpan)))
 	bufs := make([][]byte, slots)
 	for i := range bufs {
 		bufs[i] = make([]byte, size)
