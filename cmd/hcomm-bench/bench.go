@@ -173,13 +173,27 @@ func (b *bench) run() int {
 	}
 	b.m.LoadEnd = loadAvg()
 	b.m.Seconds = time.Since(start).Seconds()
+	rep := report{Machine: b.m, Scenarios: b.entries, Skipped: b.skipped}
 	if b.o.json {
-		if err := writeJSON(b.out, report{Machine: b.m, Scenarios: b.entries, Skipped: b.skipped}); err != nil {
+		if err := writeJSON(b.out, rep); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 	} else {
 		b.printSummary()
+	}
+	if b.o.jsonOut != "" {
+		f, err := os.Create(b.o.jsonOut)
+		if err == nil {
+			err = writeJSON(f, rep)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "hcomm-bench: -json-out: %v\n", err)
+			return 1
+		}
 	}
 	if failed {
 		return 1

@@ -17,7 +17,7 @@
 //
 // Usage:
 //
-//	hcomm-bench [-quick] [-json] [-scenarios device-small,file-4k,bulk,alloc,pages] [-reps 5] [-dir DIR]
+//	hcomm-bench [-quick] [-json | -json-out FILE] [-scenarios device-small,file-4k,bulk,alloc,pages] [-reps 5] [-dir DIR]
 //	hcomm-bench -strace-check   # compare the eBPF counts with strace -c -f of the same workloads
 package main
 
@@ -35,6 +35,7 @@ import (
 type options struct {
 	quick     bool
 	json      bool
+	jsonOut   string
 	reps      int
 	scenarios map[string]bool
 	dir       string
@@ -56,6 +57,7 @@ func main() {
 	straceCheck := flag.Bool("strace-check", false, "count syscalls with strace -c -f and with eBPF for the same workloads, side by side")
 	flag.BoolVar(&o.quick, "quick", false, "everything in under a minute: shorter repetitions, smaller files and arenas")
 	flag.BoolVar(&o.json, "json", false, "print one JSON object (schema: docs/benchmarks.md) instead of tables")
+	flag.StringVar(&o.jsonOut, "json-out", "", "also write the -json object to this file (tables still print)")
 	flag.IntVar(&o.reps, "reps", 5, "repetitions per measurement (at least 5 for the medians)")
 	flag.StringVar(&scen, "scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
 	flag.StringVar(&o.dir, "dir", "", "directory for file-4k (default: the first ext4/xfs of $TMPDIR, /var/tmp, the working directory)")
