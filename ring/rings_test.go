@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // longEnv turns on the long stress mode (≥10^8 items; run without -race by
@@ -365,9 +366,14 @@ func stress(t testing.TB, r producerRing, producers, total int) {
 	go func() { wg.Wait(); close(done) }()
 	next := make([]uint64, producers)
 	got := 0
+	var wd watchdog
 	for got < per*producers {
 		b := r.Peek(64)
 		if b.Len() == 0 {
+			if wd.stalled() {
+				failed.Store(true)
+				t.Fatalf("no entry published for %v after %d of %d items", stallLimit, got, per*producers)
+			}
 			select {
 			case <-done:
 				if r.Peek(64).Len() == 0 {
@@ -392,6 +398,7 @@ func stress(t testing.TB, r producerRing, producers, total int) {
 			next[p]++
 		}
 		got += b.Len()
+		wd.progress()
 		if err := r.Release(b.Len()); err != nil {
 			t.Fatal(err)
 		}
@@ -441,10 +448,12 @@ func TestStressCompletion(t *testing.T) {
 	}
 	total := stressItems(t)
 	done := make(chan struct{})
+	var stop atomic.Bool // the consumer gave up: the writer stops waiting for room
+	t.Cleanup(func() { stop.Store(true); <-done })
 	go func() {
 		defer close(done)
 		e := make([]byte, 16)
-		for tag := uint64(0); tag < uint64(total); {
+		for tag := uint64(0); tag < uint64(total) && !stop.Load(); {
 			binary.LittleEndian.PutUint64(e[0:], tag)
 			binary.LittleEndian.PutUint16(e[8:], uint16(tag)&0x7)     // status
 			binary.LittleEndian.PutUint16(e[10:], 0xfffe|uint16(tag)) // phase word noise: writer owns bit 0
@@ -460,12 +469,18 @@ func TestStressCompletion(t *testing.T) {
 		}
 	}()
 	var want uint64
+	var wd watchdog
 	for want < uint64(total) {
 		b := cr.Peek(64)
 		if b.Len() == 0 {
+			if wd.stalled() {
+				t.Fatalf("no completion ready for %v after %d of %d (writer tail %d, consumer head %d phase %d)",
+					stallLimit, want, total, cw.Tail(), cr.Head(), cr.Phase())
+			}
 			runtime.Gosched()
 			continue
 		}
+		wd.progress()
 		for i := 0; i < b.Len(); i++ {
 			e := b.Entry(i)
 			tag := binary.LittleEndian.Uint64(e[0:])
@@ -601,4 +616,29 @@ func TestMPSCLateDoubleCommit(t *testing.T) {
 	if err := r.Pop(got); err != nil || !bytes.Equal(got, entry) {
 		t.Fatalf("pop after the stale marker: %v %v", got, err)
 	}
+}
+
+// stallLimit is how long a stress consumer waits without any progress before
+// it fails (a broken ring would otherwise hang until the test binary's
+// timeout); generous for -race on a loaded 2-CPU machine.
+const stallLimit = 30 * time.Second
+
+// watchdog notices a consumer loop that makes no progress for stallLimit.
+type watchdog struct {
+	last  time.Time
+	polls int
+}
+
+func (w *watchdog) progress() { w.last, w.polls = time.Time{}, 0 }
+
+// stalled is called on each empty poll; it reads the clock every 1024th.
+func (w *watchdog) stalled() bool {
+	if w.polls++; w.polls%1024 != 1 {
+		return false
+	}
+	if w.last.IsZero() {
+		w.last = time.Now()
+		return false
+	}
+	return time.Since(w.last) > stallLimit
 }
