@@ -2,6 +2,7 @@ package hdma_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -552,4 +553,42 @@ func TestHeadReleaseError(t *testing.T) {
 		t.Errorf("%d CQ_HEAD writes counted, none reached the device", st.HeadWrites)
 	}
 	_ = r.drv.Close() // the device is gone: its reset fails; cleanup then finds the driver closed
+}
+
+// TestUnknownTags: a completion whose tag names no outstanding descriptor —
+// a stale generation of a busy slot, or a slot with nothing in it — is
+// dropped and counted, never handed out and never taken for the descriptor
+// that really occupies the slot. The entries are forged in the completion
+// ring while the device holds the only descriptor (a stall).
+func TestUnknownTags(t *testing.T) {
+	r := newRig(t, mock.Config{}, hdma.Config{}, 1, 64)
+	q := r.qs[0]
+	must(t, r.dev.InjectFault(mock.Fault{Kind: mock.FaultStall, Nth: 1}))
+	r.submit(q, hdma.Desc{Op: hdma.OpFence, User: 42}) // slot 0, generation 1
+	deadline := time.Now().Add(20 * time.Second)
+	for r.dev.Counters().InjectedStalls == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the device did not fetch the descriptor")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	_, cq := ringOffsets(0, 64)
+	forge := func(slot int, tag uint64) {
+		e := r.mem[cq+slot*model.CplSize:]
+		binary.LittleEndian.PutUint64(e[model.CplTag:], tag)
+		binary.LittleEndian.PutUint32(e[model.CplLen:], 0)
+		binary.LittleEndian.PutUint32(e[model.CplStatus:], 1<<16) // status 0, phase 1
+	}
+	forge(0, 0<<32|0) // slot 0 with a stale generation
+	forge(1, 1<<32|5) // slot 5, which holds nothing
+	var out [4]hdma.Completion
+	if n := q.Reap(out[:]); n != 0 {
+		t.Fatalf("Reap handed out %d forged completions: %+v", n, out[:n])
+	}
+	if st := q.Stats(); st.UnknownTags != 2 || st.Reaped != 2 {
+		t.Errorf("stats %+v: want 2 unknown tags among 2 entries reaped", st)
+	}
+	if n := q.Outstanding(); n != 1 {
+		t.Errorf("%d outstanding, want 1 (the stalled descriptor)", n)
+	}
 }
