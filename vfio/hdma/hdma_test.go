@@ -592,3 +592,36 @@ func TestUnknownTags(t *testing.T) {
 		t.Errorf("%d outstanding, want 1 (the stalled descriptor)", n)
 	}
 }
+
+// TestLazyHeadNeverFillsCQ: CQ_HEAD is released lazily (a quarter ring at a
+// time), and room counts reaped-but-unreleased entries, so the device never
+// finds its completion ring full, even when a busy-polling host reaps one
+// completion at a time and refills the queue to the brim every round.
+func TestLazyHeadNeverFillsCQ(t *testing.T) {
+	r := newRig(t, mock.Config{}, hdma.Config{}, 1, 8)
+	q := r.qs[0]
+	descs := make([]hdma.Desc, 7)
+	user := uint64(0)
+	for round := range 50 {
+		for i := range descs {
+			descs[i] = hdma.Desc{Op: hdma.OpFence, User: user + uint64(i)}
+		}
+		n, err := q.SubmitBatch(descs)
+		if n == 0 || (n < len(descs) && !errors.Is(err, hdma.ErrQueueFull)) {
+			t.Fatalf("round %d: SubmitBatch took %d: %v", round, n, err)
+		}
+		for i := range n {
+			c := r.reap(q, 1)[0]
+			if c.Err != nil || c.User != user+uint64(i) {
+				t.Fatalf("round %d completion %d: %+v", round, i, c)
+			}
+		}
+		user += uint64(n)
+	}
+	if c := r.dev.Counters(); c.CQFullWaits != 0 {
+		t.Errorf("the device found the completion ring full %d times", c.CQFullWaits)
+	}
+	if st := q.Stats(); st.HeadWrites >= st.Reaped {
+		t.Errorf("%d CQ_HEAD writes for %d completions: not lazy", st.HeadWrites, st.Reaped)
+	}
+}
