@@ -3,6 +3,7 @@ package hdma
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -435,14 +436,22 @@ func (q *Queue) WaitInterrupt(timeout time.Duration) (uint64, error) {
 	if q.efd < 0 {
 		return 0, fmt.Errorf("hdma: queue %d has no interrupts: %w", q.idx, ErrBadConfig)
 	}
-	ms := -1
+	var deadline time.Time
 	if timeout >= 0 {
-		ms = int((timeout + time.Millisecond - 1) / time.Millisecond)
+		deadline = time.Now().Add(timeout)
 	}
 	// The eventfd blocks (see SetupQueue): poll first, then read what
 	// poll found readable (the queue has one owner, nobody else reads).
+	// Each poll waits for what is left of timeout, so a signal (EINTR)
+	// does not restart the whole wait, and at most MaxInt32 ms: poll's
+	// timeout is a C int, and a longer one would wrap.
 	var buf [8]byte
 	for {
+		ms := -1
+		if timeout >= 0 {
+			left := time.Until(deadline)
+			ms = int(min((max(left, 0)+time.Millisecond-1)/time.Millisecond, math.MaxInt32))
+		}
 		pfd := [1]unix.PollFd{{Fd: int32(q.efd), Events: unix.POLLIN}}
 		k, err := unix.Poll(pfd[:], ms)
 		if err == unix.EINTR {
@@ -452,6 +461,9 @@ func (q *Queue) WaitInterrupt(timeout time.Duration) (uint64, error) {
 			return 0, fmt.Errorf("hdma: queue %d: poll eventfd: %w", q.idx, err)
 		}
 		if k == 0 {
+			if timeout >= 0 && time.Until(deadline) > 0 {
+				continue // a wait capped at MaxInt32 ms ended early
+			}
 			return 0, nil
 		}
 		n, err := unix.Read(q.efd, buf[:])
