@@ -231,7 +231,10 @@ func (d *Driver) Reset() error {
 
 // Enable routes MSI vectors to the eventfds of the queues that asked for
 // interrupts, programs every queue set up, sets CONTROL.enable and waits for
-// STATUS.ready.
+// STATUS.ready. A queue used since it was set up (Enable after Reset) is
+// first returned to its initial state as Recover does: what the device
+// completed and everything outstanding come out of the next Reap calls,
+// the latter failed with ErrDeviceReset.
 func (d *Driver) Enable() error {
 	if d.closed {
 		return fmt.Errorf("hdma: enable: %w", ErrClosed)
@@ -256,6 +259,14 @@ func (d *Driver) Enable() error {
 	for _, q := range d.queues {
 		if q == nil {
 			continue
+		}
+		// The device starts every queue at SQ head 0, CQ tail 0, phase 1.
+		// A queue used before a bare Reset (Recover has done this
+		// already) must start there too, or the device would fetch and
+		// run again the descriptors in slots 0..tail, and the host would
+		// look for completions where the device does not write them.
+		if !q.pristine() {
+			q.abort()
 		}
 		if err := q.program(); err != nil {
 			return err

@@ -625,3 +625,39 @@ func TestLazyHeadNeverFillsCQ(t *testing.T) {
 		t.Errorf("%d CQ_HEAD writes for %d completions: not lazy", st.HeadWrites, st.Reaped)
 	}
 }
+
+// TestResetThenEnable: after a bare Reset (not Recover), Enable starts the
+// queues from a clean state: the device, whose SQ head went back to 0, must
+// not fetch and execute again the descriptors that were already done, and
+// the host must find the next completion where the device writes it.
+func TestResetThenEnable(t *testing.T) {
+	r := newRig(t, mock.Config{DevMemSize: 1 << 20}, hdma.Config{}, 1, 64)
+	q := r.qs[0]
+	for i := range 4096 {
+		r.mem[dataOff+i] = 0x3c
+	}
+	r.submit(q,
+		hdma.Desc{Op: hdma.OpH2D, Len: 4096, Src: iova(dataOff), Dst: 0, User: 1},
+		hdma.Desc{Op: hdma.OpH2D, Len: 4096, Src: iova(dataOff), Dst: 4096, User: 2},
+		hdma.Desc{Op: hdma.OpH2D, Len: 4096, Src: iova(dataOff), Dst: 8192, User: 3},
+	)
+	r.reap(q, 3)
+	must(t, r.drv.Reset())
+	must(t, r.drv.Enable())
+	dev := r.drv.DeviceMemory()
+	clear(dev[:3*4096])
+	before := r.dev.Counters().Descriptors
+	r.submit(q, hdma.Desc{Op: hdma.OpFence, User: 4})
+	c := r.reap(q, 1)[0]
+	if c.User != 4 || c.Err != nil {
+		t.Errorf("completion after Reset and Enable: %+v", c)
+	}
+	if n := r.dev.Counters().Descriptors - before; n != 1 {
+		t.Errorf("the device fetched %d descriptors for one submitted", n)
+	}
+	for i, b := range dev[:3*4096] {
+		if b != 0 {
+			t.Fatalf("device memory byte %d is %#x: a descriptor from before the reset ran again", i, b)
+		}
+	}
+}

@@ -386,6 +386,14 @@ func (q *Queue) CheckTimeout() (user uint64, age time.Duration, stalled bool) {
 	return s.user, age, true
 }
 
+// pristine reports whether the queue is in its initial state, where a
+// device that was just enabled starts too: nothing written to the ring since
+// setup or the last abort, nothing outstanding.
+func (q *Queue) pristine() bool {
+	return q.tail == 0 && q.published == 0 && q.outstanding == 0 && q.headPending == 0 &&
+		q.cq.Head() == 0 && q.cq.Phase() == 1
+}
+
 // abort collects what the device completed and fails everything else,
 // then returns the queue to its initial state (device reset, disabled).
 func (q *Queue) abort() {
