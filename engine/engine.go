@@ -280,34 +280,26 @@ func (e *Engine) kick() {
 			// plain read of an owner-protected field: we hold the owner.)
 			runtime.Gosched()
 		}
-		e.drainOwned()
+		e.drainLocked()
+		e.unlock()
 		return
 	}
 	e.dirty.Store(1)
 	if e.owner.CompareAndSwap(0, 1) {
-		e.drainOwned()
+		e.drainLocked()
+		e.unlock()
 	}
-}
-
-// drainOwned drains as the fresh owner and lets go.
-func (e *Engine) drainOwned() {
-	if e.dirty.Load() != 0 {
-		e.dirty.Store(0)
-	}
-	e.drainLocked()
-	e.unlock()
 }
 
 // lock takes the owner flag, waiting for the current holder (short: it
-// drains at most one ring's worth). Not for the submit path.
+// drains at most one ring's worth). Not for the submit path. It leaves
+// dirty alone: only a drain may clear it (see drainLocked), and unlock
+// drains if it is set.
 func (e *Engine) lock() {
 	for i := 0; !e.owner.CompareAndSwap(0, 1); i++ {
 		if i >= 8 {
 			runtime.Gosched()
 		}
-	}
-	if e.dirty.Load() != 0 {
-		e.dirty.Store(0)
 	}
 }
 
@@ -321,7 +313,6 @@ func (e *Engine) unlock() {
 		if e.dirty.Load() == 0 || !e.owner.CompareAndSwap(0, 1) {
 			return
 		}
-		e.dirty.Store(0)
 		e.crowd = crowdMemory // someone lost the CAS to us: a crowd
 		e.drainLocked()
 	}
@@ -336,6 +327,12 @@ func (e *Engine) unlock() {
 // the submit hook. Entries completed by their submitter (CPU path, memory)
 // go straight to the local completion list for the reaper.
 func (e *Engine) drainLocked() {
+	// Clear dirty first: what was committed before this point is drained
+	// below; a dirty=1 stored after it is seen by unlock (the invariant
+	// above). Only a drain clears dirty.
+	if e.dirty.Load() != 0 {
+		e.dirty.Store(0)
+	}
 	if e.torn {
 		return
 	}
@@ -386,8 +383,15 @@ func (e *Engine) drainLocked() {
 			hookSubmitBatch(count[p], bytes[p], uint8(p))
 		}
 	}
-	if local {
-		e.wakeReaper()
+	// Wake a sleeping reaper for completions only it delivers (CPU path,
+	// memory), when the target refused entries (it needs recovery, which
+	// the reaper runs), and when work reaches a target while the reaper
+	// sleeps idle, without the timeout that notices a stalled device.
+	switch {
+	case local || e.fwd != end:
+		e.wakeReaper(false)
+	case count[PathDMA]+count[PathFile] > 0:
+		e.wakeReaper(true)
 	}
 }
 
@@ -433,10 +437,23 @@ func (e *Engine) collectLocked(out []completion) int {
 	return n
 }
 
-// wakeReaper wakes a sleeping reaper (one eventfd write; only when it
-// sleeps, never on a busy engine).
-func (e *Engine) wakeReaper() {
-	if e.cfg.Mode != ModeReaper || e.sleeping.Load() == 0 {
+// Reaper sleep states (Engine.sleeping).
+const (
+	awake     = 0
+	sleepBusy = 1 // asleep with a timeout: transfers are outstanding
+	sleepIdle = 2 // asleep until woken: nothing was outstanding
+)
+
+// wakeReaper wakes a sleeping reaper with one eventfd write — only when it
+// sleeps (idleOnly: only when it sleeps without a timeout), and only once
+// per sleep: the swap to awake lets one waker through. Never on a busy
+// engine, whose reaper is awake.
+func (e *Engine) wakeReaper(idleOnly bool) {
+	if e.cfg.Mode != ModeReaper {
+		return
+	}
+	s := e.sleeping.Load()
+	if s == awake || idleOnly && s != sleepIdle || !e.sleeping.CompareAndSwap(s, awake) {
 		return
 	}
 	var one = [8]byte{1}

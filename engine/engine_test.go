@@ -307,3 +307,32 @@ func TestPollMode(t *testing.T) {
 		t.Fatalf("%d of 10 callbacks", got.Load())
 	}
 }
+
+// TestResetThenIdle: the device resets itself on the first transfer; the
+// engine reports it, recovers, and the next transfer — submitted after the
+// reaper has gone to sleep — succeeds.
+func TestResetThenIdle(t *testing.T) {
+	for _, mode := range []Mode{ModeReaper, ModePoll} {
+		dev := newMock(t, mock.Config{})
+		must(t, dev.InjectFault(mock.Fault{Kind: mock.FaultReset, Nth: 1}))
+		e := open(t, Config{Device: dev, CPUThreshold: -1, Mode: mode})
+		b := alloc(t, e, 64)
+		ctx := ctxT(t, 20*time.Second)
+		id, err := e.Submit(Transfer{Src: Host(b), Dst: DeviceAt(0), Len: 64})
+		must(t, err)
+		if err := e.Wait(ctx, id); !errors.Is(err, ErrDevice) {
+			t.Fatalf("%v: first transfer: %v, want ErrDevice (reset)", mode, err)
+		}
+		time.Sleep(20 * time.Millisecond) // the reaper sleeps
+		for i := range 3 {
+			id, err = e.Submit(Transfer{Src: Host(b), Dst: DeviceAt(0), Len: 64})
+			must(t, err)
+			if err := e.Wait(ctx, id); err != nil {
+				t.Fatalf("%v: transfer %d after the reset: %v", mode, i, err)
+			}
+		}
+		if st := e.Stats(); st.Recoveries != 1 {
+			t.Errorf("%v: %d recoveries", mode, st.Recoveries)
+		}
+	}
+}

@@ -40,7 +40,9 @@ func (e *Engine) cycle() (n int, busy bool) {
 		e.ctr.completed += uint64(n)
 		e.ctr.reapBatches++
 	}
-	busy = e.tgt.outstanding() > 0
+	// Busy: something may finish without a doorbell or a wake-up (in the
+	// target, or staged and not yet accepted by it): sleep with a timeout.
+	busy = e.tgt.outstanding() > 0 || e.fwd != e.head+uint64(e.stage.Len())
 	e.unlock()
 	if n == 0 {
 		return 0, busy
@@ -110,22 +112,27 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 			continue
 		}
 		// Going to sleep. Publish it first, then look once more: a
-		// submitter that completes something locally after this look
-		// sees sleeping=1 and writes the wake eventfd (both SC atomics).
-		e.sleeping.Store(1)
+		// submitter that has something for the reaper after this look
+		// sees sleepIdle and writes the wake eventfd (SC atomics: one of
+		// the two sees the other). With transfers outstanding, sleep
+		// with a timeout instead (sleepBusy), unless a waker got in.
+		e.sleeping.Store(sleepIdle)
 		n, busy := e.cycle()
 		if n > 0 || e.stop.Load() {
-			e.sleeping.Store(0)
+			e.sleeping.Store(awake)
 			last = time.Now()
 			continue
 		}
 		var timeout time.Duration
 		if busy {
+			if !e.sleeping.CompareAndSwap(sleepIdle, sleepBusy) {
+				continue // woken meanwhile (the eventfd holds the wake-up too)
+			}
 			timeout = tick
 		}
 		woke := sl.sleep(timeout)
 		e.sysc.Add(sl.syscalls())
-		e.sleeping.Store(0)
+		e.sleeping.Store(awake)
 		if woke {
 			last = time.Now()
 		}
@@ -214,8 +221,8 @@ func (e *Engine) Close(ctx context.Context) error {
 	// 2. Stop the reaper.
 	e.stop.Store(true)
 	if e.cfg.Mode == ModeReaper {
-		var one = [8]byte{1}
-		_, _ = unix.Write(e.wakeFd, one[:])
+		e.sleeping.Store(sleepIdle) // make sure the wake-up goes through
+		e.wakeReaper(false)
 		<-e.done
 	}
 
