@@ -145,7 +145,7 @@ func setupEngineAlloc(size int) (*runner, error) {
 
 // sink keeps make's result escaping to the heap, as a buffer handed to
 // another goroutine or an io.Writer does (one uncontended atomic store).
-var sink atomic.Pointer[[]byte]
+var sink atomic.Pointer[byte]
 
 func setupMake(size int) (*runner, error) {
 	return &runner{per: 1, desc: "make([]byte, n) (heap, zeroed, garbage-collected)", close: func() error { sink.Store(nil); return nil },
@@ -153,7 +153,7 @@ func setupMake(size int) (*runner, error) {
 			for range n {
 				b := make([]byte, size)
 				b[0] = 1
-				sink.Store(&b)
+				sink.Store(&b[0])
 			}
 			return nil
 		}}, nil

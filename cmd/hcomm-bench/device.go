@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -48,6 +49,8 @@ func init() {
 				register(&workload{scenario: "device-small", variant: fmt.Sprintf("%sengine-b%d", p, batch), count: true,
 					setup: func(o *options) (*runner, error) { return setupEngineDevice(size, batch, -1, false, inline) }})
 			}
+			register(&workload{scenario: "device-small", variant: p + "engine-b64x2", count: true,
+				setup: func(o *options) (*runner, error) { return setupEngineStream(size, inline) }})
 			register(&workload{scenario: "device-small", variant: p + "engine-cpu-b64", count: true,
 				setup: func(o *options) (*runner, error) { return setupEngineDevice(size, 64, 0, false, inline) }})
 		}
@@ -209,4 +212,83 @@ func setupEngineDevice(size, batch, cpu int, back, inline bool) (*runner, error)
 		return nil
 	}
 	return r, nil
+}
+
+// setupEngineStream: batches of 64 with two batches in flight (QueueDepth
+// 128): the host stages and rings batch k+1 while the device works on
+// batch k, as a streaming application does; completions counted by a
+// callback (made once, no allocation per transfer), poll mode.
+func setupEngineStream(size int, inline bool) (*runner, error) {
+	const batch = 64
+	m, err := newMock(64<<20, inline)
+	if err != nil {
+		return nil, err
+	}
+	e, err := engine.Open(engine.Config{Device: m, PoolSize: 32 << 20, QueueDepth: 2 * batch, Mode: engine.ModePoll,
+		CPUThreshold: -1, Populate: true, Logger: quietLogger()})
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	closeAll := func() error {
+		cctx, cancel := closeCtx()
+		defer cancel()
+		err := e.Close(cctx)
+		if cerr := m.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	var done, failed int
+	cb := func(r engine.Result) {
+		done++
+		if r.Err != nil {
+			failed++
+		}
+	}
+	devSpan := uint64(max(size, 64))
+	var ts [2][]engine.Transfer
+	for k := range ts {
+		for i := range batch {
+			b, err := e.Alloc(size)
+			if err != nil {
+				closeAll()
+				return nil, err
+			}
+			for j, p := 0, b.Bytes(); j < size; j++ {
+				p[j] = byte(i + j + k)
+			}
+			ts[k] = append(ts[k], engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(uint64(k*batch+i) * devSpan), Len: size, Callback: cb})
+		}
+	}
+	return &runner{per: batch, bytes: size, close: closeAll,
+		devSyscalls: func() uint64 { return m.Counters().MSIs },
+		desc:        "engine, batches of 64 with two in flight: the host stages and rings the next batch while the device moves the current one",
+		check: func() error {
+			if failed > 0 {
+				return fmt.Errorf("%d transfers failed", failed)
+			}
+			return nil
+		},
+		run: func(n int) error {
+			start, submitted, pos := done, 0, 0
+			for k := 0; submitted < n || done-start < n; {
+				// At most two batches in flight.
+				if submitted < n && submitted-(done-start) <= batch {
+					got, err := e.SubmitBatch(ts[k&1][pos:], nil)
+					submitted, pos = submitted+got, pos+got
+					if pos == batch {
+						k, pos = k+1, 0
+					}
+					if err != nil && !errors.Is(err, engine.ErrQueueFull) {
+						return err
+					}
+					if got > 0 {
+						continue
+					}
+				}
+				e.Poll()
+			}
+			return nil
+		}}, nil
 }

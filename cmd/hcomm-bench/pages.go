@@ -34,7 +34,9 @@ func runPages(o *options) ([]*pageResult, []string) {
 	for _, b := range []hugepage.Backing{hugepage.BackingHugetlb2M, hugepage.BackingHugetlb1G} {
 		n := pagesSize / b.PageSize()
 		if root {
-			r, err := hugepage.Reserve(b.PageSize(), n)
+			// A margin: the hugetlb pool is the whole machine's, and other
+			// processes may take pages from it while this runs.
+			r, err := hugepage.Reserve(b.PageSize(), n+max(1, n/16))
 			if err != nil {
 				skipped = append(skipped, fmt.Sprintf("pages %v: reserve %d pages: %v", b, n, err))
 				continue
