@@ -579,7 +579,7 @@ func TestUnknownTags(t *testing.T) {
 		binary.LittleEndian.PutUint32(e[model.CplLen:], 0)
 		binary.LittleEndian.PutUint32(e[model.CplStatus:], 1<<16) // status 0, phase 1
 	}
-	forge(0, 0<<32|0) // slot 0 with a stale generation
+	forge(0, 0)       // slot 0, generation 0: stale (the slot holds generation 1)
 	forge(1, 1<<32|5) // slot 5, which holds nothing
 	var out [4]hdma.Completion
 	if n := q.Reap(out[:]); n != 0 {
