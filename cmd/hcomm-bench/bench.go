@@ -83,7 +83,9 @@ type bench struct {
 	skipped []string
 }
 
-func newBench(o *options) *bench { return &bench{o: o, out: os.Stdout} }
+func newBench(o *options) *bench {
+	return &bench{o: o, out: os.Stdout, entries: []entry{}, skipped: []string{}}
+}
 
 func (b *bench) run() int {
 	start := time.Now()

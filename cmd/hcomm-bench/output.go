@@ -17,14 +17,14 @@ type report struct {
 type entry struct {
 	Name            string    `json:"name"`
 	Variant         string    `json:"variant"`
-	Baseline        *float64  `json:"baseline"`
-	BaselineVariant string    `json:"baseline_variant"`
 	Metric          string    `json:"metric"`
 	Engine          *float64  `json:"engine"`
+	Baseline        *float64  `json:"baseline"`
 	Ratio           *float64  `json:"ratio"`
 	Unit            string    `json:"unit"`
-	Better          string    `json:"better"`
 	Runs            int       `json:"runs"`
+	BaselineVariant string    `json:"baseline_variant"`
+	Better          string    `json:"better"`
 	EngineMin       *float64  `json:"engine_min,omitempty"`
 	EngineMax       *float64  `json:"engine_max,omitempty"`
 	BaselineMin     *float64  `json:"baseline_min,omitempty"`
