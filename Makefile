@@ -40,7 +40,7 @@ test-engine:
 # the host lacks (VFIO + vIOMMU + QEMU's edu device, hugetlb, io_uring, BPF):
 # one VM per test binary, see tests/vm/ and docs/vm-tests.md. Add your
 # package here when it has tests that need privileges. Needs no root once
-# qemu-system-x86, busybox-static, cpio and xz-utils are installed (installed here when
+# qemu-system-x86, busybox-static, cpio, xz-utils and e2fsprogs are installed (installed here when
 # root); without them it skips, or fails under HCOMM_REQUIRE_PRIVILEGED=1.
 VM_PKGS ?= ./hugepage/... ./vfio ./vfio/edu ./vfio/hdma
 

@@ -11,7 +11,8 @@
 # The binary must be static (CGO_ENABLED=0): the guest has no libc.
 #
 # Environment: HCOMM_VM_TIMEOUT (seconds, default 240) bounds one VM;
-# HCOMM_VM_MEM (MiB, default 6144: the hugepage tests reserve a 1 GiB page
+# HCOMM_VM_SCRATCH (size of the sparse ext4 disk that is the guest's /tmp,
+# default 16G; 0: none, /tmp is tmpfs); HCOMM_VM_MEM (MiB, default 6144: the hugepage tests reserve a 1 GiB page
 # at run time, which a 4 GiB guest cannot find contiguous; TCG only backs
 # what the guest touches); HCOMM_VM_KEEP=1 keeps the work directory
 # (console log) for inspection.
@@ -75,6 +76,19 @@ done < <(compgen -e | grep -E '^(HCOMM_|GOTRACEBACK$|GODEBUG$|GOMAXPROCS$)' | gr
 	die "cpio failed"
 cat "$kdir/base.cpio" "$work/pkg.cpio" >"$work/initrd"
 
+# The guest's /tmp: a sparse ext4 image on virtio-blk (lazy init: mkfs
+# writes a few MB; the host file grows only with what the tests write).
+# HCOMM_VM_SCRATCH=0: no disk, /tmp is tmpfs.
+scratch=()
+if [ "${HCOMM_VM_SCRATCH:-16G}" != 0 ]; then
+	mkfs=$(PATH="$PATH:/usr/sbin:/sbin" command -v mkfs.ext4) || die "mkfs.ext4 not found (e2fsprogs)"
+	truncate -s "${HCOMM_VM_SCRATCH:-16G}" "$work/scratch.img" &&
+		"$mkfs" -q -F -E lazy_itable_init=1,lazy_journal_init=1 "$work/scratch.img" ||
+		die "cannot make the scratch disk"
+	scratch=(-drive "file=$work/scratch.img,if=none,id=scratch,format=raw,cache=unsafe"
+		-device virtio-blk-pci,drive=scratch)
+fi
+
 # no_timer_check: the kernel checks at boot that the timer interrupt arrives
 # through the IO-APIC within a few ticks; under TCG on a loaded host it may
 # not, and with interrupt remapping on (the vIOMMU) the kernel then panics
@@ -85,6 +99,7 @@ timeout --foreground -k 5 "${HCOMM_VM_TIMEOUT:-240}" \
 	-nodefaults -display none -no-reboot \
 	-device intel-iommu,intremap=on,caching-mode=on \
 	-device edu \
+	"${scratch[@]}" \
 	-kernel "$kdir/vmlinux" -initrd "$work/initrd" \
 	-append "console=ttyS0 intel_iommu=on panic=-1 quiet no_timer_check" \
 	-serial "file:$work/console.log" -serial "file:$work/out.log" \

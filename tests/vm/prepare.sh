@@ -8,15 +8,16 @@
 # non-zero: a real error.
 #
 # What it does (the facts behind each step are in docs/vm-tests.md):
-#   - host tools: qemu-system-x86_64, busybox (static), cpio; installed with
-#     apt-get when missing and running as root.
+#   - host tools: qemu-system-x86_64, busybox (static), cpio, xz, mkfs.ext4;
+#     installed with apt-get when missing and running as root.
 #   - guest kernel: Debian's linux-image-amd64 resolved at run time to its
 #     versioned package (linux-image-X.Y.Z-N-amd64) through its Depends,
 #     fetched with `apt-get download` (never installed on the host); the
 #     kernel image is decompressed to vmlinux (QEMU boots it through its PVH
 #     entry, ~2.5 s faster under TCG than letting the bzImage decompress
 #     itself), and the VFIO modules are extracted and decompressed (.ko.xz,
-#     .ko.zst) on the host, because the guest's busybox insmod cannot.
+#     .ko.zst) on the host, because the guest's busybox insmod cannot; the
+#     virtio-blk and ext4 modules too, for the guest's /tmp.
 #   - base initramfs (newc cpio): busybox, the modules, /init. The per-test
 #     part (test binary, arguments, testdata) is a second cpio archive that
 #     exec.sh appends; the kernel unpacks concatenated archives in order.
@@ -40,6 +41,7 @@ if ! dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "install 
 fi
 command -v cpio >/dev/null || need+=(cpio)
 command -v xz >/dev/null || need+=(xz-utils)
+PATH="$PATH:/usr/sbin:/sbin" command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		log "missing host packages: ${need[*]} (install them as root: apt-get install ${need[*]})"
@@ -51,6 +53,12 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # --- guest kernel -------------------------------------------------------------
+# The modules /init loads, in dependency order (modules.dep is not used):
+# VFIO, then virtio-blk and ext4 for the scratch disk that becomes /tmp.
+MODULES="irqbypass vfio vfio_virqfd vfio_iommu_type1 vfio-pci-core vfio-pci
+	virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk
+	crc16 mbcache crc32c_generic jbd2 ext4"
+
 # Resolve linux-image-amd64's candidate to its versioned package.
 resolve() {
 	apt-cache depends linux-image-amd64 2>/dev/null |
@@ -71,7 +79,8 @@ if [ -z "$kpkg" ]; then
 	fi
 fi
 kdir="$cache/$kpkg"
-if [ ! -f "$kdir/.ready" ]; then
+# .ready holds the module list it was made with: a new list re-extracts.
+if [ "$(cat "$kdir/.ready" 2>/dev/null)" != "$(echo $MODULES)" ]; then
 	rm -rf "$kdir"
 	mkdir -p "$kdir/debs" "$kdir/x" "$kdir/modules"
 	log "downloading $kpkg"
@@ -81,7 +90,9 @@ if [ ! -f "$kdir/.ready" ]; then
 		{ log "apt-get download $kpkg failed"; exit 1; }
 	deb="$(ls "$kdir"/debs/*.deb | head -n1)"
 	dpkg-deb --fsys-tarfile "$deb" |
-		tar -x -C "$kdir/x" --wildcards './boot/vmlinuz-*' '*/drivers/vfio/*' '*/virt/lib/irqbypass.ko*'
+		tar -x -C "$kdir/x" --wildcards './boot/vmlinuz-*' '*/drivers/vfio/*' '*/virt/lib/irqbypass.ko*' \
+			'*/drivers/virtio/*' '*/drivers/block/virtio_blk.ko*' '*/fs/ext4/*' '*/fs/jbd2/*' \
+			'*/fs/mbcache.ko*' '*/lib/crc16.ko*' '*/crypto/crc32c_generic.ko*'
 	vmlinuz="$(ls "$kdir"/x/boot/vmlinuz-* | head -n1)"
 	# Decompress the bzImage payload: find the compressor's magic and feed
 	# the rest of the file to it (trailing bytes make it complain; the
@@ -102,7 +113,7 @@ if [ ! -f "$kdir/.ready" ]; then
 		log "cannot decompress $vmlinuz; booting the bzImage"
 		cp "$vmlinuz" "$kdir/vmlinux"
 	}
-	for m in irqbypass vfio vfio_virqfd vfio_iommu_type1 vfio-pci-core vfio-pci; do
+	for m in $MODULES; do
 		f="$(find "$kdir/x" -name "$m.ko*" | head -n1)"
 		[ -n "$f" ] || { log "module $m not in $kpkg"; exit 1; }
 		case "$f" in
@@ -116,7 +127,7 @@ if [ ! -f "$kdir/.ready" ]; then
 		esac
 	done
 	rm -rf "$kdir/x" "$kdir/debs"
-	touch "$kdir/.ready"
+	echo $MODULES >"$kdir/.ready"
 fi
 ln -sfn "$kpkg" "$cache/current"
 # Older guest kernels are not needed any more.
