@@ -118,11 +118,11 @@ func parseStrace(r io.Reader) (map[string]float64, error) {
 		if len(f) < 5 || strings.HasPrefix(f[0], "%") || strings.HasPrefix(f[0], "-") || f[len(f)-1] == "total" {
 			continue
 		}
-		calls, err := strconv.ParseFloat(f[3], 64)
+		calls, err := strconv.ParseUint(f[3], 10, 64)
 		if err != nil {
 			continue
 		}
-		m[f[len(f)-1]] += calls
+		m[f[len(f)-1]] += float64(calls)
 	}
 	if len(m) == 0 {
 		return nil, fmt.Errorf("no strace -c table found")
