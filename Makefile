@@ -4,7 +4,8 @@
 #   make test   vet + race tests over every package, privileged tests included
 #               (they skip with a reason unless root; HCOMM_REQUIRE_PRIVILEGED=1
 #               turns those skips into failures, as CI does), then test-vm:
-#               the privileged tests again inside a QEMU guest (tests/vm/)
+#               the privileged tests again inside a QEMU guest (tests/vm/);
+#               capi-test: the C ABI's C tests (libhcomm.so, valgrind)
 #
 # Targets that need packages install them when missing (apt-get, as root).
 
@@ -13,7 +14,7 @@ PKGS      ?= ./...
 BIN       := bin
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test lint-vet test-unit test-engine test-vm test-long bench bench-uring-nop bench-hcomm demo lint generate clean bpf-tools bpf-vmlinux check-generate
+.PHONY: all build test lint-vet test-unit test-engine test-vm test-long bench bench-uring-nop bench-hcomm demo lint generate clean capi capi-valgrind capi-cgocheck2 capi-test bench-capi bpf-tools bpf-vmlinux check-generate
 
 all: build
 
@@ -23,7 +24,7 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 # The README's test command. Everything CI runs hangs off this target.
-test: lint-vet test-unit test-engine test-vm
+test: lint-vet test-unit test-engine capi-test test-vm
 
 lint-vet:
 	$(GO) vet $(PKGS)
@@ -35,6 +36,39 @@ test-unit:
 # 10^5) and the 1000-cycle leak test, without -race.
 test-engine:
 	$(GO) test -count=1 -timeout 10m -run 'ExactlyOnce|NoLeaks' ./engine/
+
+# C ABI (capi/, docs/capi.md): libhcomm.so and hcomm.h in bin/capi/, plus
+# two builds of the same library for the C tests: -tags valgrind (the Go
+# runtime describes its heap and stacks to memcheck; nodwarf5 because
+# valgrind 3.19 cannot read DWARF 5) and GOEXPERIMENT=cgocheck2 (faults any
+# Go pointer stored into C memory). capi-test compiles the C tests with
+# cc -Wall -Werror and runs them (< 30 s), the seed example under valgrind
+# included; bench-capi prints ns/submit from C and from Go side by side.
+CAPI := $(BIN)/capi
+
+capi:
+	mkdir -p $(CAPI)
+	$(GO) build -buildmode=c-shared -o $(CAPI)/libhcomm.so ./capi
+	rm -f $(CAPI)/libhcomm.h
+	cp capi/hcomm.h $(CAPI)/hcomm.h
+
+capi-valgrind:
+	mkdir -p $(CAPI)/valgrind
+	GOEXPERIMENT=nodwarf5 $(GO) build -tags valgrind -buildmode=c-shared -o $(CAPI)/valgrind/libhcomm.so ./capi
+	rm -f $(CAPI)/valgrind/libhcomm.h
+
+capi-cgocheck2:
+	mkdir -p $(CAPI)/cgocheck2
+	GOEXPERIMENT=cgocheck2 $(GO) build -buildmode=c-shared -o $(CAPI)/cgocheck2/libhcomm.so ./capi
+	rm -f $(CAPI)/cgocheck2/libhcomm.h
+
+capi-test: capi capi-valgrind capi-cgocheck2
+	tests/capi/run.sh $(CAPI)
+
+bench-capi: capi
+	mkdir -p $(CAPI)/tests
+	cc -Wall -Werror -O2 -I $(CAPI) -o $(CAPI)/tests/bench_submit tests/capi/bench_submit.c -L $(CAPI) -lhcomm -Wl,-rpath,$(abspath $(CAPI))
+	$(GO) test -run '^$$' -bench Submit -benchtime $${BENCHTIME:-2000x} -count $${COUNT:-5} ./capi
 
 # Packages with privileged tests, run again inside a QEMU guest that has what
 # the host lacks (VFIO + vIOMMU + QEMU's edu device, hugetlb, io_uring, BPF):

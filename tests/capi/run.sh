@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# C tests of libhcomm.so, run by `make capi-test` (part of `make test`).
+#
+#   tests/capi/run.sh OUTDIR
+#
+# OUTDIR holds libhcomm.so and hcomm.h (make capi) and, when built,
+# valgrind/libhcomm.so (make capi-valgrind: -tags valgrind) and
+# cgocheck2/libhcomm.so (make capi-cgocheck2: GOEXPERIMENT=cgocheck2).
+# Every C file is compiled with cc -Wall -Werror against hcomm.h alone.
+#
+# Steps: the C test suite; the finalize-with-a-stalled-device test
+# (HCOMM_MOCK_FAULT); the seed-style example; the test suite again against
+# the cgocheck2 library (the runtime then faults any Go pointer stored into
+# C memory); the example under valgrind memcheck, and a canary that must
+# fail under the same suppressions (so they cannot hide a real C error).
+# valgrind missing: skipped with the reason, or a failure when
+# HCOMM_REQUIRE_PRIVILEGED=1 (CI installs it).
+set -euo pipefail
+out=${1:?usage: run.sh OUTDIR}
+here=$(cd "$(dirname "$0")" && pwd)
+CC=${CC:-cc}
+tb="$out/tests"
+mkdir -p "$tb"
+cflags=(-Wall -Werror -O2 -pthread -I "$out")
+
+build() { # build NAME LIBDIR SRC...
+	local name=$1 lib=$2
+	shift 2
+	"$CC" "${cflags[@]}" -o "$name" "$@" -L "$lib" -lhcomm -Wl,-rpath,"$(cd "$lib" && pwd)"
+}
+build "$tb/test_capi" "$out" "$here/test_capi.c"
+build "$tb/seed_example" "$out" "$here/seed_example.c"
+build "$tb/bench_submit" "$out" "$here/bench_submit.c"
+"$CC" -Wall -Werror -O2 -o "$tb/no_uring" "$here/no_uring.c"
+
+start=$(date +%s)
+echo "== C tests (test_capi)"
+HCOMM_LOG=off "$tb/test_capi"
+echo "== finalize with a stalled device (HCOMM_MOCK_FAULT=stall:1)"
+HCOMM_LOG=off HCOMM_MOCK_FAULT=stall:1 "$tb/test_capi" finalize_canceled
+echo "== seed example"
+"$tb/seed_example"
+
+if [ -f "$out/cgocheck2/libhcomm.so" ]; then
+	echo "== C tests against the cgocheck2 library (GODEBUG=cgocheck=1 + GOEXPERIMENT=cgocheck2)"
+	build "$out/cgocheck2/test_capi" "$out/cgocheck2" "$here/test_capi.c"
+	HCOMM_LOG=off GODEBUG=cgocheck=1 "$out/cgocheck2/test_capi"
+fi
+
+skip_or_fail() {
+	if [ "${HCOMM_REQUIRE_PRIVILEGED:-}" = 1 ]; then
+		echo "FAIL: $1 (HCOMM_REQUIRE_PRIVILEGED=1)"
+		exit 1
+	fi
+	echo "SKIP: $1"
+}
+if ! command -v valgrind >/dev/null; then
+	skip_or_fail "valgrind not installed (apt-get install valgrind): memcheck run of the seed example"
+elif [ ! -f "$out/valgrind/libhcomm.so" ]; then
+	skip_or_fail "$out/valgrind/libhcomm.so not built (make capi-valgrind)"
+else
+	vg=(valgrind --fair-sched=yes --suppressions="$here/valgrind.supp" --leak-check=full
+		--show-leak-kinds=all --errors-for-leak-kinds=all --error-exitcode=9 -q)
+	build "$out/valgrind/seed_example" "$out/valgrind" "$here/seed_example.c"
+	build "$out/valgrind/canary" "$out/valgrind" "$here/valgrind_canary.c"
+	# GODEBUG=asyncpreemptoff=1 and no_uring: see docs/capi.md (valgrind
+	# and Go's signal-based preemption; valgrind 3.19 and io_uring_enter).
+	echo "== seed example under valgrind memcheck"
+	GODEBUG=asyncpreemptoff=1 "$tb/no_uring" "${vg[@]}" "$out/valgrind/seed_example"
+	echo "== canary under valgrind memcheck: must be reported"
+	set +e
+	GODEBUG=asyncpreemptoff=1 "$tb/no_uring" "${vg[@]}" "$out/valgrind/canary" >"$out/valgrind/canary.log" 2>&1
+	rc=$?
+	set -e
+	if [ $rc -ne 9 ] || ! grep -q "definitely lost" "$out/valgrind/canary.log" || ! grep -q "Invalid read" "$out/valgrind/canary.log"; then
+		cat "$out/valgrind/canary.log"
+		echo "FAIL: valgrind did not report the canary's leak and invalid read (exit $rc)"
+		exit 1
+	fi
+	echo "ok   canary: leak and invalid read reported (valgrind exit $rc)"
+fi
+echo "C tests passed in $(($(date +%s) - start)) s (library builds excluded)"
