@@ -25,16 +25,19 @@ import (
 // The flow, identical in all three: a 64 MiB pool, queue depth 64, the
 // mock device; per round, 64 host→device transfers of 128 KiB (DMA path),
 // timing only the submit calls, then waiting for all 64 and their
-// callbacks. The metric is ns/submit (b.N rounds of 64 submits). The
+// callbacks. The memory variants use the memory target and 64-byte
+// host→host copies instead (the submitter copies: no device goroutine
+// competes for the CPU during the timed loop). The metric is ns/submit (b.N rounds of 64 submits). The
 // refused variants submit a pointer that is not hcomm memory, so the call
 // returns EFAULT before the engine is involved: c-abi minus go-capi there
 // is the cost of crossing from C into Go.
 func BenchmarkSubmit(b *testing.B) {
 	b.Run("go-capi/refused", benchCapiGoRefused)
 	b.Run("c-abi/refused", func(b *testing.B) { benchC(b, "refused") })
-	for _, mode := range []string{"single", "batch"} {
-		b.Run("go-engine/"+mode, func(b *testing.B) { benchEngine(b, mode == "batch") })
-		b.Run("go-capi/"+mode, func(b *testing.B) { benchCapiGo(b, mode == "batch") })
+	for _, mode := range []string{"single", "batch", "memory", "memory-batch"} {
+		batch, mem := strings.HasSuffix(mode, "batch"), strings.HasPrefix(mode, "memory")
+		b.Run("go-engine/"+mode, func(b *testing.B) { benchEngine(b, batch, mem) })
+		b.Run("go-capi/"+mode, func(b *testing.B) { benchCapiGo(b, batch, mem) })
 		b.Run("c-abi/"+mode, func(b *testing.B) { benchC(b, mode) })
 	}
 }
@@ -44,8 +47,19 @@ const (
 	benchSize  = 128 << 10
 )
 
-func benchCfg() config {
-	return config{PoolSize: 64 << 20, QueueDepth: benchDepth, Align: 64}
+func benchCfg(mem bool) config {
+	c := config{PoolSize: 64 << 20, QueueDepth: benchDepth, Align: 64}
+	if mem {
+		c.Target = targetMemory
+	}
+	return c
+}
+
+func benchLen(mem bool) int {
+	if mem {
+		return 64
+	}
+	return benchSize
 }
 
 var benchDone atomic.Uint64
@@ -56,8 +70,12 @@ func benchCallback(r engine.Result) {
 	}
 }
 
-func benchEngine(b *testing.B, batch bool) {
-	e, err := engine.Open(engine.Config{PoolSize: 64 << 20, QueueDepth: benchDepth, Alignment: 64, Logger: logger})
+func benchEngine(b *testing.B, batch, mem bool) {
+	cfg := engine.Config{PoolSize: 64 << 20, QueueDepth: benchDepth, Alignment: 64, Logger: logger}
+	if mem {
+		cfg.Target = engine.TargetMemory
+	}
+	e, err := engine.Open(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -66,10 +84,17 @@ func benchEngine(b *testing.B, batch bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	host2, err := e.Alloc(benchDepth * benchSize)
+	if err != nil {
+		b.Fatal(err)
+	}
 	ts := make([]engine.Transfer, benchDepth)
 	ids := make([]engine.ID, benchDepth)
 	for i := range ts {
-		ts[i] = engine.Transfer{Src: engine.HostAt(host, i*benchSize), Dst: engine.DeviceAt(uint64(i * benchSize)), Len: benchSize, Callback: benchCallback}
+		ts[i] = engine.Transfer{Src: engine.HostAt(host, i*benchSize), Dst: engine.DeviceAt(uint64(i * benchSize)), Len: benchLen(mem), Callback: benchCallback}
+		if mem {
+			ts[i].Dst = engine.HostAt(host2, i*benchSize)
+		}
 	}
 	benchDone.Store(0)
 	var timed time.Duration
@@ -108,9 +133,9 @@ func benchEngine(b *testing.B, batch bool) {
 	b.ReportMetric(float64(timed.Nanoseconds())/float64(b.N*benchDepth), "ns/submit")
 }
 
-func benchCapiGo(b *testing.B, batch bool) {
+func benchCapiGo(b *testing.B, batch, mem bool) {
 	var done atomic.Uint64
-	s, code, err := open(benchCfg(), func(cb, ud uintptr, id uint64, status int32) {
+	s, code, err := open(benchCfg(mem), func(cb, ud uintptr, id uint64, status int32) {
 		if status == codeOK {
 			done.Add(1)
 		}
@@ -120,7 +145,13 @@ func benchCapiGo(b *testing.B, batch bool) {
 	}
 	defer finalize(s.handle, -1)
 	host, c1 := s.allocHost(benchDepth * benchSize)
-	dev, c2 := s.allocDev(benchDepth * benchSize)
+	var dev uintptr
+	var c2 int32
+	if mem {
+		dev, c2 = s.allocHost(benchDepth * benchSize)
+	} else {
+		dev, c2 = s.allocDev(benchDepth * benchSize)
+	}
 	if c1 != codeOK || c2 != codeOK {
 		b.Fatalf("alloc: %d %d", c1, c2)
 	}
@@ -129,7 +160,7 @@ func benchCapiGo(b *testing.B, batch bool) {
 	b.ResetTimer()
 	for r := range b.N {
 		for i := range ts {
-			ts[i] = cTransfer{Src: host + uintptr(i*benchSize), Dst: dev + uintptr(i*benchSize), Size: benchSize, Callback: 1}
+			ts[i] = cTransfer{Src: host + uintptr(i*benchSize), Dst: dev + uintptr(i*benchSize), Size: uintptr(benchLen(mem)), Callback: 1}
 		}
 		t0 := time.Now()
 		if batch {
@@ -166,7 +197,7 @@ func benchCapiGo(b *testing.B, batch bool) {
 }
 
 func benchCapiGoRefused(b *testing.B) {
-	s, code, err := open(benchCfg(), nil)
+	s, code, err := open(benchCfg(false), nil)
 	if err != nil {
 		b.Fatalf("open: %d %v", code, err)
 	}

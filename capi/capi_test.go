@@ -140,7 +140,7 @@ func TestResolve(t *testing.T) {
 		{"before every block", h1 - 1, 1, codeEFAULT, 0, 0},
 		{"dev start", d1, 1024, codeOK, locDev, 0},
 		{"dev past end", d1 + 1, 1024, codeEFAULT, 0, 0},
-		{"dev unallocated", d1 + 1 << 20, 1, codeEFAULT, 0, 0},
+		{"dev unallocated", d1 + 1<<20, 1, codeEFAULT, 0, 0},
 		{"dev beyond size", devAddrBase + 1<<40, 1, codeEFAULT, 0, 0},
 		{"top of address space", ^uintptr(0), 1, codeEFAULT, 0, 0},
 		{"null", 0, 1, codeEFAULT, 0, 0},
@@ -158,6 +158,9 @@ func TestResolve(t *testing.T) {
 	}
 	if _, _, code := s.resolve(h1, 1); code != codeEFAULT {
 		t.Fatal("freed host memory still resolves")
+	}
+	if n := s.host.len(); n != 1 {
+		t.Fatalf("%d blocks indexed after freeing one of two", n)
 	}
 	if s.freeDev(d1) != codeOK || s.freeDev(d1) != codeEFAULT {
 		t.Fatal("double free of device memory not refused")

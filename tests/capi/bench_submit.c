@@ -2,12 +2,14 @@
 // hcomm_submit_batch) from C, for capi's BenchmarkSubmit, which runs the
 // same flow through the Go engine API and prints both side by side.
 //
-//   bench_submit MODE ROUNDS      MODE: single | batch | refused
+//   bench_submit MODE ROUNDS      MODE: single | batch | refused | memory | memory-batch
 //
 // Each round submits 64 host→device transfers of 128 KiB (above the
 // CPU-path threshold: each is a descriptor for the DMA engine), timing only
 // the submit calls, then waits for all of them (untimed). MODE refused
-// submits a stack pointer instead: the call's fixed cost. Prints
+// submits a stack pointer instead: the call's fixed cost. MODE memory and
+// memory-batch use the memory target and 64-byte host→host copies (the
+// submitter copies; no device thread in the loop). Prints
 // "ns_per_submit <value>".
 #include <stdint.h>
 #include <stdio.h>
@@ -36,22 +38,26 @@ static uint64_t now_ns(void) {
 }
 
 int main(int argc, char **argv) {
-	if (argc != 3 || (strcmp(argv[1], "single") != 0 && strcmp(argv[1], "batch") != 0 && strcmp(argv[1], "refused") != 0)) {
-		fprintf(stderr, "usage: bench_submit single|batch|refused ROUNDS\n");
+	const char *m = argc == 3 ? argv[1] : "";
+	int batch = strcmp(m, "batch") == 0 || strcmp(m, "memory-batch") == 0;
+	int refused = strcmp(m, "refused") == 0;
+	int memory = strncmp(m, "memory", 6) == 0;
+	if (!batch && !refused && strcmp(m, "single") != 0 && strcmp(m, "memory") != 0) {
+		fprintf(stderr, "usage: bench_submit single|batch|refused|memory|memory-batch ROUNDS\n");
 		return 2;
 	}
-	int batch = strcmp(argv[1], "batch") == 0;
-	int refused = strcmp(argv[1], "refused") == 0;
+	size_t sz = memory ? 64 : SZ;
 	long rounds = atol(argv[2]);
 	hcomm_handle_t h;
-	hcomm_config_t cfg = {.mem_pool_size = 64 << 20, .queue_depth = DEPTH, .align_size = 64};
+	hcomm_config_t cfg = {.mem_pool_size = 64 << 20, .queue_depth = DEPTH, .align_size = 64,
+	                      .target = memory ? HCOMM_TARGET_MEMORY : HCOMM_TARGET_MOCK};
 	int rc = hcomm_init(&h, &cfg);
 	if (rc != HCOMM_OK) {
 		fprintf(stderr, "init: %s\n", hcomm_strerror(rc));
 		return 1;
 	}
 	char *host = hcomm_alloc_host_mem(h, DEPTH * SZ);
-	char *dev = hcomm_alloc_dev_mem(h, DEPTH * SZ);
+	char *dev = memory ? hcomm_alloc_host_mem(h, DEPTH * SZ) : hcomm_alloc_dev_mem(h, DEPTH * SZ);
 	if (!host || !dev) {
 		fprintf(stderr, "alloc failed\n");
 		return 1;
@@ -61,7 +67,7 @@ int main(int argc, char **argv) {
 	uint64_t timed = 0;
 	for (long r = 0; r < rounds; r++) {
 		for (int i = 0; i < DEPTH; i++) {
-			ts[i] = (hcomm_transfer_t){.src_ptr = host + i * SZ, .dst_ptr = dev + i * SZ, .size = SZ, .callback = on_done};
+			ts[i] = (hcomm_transfer_t){.src_ptr = host + i * SZ, .dst_ptr = dev + i * SZ, .size = sz, .callback = on_done};
 		}
 		if (refused) {
 			// The call's fixed cost: crossing into Go, the handle lookup
