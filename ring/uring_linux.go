@@ -188,6 +188,12 @@ type Uring struct {
 	buffers, files         int // registered counts
 }
 
+// The kernel's limits on ring sizes (IORING_MAX_ENTRIES, IORING_MAX_CQ_ENTRIES).
+const (
+	maxSQEntries = 32768
+	maxCQEntries = 2 * maxSQEntries
+)
+
 // modernSteps are the flags NewUring tries beyond what the config demands,
 // each dropped — newest first — when the kernel answers EINVAL, the way
 // liburing's own benchmarks probe them.
@@ -211,6 +217,11 @@ func NewUring(cfg UringConfig) (u *Uring, err error) {
 		entries = 256
 	}
 	switch {
+	case !cfg.Clamp && (entries > maxSQEntries || cfg.CQEntries > maxCQEntries):
+		// The kernel's EINVAL would otherwise read as a refusal of each
+		// modern flag in turn (NewUring drops them on EINVAL).
+		return nil, fmt.Errorf("io_uring config: %d entries (CQ %d): at most %d (CQ %d) without Clamp: %w",
+			entries, cfg.CQEntries, maxSQEntries, maxCQEntries, ErrConfig)
 	case cfg.SQThreadIdle < 0 || cfg.SQThreadIdle/time.Millisecond > 1<<32-1:
 		return nil, fmt.Errorf("io_uring config: SQThreadIdle %v out of range: %w", cfg.SQThreadIdle, ErrConfig)
 	case (cfg.PinSQThread || cfg.SQThreadIdle != 0) && !cfg.SQPoll:

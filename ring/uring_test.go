@@ -101,12 +101,26 @@ func TestUringSetup(t *testing.T) {
 		}
 	}
 	t.Run("too large without clamp", func(t *testing.T) {
-		u, err := NewUring(UringConfig{Entries: 1 << 20})
-		if err == nil {
-			u.Close()
-			t.Fatal("NewUring with 2^20 entries and no clamp succeeded")
+		for _, cfg := range []UringConfig{{Entries: 1 << 20}, {Entries: 64, CQEntries: 1 << 20}} {
+			u, err := NewUring(cfg)
+			if err == nil {
+				u.Close()
+			}
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("NewUring(%+v) without clamp: %v, want ErrConfig", cfg, err)
+			}
+			t.Log(err)
 		}
-		t.Log(err)
+	})
+	t.Run("too large with clamp", func(t *testing.T) {
+		u, err := NewUring(UringConfig{Entries: 1 << 20, CQEntries: 1 << 20, Clamp: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		if u.SQEntries() != maxSQEntries || u.CQEntries() != maxCQEntries {
+			t.Errorf("clamped to %d/%d entries, want %d/%d", u.SQEntries(), u.CQEntries(), maxSQEntries, maxCQEntries)
+		}
 	})
 	t.Log(func() string { u, _ := NewUring(UringConfig{}); defer u.Close(); return "probe: " + u.Probe().String() }())
 }
