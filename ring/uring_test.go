@@ -122,7 +122,14 @@ func TestUringSetup(t *testing.T) {
 			t.Errorf("clamped to %d/%d entries, want %d/%d", u.SQEntries(), u.CQEntries(), maxSQEntries, maxCQEntries)
 		}
 	})
-	t.Log(func() string { u, _ := NewUring(UringConfig{}); defer u.Close(); return "probe: " + u.Probe().String() }())
+	u, err := NewUring(UringConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("probe: " + u.Probe().String())
+	if err := u.Close(); err != nil {
+		t.Error(err)
+	}
 }
 
 // TestUringNopBatchAndCounters pushes more NOPs than the SQ holds (SQ-full
