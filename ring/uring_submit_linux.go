@@ -31,8 +31,8 @@ func (u *Uring) GetSQE() *SQE {
 }
 
 // NextSQE is GetSQE that, when the queue is full, submits what is queued
-// (one io_uring_enter) and tries again; ErrSQFull if there is still no room
-// (an SQPOLL thread that has not caught up).
+// (one io_uring_enter) and tries again. With SQPOLL it then waits for the
+// SQ thread to make room; otherwise ErrSQFull if there is still none.
 func (u *Uring) NextSQE() (*SQE, error) {
 	if e := u.GetSQE(); e != nil {
 		return e, nil
@@ -45,12 +45,22 @@ func (u *Uring) NextSQE() (*SQE, error) {
 	}
 	if u.sqpoll {
 		// The SQ thread has not consumed the queue yet: wait until it
-		// has made room (IORING_ENTER_SQ_WAIT), as liburing does.
-		if _, err := u.enterWait(0, 0, enterSQWait, time.Time{}); err != nil {
-			return nil, err
-		}
-		if e := u.GetSQE(); e != nil {
-			return e, nil
+		// has made room (IORING_ENTER_SQ_WAIT), as liburing does. The
+		// kernel ends that wait early, returning 0 rather than EINTR,
+		// when a signal is pending (Go's runtime signals its threads),
+		// so wait again until there is room; wake the thread first if
+		// it sleeps, or the wait would never end.
+		for {
+			flags := uint32(enterSQWait)
+			if atomic.LoadUint32(u.sqFlags)&sqNeedWakeup != 0 {
+				flags |= enterSQWakeup
+			}
+			if _, err := u.enterWait(0, 0, flags, time.Time{}); err != nil {
+				return nil, err
+			}
+			if e := u.GetSQE(); e != nil {
+				return e, nil
+			}
 		}
 	}
 	return nil, ErrSQFull
