@@ -287,6 +287,9 @@ func TestTransfersAndCallbacks(t *testing.T) {
 	dst, _ := s.allocHost(n)
 	dev, _ := s.allocDev(n)
 	b, _, _ := s.host.find(src, n)
+	if b == nil {
+		t.Fatal("source block not found")
+	}
 	for i := range b.Bytes() {
 		b.Bytes()[i] = byte(i * 13)
 	}
@@ -308,6 +311,9 @@ func TestTransfersAndCallbacks(t *testing.T) {
 	}
 	c.waitN(t, 3)
 	bd, _, _ := s.host.find(dst, n)
+	if bd == nil {
+		t.Fatal("destination block not found")
+	}
 	for i, v := range bd.Bytes()[:n] {
 		if v != byte(i*13) {
 			t.Fatalf("byte %d: %d", i, v)
@@ -408,5 +414,44 @@ func TestSubmitAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%.1f allocations per submit+wait", allocs)
+	}
+}
+
+// TestIndexConcurrent: resolving while other goroutines allocate and free
+// finds either a live block (the engine then checks its generation) or
+// nothing, never a wrong block; run under -race.
+func TestIndexConcurrent(t *testing.T) {
+	s := openT(t, config{}, nil)
+	keep, _ := s.allocHost(4096)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				p, code := s.allocHost(128)
+				if code != codeOK {
+					t.Errorf("alloc: %d", code)
+					return
+				}
+				d, _ := s.allocDev(128)
+				if s.freeHost(p) != codeOK || s.freeDev(d) != codeOK {
+					t.Error("free failed")
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < 20000; i++ {
+		b, off, ok := s.host.find(keep+100, 10)
+		if !ok || off != 100 || b.Addr() != keep {
+			t.Fatalf("find of a long-lived block: ok %v off %d", ok, off)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	if n := s.host.len(); n != 1 {
+		t.Fatalf("%d blocks indexed, want 1", n)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hcomm-go/hcomm/engine"
 )
@@ -13,43 +14,57 @@ type hostBlock struct {
 	blk     engine.Block
 }
 
-// hostIndex resolves C pointers to live host blocks: a slice sorted by
-// address behind a RWMutex. Submit does a binary search under the read lock
-// (no allocation); alloc and free insert and delete (O(live blocks)). Only
-// pointers inside a block hcomm handed out and has not taken back resolve:
-// anything else (stack, malloc, freed or foreign memory) is refused.
+// hostIndex resolves C pointers to live host blocks. The blocks are a
+// slice sorted by address, published as an immutable snapshot behind an
+// atomic pointer: submit loads it once and binary-searches it (no lock, no
+// allocation, no shared write); alloc and free copy it under a mutex
+// (O(live blocks) each, fine for the few large buffers C programs keep).
+// Only pointers inside a block hcomm handed out and has not taken back
+// resolve: anything else (stack, malloc, freed or foreign memory) is
+// refused. A submit racing with the free of its own block may see either
+// snapshot; the engine then refuses the freed block by its generation.
 type hostIndex struct {
-	mu sync.RWMutex
-	bs []hostBlock
+	mu   sync.Mutex // writers
+	snap atomic.Pointer[[]hostBlock]
+}
+
+func (x *hostIndex) load() []hostBlock {
+	if p := x.snap.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (x *hostIndex) add(b engine.Block) {
 	hb := hostBlock{addr: b.Addr(), n: uintptr(b.Len()), blk: b}
 	x.mu.Lock()
-	i := sort.Search(len(x.bs), func(i int) bool { return x.bs[i].addr >= hb.addr })
-	x.bs = append(x.bs, hostBlock{})
-	copy(x.bs[i+1:], x.bs[i:])
-	x.bs[i] = hb
-	x.mu.Unlock()
+	defer x.mu.Unlock()
+	old := x.load()
+	i := sort.Search(len(old), func(i int) bool { return old[i].addr >= hb.addr })
+	bs := make([]hostBlock, 0, len(old)+1)
+	bs = append(append(append(bs, old[:i]...), hb), old[i:]...)
+	x.snap.Store(&bs)
 }
 
 // remove takes the block that starts exactly at addr out of the index.
 func (x *hostIndex) remove(addr uintptr) (engine.Block, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	i := sort.Search(len(x.bs), func(i int) bool { return x.bs[i].addr >= addr })
-	if i == len(x.bs) || x.bs[i].addr != addr {
+	old := x.load()
+	i := sort.Search(len(old), func(i int) bool { return old[i].addr >= addr })
+	if i == len(old) || old[i].addr != addr {
 		return engine.Block{}, false
 	}
-	b := x.bs[i].blk
-	x.bs = append(x.bs[:i], x.bs[i+1:]...)
+	b := old[i].blk
+	bs := make([]hostBlock, 0, len(old)-1)
+	bs = append(append(bs, old[:i]...), old[i+1:]...)
+	x.snap.Store(&bs)
 	return b, true
 }
 
 // find returns the block holding [p, p+n) and p's offset in it.
-func (x *hostIndex) find(p, n uintptr) (engine.Block, int, bool) {
-	x.mu.RLock()
-	bs := x.bs
+func (x *hostIndex) find(p, n uintptr) (*engine.Block, int, bool) {
+	bs := x.load()
 	// Last block starting at or before p (hand-written search: sort.Search
 	// with a closure would cost a call per probe on the submit path).
 	lo, hi := 0, len(bs)
@@ -62,25 +77,18 @@ func (x *hostIndex) find(p, n uintptr) (engine.Block, int, bool) {
 		}
 	}
 	if lo == 0 {
-		x.mu.RUnlock()
-		return engine.Block{}, 0, false
+		return nil, 0, false
 	}
 	b := &bs[lo-1]
 	off := p - b.addr
 	if off >= b.n || n > b.n-off {
-		x.mu.RUnlock()
-		return engine.Block{}, 0, false
+		return nil, 0, false
 	}
-	blk := b.blk
-	x.mu.RUnlock()
-	return blk, int(off), true
+	// The snapshot is immutable: the pointer stays valid.
+	return &b.blk, int(off), true
 }
 
-func (x *hostIndex) len() int {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return len(x.bs)
-}
+func (x *hostIndex) len() int { return len(x.load()) }
 
 // span is one allocation of device space, [off, off+n).
 type span struct{ off, n uint64 }
@@ -90,11 +98,21 @@ type span struct{ off, n uint64 }
 // every allocation aligned and rounded up to align. The engine moves bytes
 // by device offset and knows nothing of allocations; this is what lets the
 // C ABI refuse a device address nobody allocated.
+//
+// Like hostIndex, the allocations are an immutable snapshot behind an
+// atomic pointer: contains (submit) takes no lock.
 type devSpace struct {
-	mu    sync.RWMutex
-	size  uint64 // bytes of device space (0: none, e.g. the memory target)
+	mu    sync.Mutex // alloc and free
+	size  uint64     // bytes of device space (0: none, e.g. the memory target)
 	align uint64
-	used  []span // sorted by off, disjoint
+	snap  atomic.Pointer[[]span] // sorted by off, disjoint
+}
+
+func (d *devSpace) load() []span {
+	if p := d.snap.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // alloc returns the offset of n fresh bytes, or false when no gap fits.
@@ -105,20 +123,21 @@ func (d *devSpace) alloc(n uint64) (uint64, bool) {
 	n = (n + d.align - 1) &^ (d.align - 1)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	used := d.load()
 	var at uint64 // start of the current gap
-	for i := 0; i <= len(d.used); i++ {
+	for i := 0; i <= len(used); i++ {
 		end := d.size
-		if i < len(d.used) {
-			end = d.used[i].off
+		if i < len(used) {
+			end = used[i].off
 		}
 		if end >= at && end-at >= n {
-			d.used = append(d.used, span{})
-			copy(d.used[i+1:], d.used[i:])
-			d.used[i] = span{at, n}
+			u := make([]span, 0, len(used)+1)
+			u = append(append(append(u, used[:i]...), span{at, n}), used[i:]...)
+			d.snap.Store(&u)
 			return at, true
 		}
-		if i < len(d.used) {
-			at = d.used[i].off + d.used[i].n
+		if i < len(used) {
+			at = used[i].off + used[i].n
 		}
 	}
 	return 0, false
@@ -128,18 +147,20 @@ func (d *devSpace) alloc(n uint64) (uint64, bool) {
 func (d *devSpace) free(off uint64) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	i := sort.Search(len(d.used), func(i int) bool { return d.used[i].off >= off })
-	if i == len(d.used) || d.used[i].off != off {
+	used := d.load()
+	i := sort.Search(len(used), func(i int) bool { return used[i].off >= off })
+	if i == len(used) || used[i].off != off {
 		return false
 	}
-	d.used = append(d.used[:i], d.used[i+1:]...)
+	u := make([]span, 0, len(used)-1)
+	u = append(append(u, used[:i]...), used[i+1:]...)
+	d.snap.Store(&u)
 	return true
 }
 
 // contains reports whether [off, off+n) lies inside one live allocation.
 func (d *devSpace) contains(off, n uint64) bool {
-	d.mu.RLock()
-	u := d.used
+	u := d.load()
 	lo, hi := 0, len(u)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -149,7 +170,5 @@ func (d *devSpace) contains(off, n uint64) bool {
 			hi = m
 		}
 	}
-	ok := lo > 0 && off-u[lo-1].off < u[lo-1].n && n <= u[lo-1].n-(off-u[lo-1].off)
-	d.mu.RUnlock()
-	return ok
+	return lo > 0 && off-u[lo-1].off < u[lo-1].n && n <= u[lo-1].n-(off-u[lo-1].off)
 }

@@ -346,7 +346,7 @@ func (s *state) resolve(p, n uintptr) (engine.Loc, int, int32) {
 	if !ok {
 		return engine.Loc{}, 0, codeEFAULT
 	}
-	return engine.HostAt(b, off), locHost, codeOK
+	return engine.HostAt(*b, off), locHost, codeOK
 }
 
 // transfer builds the engine transfer for src → dst, n bytes.
