@@ -2,6 +2,7 @@ package ring
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"syscall"
 	"time"
@@ -154,6 +155,13 @@ func (c CQE) Err() error {
 
 func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
 
+// bufLen is the SQE length of buf: len(buf), capped at the largest the
+// 32-bit field holds. A buffer of 4 GiB or more (a hugepage arena can be)
+// then moves a prefix and the result says how much (the kernel caps one
+// read or write near 2 GiB anyway), where truncating the length would
+// have asked for len mod 4 GiB bytes — 0, read as end of file, for 4 GiB.
+func bufLen(b []byte) uint32 { return uint32(min(uint64(len(b)), math.MaxUint32)) }
+
 // prepRW sets every field: the common shape of liburing's io_uring_prep_rw.
 func (e *SQE) prepRW(op Opcode, fd int, addr uint64, n uint32, off uint64) {
 	e.s = sqe{Opcode: uint8(op), Fd: int32(fd), Addr: addr, Len: n, Off: off}
@@ -177,24 +185,24 @@ func (e *SQE) PrepNop() { e.prepRW(OpNop, -1, 0, 0, 0) }
 // PrepRead prepares pread(fd, buf, off). off = ^uint64(0) reads at the file
 // position.
 func (e *SQE) PrepRead(fd int, buf []byte, off uint64) {
-	e.prepRW(OpRead, fd, addrOf(buf), uint32(len(buf)), off)
+	e.prepRW(OpRead, fd, addrOf(buf), bufLen(buf), off)
 }
 
 // PrepWrite prepares pwrite(fd, buf, off).
 func (e *SQE) PrepWrite(fd int, buf []byte, off uint64) {
-	e.prepRW(OpWrite, fd, addrOf(buf), uint32(len(buf)), off)
+	e.prepRW(OpWrite, fd, addrOf(buf), bufLen(buf), off)
 }
 
 // PrepReadFixed reads into buf, which must lie inside registered buffer
 // bufIndex (RegisterBuffers): no page pinning per operation.
 func (e *SQE) PrepReadFixed(fd int, buf []byte, off uint64, bufIndex uint16) {
-	e.prepRW(OpReadFixed, fd, addrOf(buf), uint32(len(buf)), off)
+	e.prepRW(OpReadFixed, fd, addrOf(buf), bufLen(buf), off)
 	e.s.Buf_index = bufIndex
 }
 
 // PrepWriteFixed writes from buf inside registered buffer bufIndex.
 func (e *SQE) PrepWriteFixed(fd int, buf []byte, off uint64, bufIndex uint16) {
-	e.prepRW(OpWriteFixed, fd, addrOf(buf), uint32(len(buf)), off)
+	e.prepRW(OpWriteFixed, fd, addrOf(buf), bufLen(buf), off)
 	e.s.Buf_index = bufIndex
 }
 
@@ -218,13 +226,13 @@ func (e *SQE) PrepFsync(fd int, flags uint32) {
 
 // PrepSend prepares send(fd, buf, msgFlags).
 func (e *SQE) PrepSend(fd int, buf []byte, msgFlags int) {
-	e.prepRW(OpSend, fd, addrOf(buf), uint32(len(buf)), 0)
+	e.prepRW(OpSend, fd, addrOf(buf), bufLen(buf), 0)
 	e.s.Rw_flags = uint32(msgFlags)
 }
 
 // PrepRecv prepares recv(fd, buf, msgFlags).
 func (e *SQE) PrepRecv(fd int, buf []byte, msgFlags int) {
-	e.prepRW(OpRecv, fd, addrOf(buf), uint32(len(buf)), 0)
+	e.prepRW(OpRecv, fd, addrOf(buf), bufLen(buf), 0)
 	e.s.Rw_flags = uint32(msgFlags)
 }
 
@@ -235,7 +243,7 @@ func (e *SQE) PrepRecv(fd int, buf []byte, msgFlags int) {
 // of buf; do not touch buf before the notification. zcFlags:
 // RecvsendPollFirst, SendZCReportUsage.
 func (e *SQE) PrepSendZC(fd int, buf []byte, msgFlags int, zcFlags uint16) {
-	e.prepRW(OpSendZC, fd, addrOf(buf), uint32(len(buf)), 0)
+	e.prepRW(OpSendZC, fd, addrOf(buf), bufLen(buf), 0)
 	e.s.Rw_flags = uint32(msgFlags)
 	e.s.Ioprio = zcFlags
 }

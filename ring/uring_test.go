@@ -3,11 +3,13 @@ package ring
 import (
 	"bytes"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -316,5 +318,33 @@ func TestUringFileOps(t *testing.T) {
 	}
 	if err := u.UnregisterBuffers(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPrepHugeBuffer: a buffer of 4 GiB or more asks the kernel for as much
+// as the SQE's 32-bit length holds, never for len mod 4 GiB (0 for 4 GiB,
+// which a reader would take for end of file). The memory is 4 KiB mapped
+// off the Go heap; the SQE is only prepared, never submitted.
+func TestPrepHugeBuffer(t *testing.T) {
+	m, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	for _, n := range []int{1 << 32, 1<<32 + 4096, 5 << 30} {
+		big := unsafe.Slice(&m[0], n)
+		var e SQE
+		for name, prep := range map[string]func(){
+			"read":     func() { e.PrepRead(3, big, 0) },
+			"write":    func() { e.PrepWrite(3, big, 0) },
+			"read fix": func() { e.PrepReadFixed(3, big, 0, 0) },
+			"send":     func() { e.PrepSend(3, big, 0) },
+			"send zc":  func() { e.PrepSendZC(3, big, 0, 0) },
+		} {
+			prep()
+			if e.s.Len != math.MaxUint32 {
+				t.Errorf("%s of %d bytes: SQE length %d, want %d", name, n, e.s.Len, uint32(math.MaxUint32))
+			}
+		}
 	}
 }
