@@ -48,7 +48,7 @@ func groups(o *options) []group {
 	if o.scenarios["file-4k"] {
 		for _, op := range fileOps {
 			p := op + "/"
-			gs = append(gs, group{"file-4k", "4 KiB " + op + ", O_DIRECT, one file", []string{p + "engine", p + "fio-io_uring", p + "writeat-direct-g64",
+			gs = append(gs, group{"file-4k", "4 KiB " + op + ", O_DIRECT, one file", []string{p + "engine", p + "engine-reaper", p + "fio-io_uring", p + "writeat-direct-g64",
 				p + "writeat-direct-qd1", p + "fio-psync", p + "writeat-buffered-qd1"}, p + "engine", unitIOPS})
 		}
 	}

@@ -146,7 +146,7 @@ func TestTargetsVerdicts(t *testing.T) {
 	if !strings.Contains(out, "0.2  (want 0 /op)  MISSED") {
 		t.Errorf("syscall target judged on the ratio, not the engine's count:\n%s", out)
 	}
-	if !strings.Contains(out, "file-4k randread IOPS vs fio io_uring") || !strings.Contains(out, "not measured") {
+	if !strings.Contains(out, "file-4k randread engine IOPS vs fio io_uring") || !strings.Contains(out, "not measured") {
 		t.Errorf("missing scenarios not reported as not measured:\n%s", out)
 	}
 }
