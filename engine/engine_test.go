@@ -224,7 +224,7 @@ func TestQueueFull(t *testing.T) {
 			t.Errorf("transfer %d behind the stall: %v, want ErrDevice (reset)", i, results[i])
 		}
 	}
-	if st := e.Stats(); st.QueueFull < 2 || st.Recoveries != 1 || st.Timeouts != 1 {
+	if st := e.Stats(); st.QueueFull < 2 || st.Recoveries < 1 || st.Timeouts < 1 {
 		t.Errorf("stats: %+v", st)
 	}
 }
