@@ -355,15 +355,24 @@ static void finalize_in_flight(int timeout_ms, int expect_canceled) {
 	static struct record r[N];
 	memset(r, 0, sizeof r);
 	int submitted = 0;
+	uint64_t first = 0;
 	for (int i = 0; i < N; i++) {
 		hcomm_transfer_t t = {.src_ptr = src, .dst_ptr = dev, .size = SZ, .callback = record_cb, .user_data = &r[i]};
 		int rc = hcomm_submit_transfer(h, &t);
+		if (rc == HCOMM_OK && first == 0) {
+			first = t.id;
+		}
 		CHECK(rc == HCOMM_OK || rc == HCOMM_EAGAIN, "submit %d: %d", i, rc);
 		if (rc == HCOMM_OK) {
 			submitted++;
 		} else {
 			atomic_store(&r[i].calls, -1000); // not submitted: must never be called
 		}
+	}
+	if (expect_canceled) {
+		// The stalled transfer is still in flight: a bounded wait says so.
+		CHECK_RC(hcomm_wait_completion_timeout(h, first, 20), HCOMM_EINPROGRESS);
+		CHECK_RC(hcomm_wait_completion_timeout(h, first, 0), HCOMM_EINPROGRESS);
 	}
 	int rc = timeout_ms < 0 ? hcomm_finalize(h) : hcomm_finalize_timeout(h, timeout_ms);
 	CHECK_RC(rc, HCOMM_OK);
