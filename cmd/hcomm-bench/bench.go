@@ -277,11 +277,9 @@ func (b *bench) printMachine() {
 // quickCounted are the variants -quick still counts with eBPF (each count
 // is a traced child process, about a second): the ones the targets name.
 var quickCounted = map[string]bool{
-	"device-small/4096/traditional": true, "device-small/4096/engine-b1": true, "device-small/4096/engine-b64": true,
-	"device-small/4096-inline/traditional": true, "device-small/4096-inline/engine-b64": true,
-	"file-4k/randwrite/engine": true, "file-4k/randread/engine": true, "file-4k/randread/writeat-direct-qd1": true,
-	"file-4k/randread/fio-io_uring": true,
-	"bulk/device-1MiB/engine":       true, "bulk/device-1MiB/traditional": true,
+	"device-small/4096/traditional": true, "device-small/4096/engine-b64": true,
+	"file-4k/randread/engine": true, "file-4k/randread/fio-io_uring": true,
+	"bulk/device-1MiB/engine": true,
 }
 
 // countN is how many transfers the traced child counts: at least 2000 (or

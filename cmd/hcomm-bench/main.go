@@ -87,7 +87,7 @@ func main() {
 	}
 	o.target = 150 * time.Millisecond
 	if o.quick {
-		o.target = 25 * time.Millisecond
+		o.target = 20 * time.Millisecond
 	}
 	if *straceCheck {
 		os.Exit(runStraceCheck(&o, os.Stdout))

@@ -50,7 +50,7 @@ func runPages(o *options) ([]*pageResult, []string) {
 	}
 	accesses := 1 << 22
 	if o.quick {
-		accesses = 1 << 20
+		accesses = 1 << 18
 	}
 	res := make([]*pageResult, len(backings))
 	var f, t, a = make([][]float64, len(backings)), make([][]float64, len(backings)), make([][]float64, len(backings))
