@@ -249,7 +249,9 @@ func (b *bench) addPages(pr []*pageResult) {
 func (b *bench) printSummary() {
 	fmt.Fprintf(b.out, "\n== Targets (from this run)\n")
 	for _, t := range targets(b.entries) {
-		fmt.Fprintf(b.out, "   %s\n", t)
+		if name, _, _ := strings.Cut(t, " "); b.o.scenarios[name] {
+			fmt.Fprintf(b.out, "   %s\n", t)
+		}
 	}
 	if len(b.skipped) > 0 {
 		fmt.Fprintf(b.out, "\n== Skipped, and why\n")
