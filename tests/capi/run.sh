@@ -40,6 +40,14 @@ echo "== finalize with a stalled device (HCOMM_MOCK_FAULT=stall:1)"
 HCOMM_LOG=off HCOMM_MOCK_FAULT=stall:1 "$tb/test_capi" finalize_canceled
 echo "== seed example"
 "$tb/seed_example"
+CXX=${CXX:-c++}
+if command -v "$CXX" >/dev/null; then
+	echo "== C++ smoke test"
+	"$CXX" -Wall -Werror -std=c++17 -O2 -I "$out" -o "$tb/cxx_smoke" "$here/cxx_smoke.cc" -L "$out" -lhcomm -Wl,-rpath,"$(cd "$out" && pwd)"
+	"$tb/cxx_smoke"
+else
+	echo "SKIP: C++ smoke test: no C++ compiler ($CXX)"
+fi
 
 if [ -f "$out/cgocheck2/libhcomm.so" ]; then
 	echo "== C tests against the cgocheck2 library (GODEBUG=cgocheck=1 + GOEXPERIMENT=cgocheck2)"
