@@ -279,7 +279,7 @@ func (s *state) closeTarget() {
 
 // allocHost returns the address of a new pool block.
 func (s *state) allocHost(n uint64) (uintptr, int32) {
-	if n == 0 || n > math.MaxInt32*2 {
+	if n == 0 || n > math.MaxInt64 {
 		return 0, codeEINVAL
 	}
 	b, err := s.eng.Alloc(int(n))
