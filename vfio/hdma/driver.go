@@ -384,7 +384,7 @@ func (d *Driver) SetupQueue(cfg QueueConfig) (*Queue, error) {
 	}
 	cq, err := ring.NewCompletionRing(cfg.CQ[:n*model.CplSize:n*model.CplSize], model.CplSize, model.CplPhase)
 	if err != nil {
-		return nil, fmt.Errorf("hdma: setup queue %d: completion ring: %w", cfg.Index, err)
+		return nil, fmt.Errorf("hdma: setup queue %d: completion ring: %w: %w", cfg.Index, ErrBadConfig, err)
 	}
 	q := &Queue{
 		d: d, bar0: d.bar0, idx: cfg.Index,

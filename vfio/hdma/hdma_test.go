@@ -37,6 +37,7 @@ func TestIdentify(t *testing.T) {
 		{Index: 1, Entries: 1024, SQ: r.mem, CQ: r.mem},
 		{Index: 1, Entries: 64, SQ: r.mem[:100], CQ: r.mem},
 		{Index: 1, Entries: 64, SQ: r.mem, CQ: r.mem, SQIOVA: 8},
+		{Index: 1, Entries: 64, SQ: r.mem, CQ: r.mem[2:]}, // CQ memory not 4-byte aligned
 	}
 	for _, c := range bad {
 		if _, err := r.drv.SetupQueue(c); !errors.Is(err, hdma.ErrBadConfig) {
