@@ -139,22 +139,7 @@ func (u *Uring) SubmitAndWait(waitNr int) (int, error) {
 	if waitNr <= 0 {
 		return u.Submit()
 	}
-	pending := u.flushSQ()
-	flags := uint32(enterGetevents)
-	if u.sqpoll {
-		if atomic.LoadUint32(u.sqFlags)&sqNeedWakeup != 0 {
-			flags |= enterSQWakeup
-		}
-		pending = 0
-	}
-	if pending == 0 && u.CQReady() >= waitNr && !u.cqNeedsEnter() {
-		return 0, nil
-	}
-	n, err := u.enterWait(pending, uint32(waitNr), flags, time.Time{})
-	if !u.sqpoll {
-		u.stats.Submissions += uint64(n)
-	}
-	return n, err
+	return u.submitWait(waitNr, enterGetevents, time.Time{})
 }
 
 // SubmitAndWaitTimeout is SubmitAndWait bounded by d: it returns ErrTimeout
@@ -171,8 +156,15 @@ func (u *Uring) SubmitAndWaitTimeout(waitNr int, d time.Duration) (int, error) {
 	if waitNr <= 0 {
 		return u.Submit()
 	}
+	return u.submitWait(waitNr, enterGetevents|enterExtArg, time.Now().Add(d))
+}
+
+// submitWait is the body of SubmitAndWait(Timeout): publish, wake an
+// SQPOLL thread that sleeps (it submits; to_submit is ignored), skip the
+// system call when nothing is queued and enough completions are there, else
+// one waiting enter with flags (deadline used with enterExtArg).
+func (u *Uring) submitWait(waitNr int, flags uint32, deadline time.Time) (int, error) {
 	pending := u.flushSQ()
-	flags := uint32(enterGetevents | enterExtArg)
 	if u.sqpoll {
 		if atomic.LoadUint32(u.sqFlags)&sqNeedWakeup != 0 {
 			flags |= enterSQWakeup
@@ -182,7 +174,7 @@ func (u *Uring) SubmitAndWaitTimeout(waitNr int, d time.Duration) (int, error) {
 	if pending == 0 && u.CQReady() >= waitNr && !u.cqNeedsEnter() {
 		return 0, nil
 	}
-	n, err := u.enterWait(pending, uint32(waitNr), flags, time.Now().Add(d))
+	n, err := u.enterWait(pending, uint32(waitNr), flags, deadline)
 	if !u.sqpoll {
 		u.stats.Submissions += uint64(n)
 	}
