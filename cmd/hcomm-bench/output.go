@@ -32,6 +32,10 @@ type entry struct {
 	EngineRuns      []float64 `json:"engine_runs,omitempty"`
 	BaselineRuns    []float64 `json:"baseline_runs,omitempty"`
 	Note            string    `json:"note,omitempty"`
+	// Syscalls by name per op as eBPF saw them (the device model's and the
+	// Go runtime's included), on the syscalls entries.
+	EngineByName   map[string]float64 `json:"engine_syscalls_by_name,omitempty"`
+	BaselineByName map[string]float64 `json:"baseline_syscalls_by_name,omitempty"`
 }
 
 func ptr(v float64) *float64 { return &v }
@@ -178,8 +182,9 @@ func compare(g group, e, base *result, metric, uname, better string) []entry {
 		return out
 	}
 	if e.counts != nil && base.counts != nil {
-		out = append(out,
-			mk("syscalls", "syscalls/op", "lower", ptr(e.counts.Host), ptr(base.counts.Host), "eBPF; device-model MSI writes excluded (see device_syscalls)"),
+		sc := mk("syscalls", "syscalls/op", "lower", ptr(e.counts.Host), ptr(base.counts.Host), "eBPF; device-model MSI writes excluded (see device_syscalls)")
+		sc.EngineByName, sc.BaselineByName = e.counts.ByName, base.counts.ByName
+		out = append(out, sc,
 			mk("device_syscalls", "syscalls/op", "lower", ptr(e.counts.Device), ptr(base.counts.Device), "vfio-mock's MSI eventfd writes: an interrupt on hardware, not a syscall"),
 			mk("copies", "CPU copies/op", "lower", ptr(e.counts.Copies), ptr(base.counts.Copies), "bytes copied by a CPU (syscalls, io_uring, engine CPU path) / bytes per op"))
 	} else {
