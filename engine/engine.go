@@ -414,9 +414,12 @@ func (e *Engine) advanceLocked() {
 	}
 	if n := h - e.head; n > 0 {
 		e.head = h
-		e.released.Store(h) // before Release, so released ≥ the ring's head
 		// Cannot fail: these entries were peeked.
 		_ = e.stage.Release(int(n))
+		// After Release: a submitter that reads released = h and then
+		// finds the ring full is sure that the ring's head was already h,
+		// so the room it waits for needs a later advance (which notifies).
+		e.released.Store(h)
 	}
 }
 
