@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,10 +98,15 @@ func benchDir(o *options) (string, string, error) {
 // extents) and reuses it when it already has the size.
 func prepareFile(o *options) (string, error) { return layOut(o, fileName) }
 
+// layOut returns the path of the benchmark file called name (one per user:
+// another user's file is not ours to write), laying it out when needed.
 func layOut(o *options, name string) (string, error) {
 	dir, _, err := benchDir(o)
 	if err != nil {
 		return "", err
+	}
+	if uid := os.Geteuid(); uid != 0 {
+		name = strings.Replace(name, ".dat", fmt.Sprintf("-uid%d.dat", uid), 1)
 	}
 	path := filepath.Join(dir, name)
 	size := fileSize(o)
