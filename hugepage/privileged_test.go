@@ -176,29 +176,57 @@ func TestReserveRelease(t *testing.T) {
 
 func TestReleaseWhileMapped(t *testing.T) {
 	testutil.RequirePrivileged(t, "reserve 2 MiB hugetlb pages")
-	r, err := Reserve(size2M, 1)
+	// The whole sequence runs under the reservation lock, so that other
+	// hcomm processes (ring's and the engine's tests, in parallel) cannot
+	// change the pool's totals between the readings.
+	unlock, err := lockPool(size2M)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	before, err := readHugeCounts(size2M)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := reserveLocked(size2M, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, err := NewArena(ArenaConfig{Size: size2M, Backings: []Backing{BackingHugetlb2M}, Populate: true})
 	if err != nil {
-		r.Release()
+		r.releaseLocked()
 		t.Fatal(err)
 	}
-	if err := r.Release(); err != nil {
+	r.mu.Lock()
+	err = r.releaseLocked()
+	r.mu.Unlock()
+	if err != nil {
+		a.Close()
 		t.Fatal(err)
 	}
 	if r.relAfter != r.relBefore-1 {
 		t.Fatalf("Release while mapped: nr_hugepages %d -> %d, want -1", r.relBefore, r.relAfter)
 	}
 	mid, _ := readHugeCounts(size2M)
-	a.Bytes()[0] = 1 // still mapped: the page became a surplus page
+	a.Bytes()[0] = 1 // still mapped
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := readHugeCounts(size2M)
-	if mid.Surplus < 1 || after.Surplus != mid.Surplus-1 || after.Total != mid.Total-1 {
-		t.Fatalf("pool while mapped %+v, after close %+v: want the surplus page to leave the pool at unmap", mid, after)
+	// The kernel shrinks the pool by a free page if it has one (another
+	// process's reserved, unmapped page); otherwise the mapped page becomes
+	// a surplus page and leaves the pool at unmap. Either way the pool ends
+	// as it began.
+	switch {
+	case mid.Surplus == before.Surplus+1 && mid.Total == before.Total+1:
+		t.Logf("the mapped page became a surplus page (pool %+v while mapped)", mid)
+	case mid.Surplus == before.Surplus && mid.Total == before.Total && before.Free > 0:
+		t.Logf("the kernel gave back one of the %d pages that were free instead", before.Free)
+	default:
+		t.Fatalf("pool before %+v, after Release while mapped %+v: neither a surplus page nor a free page given back", before, mid)
+	}
+	if after.Total != before.Total || after.Surplus != before.Surplus {
+		t.Fatalf("pool before %+v, after close %+v: want it back as it was", before, after)
 	}
 }
 

@@ -63,13 +63,17 @@ func Reserve(pageSize int, n int) (*Reservation, error) {
 	if err := hugeSizeSupported(pageSize); err != nil {
 		return nil, fmt.Errorf("reserve %d pages of %d bytes: %w", n, pageSize, err)
 	}
-	path := nrHugepagesPath(pageSize)
 	unlock, err := lockPool(pageSize)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	return reserveLocked(pageSize, n)
+}
 
+// reserveLocked is Reserve with the pool lock held (lockPool).
+func reserveLocked(pageSize, n int) (*Reservation, error) {
+	path := nrHugepagesPath(pageSize)
 	before, err := readPersistent(path)
 	if err != nil {
 		return nil, fmt.Errorf("reserve: %w", err)
@@ -107,9 +111,13 @@ func (r *Reservation) PageSize() int { return r.pageSize }
 // Pages is the number of pages reserved.
 func (r *Reservation) Pages() int { return r.n }
 
-// Release lowers the pool by the pages Reserve added. Pages still mapped
-// by an arena become surplus pages (nr_hugepages still counts them) and go
-// back to the system when the arena is closed. Release is idempotent.
+// Release lowers the pool by the pages Reserve added. Release after closing
+// the arenas that use the pages: the kernel shrinks the pool by its free
+// pages first, so releasing while an arena still maps them takes free pages
+// that another process may have reserved and not mapped yet; only when no
+// page is free do the mapped ones become surplus pages (nr_hugepages still
+// counts them) that go back to the system when the arena is closed.
+// Release is idempotent.
 func (r *Reservation) Release() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -121,6 +129,11 @@ func (r *Reservation) Release() error {
 		return err
 	}
 	defer unlock()
+	return r.releaseLocked()
+}
+
+// releaseLocked is Release with r.mu and the pool lock held.
+func (r *Reservation) releaseLocked() error {
 	path := nrHugepagesPath(r.pageSize)
 	cur, err := readPersistent(path)
 	if err != nil {
