@@ -129,7 +129,8 @@ type Engine struct {
 	ldHead    int
 	ldLen     int
 	torn      bool
-	crowd     int // > 0: submitters collided recently (group-commit heuristic)
+	crowd     int    // > 0: submitters collided recently (group-commit heuristic)
+	drains    uint64 // drains started by submitters (the heuristic's probe clock)
 	ctr       counters
 
 	// released mirrors head for Drain and blocked submitters (atomic: read
@@ -273,11 +274,14 @@ func (e *Engine) Config() Config { return e.cfg }
 // kick makes sure freshly committed entries reach the target.
 func (e *Engine) kick() {
 	if e.owner.CompareAndSwap(0, 1) {
-		if e.crowd > 0 {
-			// Other submitters were active a moment ago: give the ones
-			// that are runnable a chance to stage their transfers, so
-			// that one doorbell carries them all (group commit). (A
-			// plain read of an owner-protected field: we hold the owner.)
+		// Group commit: when other submitters were active a moment ago
+		// (crowd), give the runnable ones a chance to stage their
+		// transfers first, so that one doorbell carries them all. Every
+		// 64th drain probes the same way, so that a crowd is noticed
+		// even when the scheduler runs submitters one after another and
+		// they never collide. (Plain fields: we hold the owner.)
+		e.drains++
+		if e.crowd > 0 || e.drains%64 == 0 {
 			runtime.Gosched()
 		}
 		e.drainLocked()
