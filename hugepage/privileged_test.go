@@ -4,6 +4,7 @@ import (
 	"errors"
 	"runtime"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/hcomm-go/hcomm/internal/testutil"
@@ -178,16 +179,31 @@ func TestReleaseWhileMapped(t *testing.T) {
 	testutil.RequirePrivileged(t, "reserve 2 MiB hugetlb pages")
 	// The whole sequence runs under the reservation lock, so that other
 	// hcomm processes (ring's and the engine's tests, in parallel) cannot
-	// change the pool's totals between the readings.
-	unlock, err := lockPool(size2M)
-	if err != nil {
-		t.Fatal(err)
+	// change the pool's totals between the readings. And it runs only when
+	// no page of the pool is available: the kernel shrinks the pool by an
+	// available page first, which would be one that another process has
+	// reserved and not mapped yet — its mmap would then fail.
+	var unlock func()
+	var before HugeCounts
+	for wait := time.Now().Add(10 * time.Second); ; {
+		var err error
+		if unlock, err = lockPool(size2M); err != nil {
+			t.Fatal(err)
+		}
+		if before, err = readHugeCounts(size2M); err != nil {
+			unlock()
+			t.Fatal(err)
+		}
+		if before.Available() == 0 {
+			break
+		}
+		unlock()
+		if time.Now().After(wait) {
+			t.Skipf("the 2 MiB pool kept %d available pages of other processes for 10s; releasing a mapped page now would take one of them", before.Available())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	defer unlock()
-	before, err := readHugeCounts(size2M)
-	if err != nil {
-		t.Fatal(err)
-	}
 	r, err := reserveLocked(size2M, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -213,17 +229,15 @@ func TestReleaseWhileMapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	after, _ := readHugeCounts(size2M)
-	// The kernel shrinks the pool by a free page if it has one (another
-	// process's reserved, unmapped page); otherwise the mapped page becomes
-	// a surplus page and leaves the pool at unmap. Either way the pool ends
-	// as it began.
-	switch {
-	case mid.Surplus == before.Surplus+1 && mid.Total == before.Total+1:
+	// No page was available, so the mapped page became a surplus page that
+	// leaves the pool at unmap — unless another process unmapped a page
+	// meanwhile (munmap takes no lock), which the kernel then gave back
+	// instead (the counters, several sysfs files, may then also be read
+	// torn). Either way the pool ends as it began, which is the contract.
+	if mid.Surplus == before.Surplus+1 && mid.Total == before.Total+1 {
 		t.Logf("the mapped page became a surplus page (pool %+v while mapped)", mid)
-	case mid.Surplus == before.Surplus && mid.Total == before.Total && before.Free > 0:
-		t.Logf("the kernel gave back one of the %d pages that were free instead", before.Free)
-	default:
-		t.Fatalf("pool before %+v, after Release while mapped %+v: neither a surplus page nor a free page given back", before, mid)
+	} else {
+		t.Logf("another process changed the pool meanwhile (pool %+v before, %+v while mapped)", before, mid)
 	}
 	if after.Total != before.Total || after.Surplus != before.Surplus {
 		t.Fatalf("pool before %+v, after close %+v: want it back as it was", before, after)

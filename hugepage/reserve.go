@@ -168,16 +168,30 @@ func setNrHugepages(path string, n int) (int, error) {
 // readPersistent reads the persistent pool size: nr_hugepages counts
 // surplus pages too (pages still mapped after the pool was lowered, freed
 // to the system when unmapped), writing it sets the persistent count.
+//
+// The two counters are separate files: a surplus page freed by another
+// process's munmap between the reads (both counters drop by one) would give
+// a persistent count one too high. The surplus count is read before and
+// after nr_hugepages, and the reading repeated until both agree.
 func readPersistent(path string) (int, error) {
-	nr, err := readInt(path)
-	if err != nil {
-		return 0, err
+	surplusPath := strings.TrimSuffix(path, "nr_hugepages") + "surplus_hugepages"
+	for try := 0; ; try++ {
+		s1, err := readInt(surplusPath)
+		if err != nil {
+			return 0, err
+		}
+		nr, err := readInt(path)
+		if err != nil {
+			return 0, err
+		}
+		s2, err := readInt(surplusPath)
+		if err != nil {
+			return 0, err
+		}
+		if s1 == s2 || try == 100 {
+			return nr - s2, nil
+		}
 	}
-	surplus, err := readInt(strings.TrimSuffix(path, "nr_hugepages") + "surplus_hugepages")
-	if err != nil {
-		return 0, err
-	}
-	return nr - surplus, nil
 }
 
 func lockPool(ps int) (func(), error) {
