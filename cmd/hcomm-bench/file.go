@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -430,28 +430,34 @@ func setupEngineFileReaper(o *options, write bool) (*runner, error) {
 		}
 	}
 	offs := offsets(o, offsRing)
+	// Completed blocks come back through a single-producer (the reaper)
+	// single-consumer (the submitter) ring of indices: no lock, so the
+	// reaper never waits for the submitter. The reaper signals room once
+	// per fileRefill completions, the only wake-up the submitter needs.
 	var (
-		mu       sync.Mutex
-		freeIdx  = make([]int, 0, fileQD)
-		failed   int
-		firstErr error
-		room     = make(chan struct{}, 1)
+		freeRing  [2 * fileQD]int32
+		freeHead  atomic.Uint64 // consumer
+		freeTail  atomic.Uint64 // producer
+		failed    atomic.Int64
+		firstErr  atomic.Pointer[error]
+		room      = make(chan struct{}, 1)
+		sinceWake int // reaper-private
 	)
 	for i := range blocks {
-		freeIdx = append(freeIdx, i)
+		freeRing[i] = int32(i)
 	}
+	freeTail.Store(uint64(len(blocks)))
 	cb := func(r engine.Result) {
-		mu.Lock()
-		freeIdx = append(freeIdx, int(r.User))
-		free := len(freeIdx)
+		t := freeTail.Load()
+		freeRing[t%uint64(len(freeRing))] = int32(r.User)
+		freeTail.Store(t + 1) // release: the index is written before it is counted
 		if r.Err != nil {
-			failed++
-			if firstErr == nil {
-				firstErr = r.Err
-			}
+			failed.Add(1)
+			err := r.Err
+			firstErr.CompareAndSwap(nil, &err)
 		}
-		mu.Unlock()
-		if free >= fileRefill {
+		if sinceWake++; sinceWake >= fileRefill {
+			sinceWake = 0
 			select {
 			case room <- struct{}{}:
 			default:
@@ -464,25 +470,21 @@ func setupEngineFileReaper(o *options, write bool) (*runner, error) {
 	return &runner{per: 1, bytes: fileBlock, close: closeAll,
 		desc: "engine in reaper mode: io_uring, registered buffers and file, O_DIRECT, 64 in flight refilled 32 at a time; the submitter sleeps until half the queue is free",
 		check: func() error {
-			mu.Lock()
-			defer mu.Unlock()
-			if failed > 0 {
-				return fmt.Errorf("%d I/Os failed, first: %w", failed, firstErr)
+			if n := failed.Load(); n > 0 {
+				return fmt.Errorf("%d I/Os failed, first: %w", n, *firstErr.Load())
 			}
 			return nil
 		},
 		run: func(n int) error {
 			for submitted := 0; submitted < n; {
-				mu.Lock()
-				k := min(len(freeIdx), n-submitted)
+				h := freeHead.Load()
+				k := min(int(freeTail.Load()-h), n-submitted)
 				if k < fileRefill && k < n-submitted {
-					mu.Unlock()
 					<-room
 					continue
 				}
-				base := len(freeIdx) - k
 				for i := range k {
-					bi := freeIdx[base+i]
+					bi := int(freeRing[(h+uint64(i))%uint64(len(freeRing))])
 					off := offs[(next+i)&(offsRing-1)]
 					if write {
 						ts[i] = engine.Transfer{Src: engine.Host(blocks[bi]), Dst: engine.FileAt(off), Len: fileBlock, Callback: cb, User: uint64(bi)}
@@ -490,18 +492,10 @@ func setupEngineFileReaper(o *options, write bool) (*runner, error) {
 						ts[i] = engine.Transfer{Src: engine.FileAt(off), Dst: engine.Host(blocks[bi]), Len: fileBlock, Callback: cb, User: uint64(bi)}
 					}
 				}
-				freeIdx = freeIdx[:base]
-				mu.Unlock()
 				got, err := e.SubmitBatchContext(ctx, ts[:k], nil)
+				freeHead.Store(h + uint64(got)) // the rest stay free
 				next += got
 				submitted += got
-				if got < k { // unreachable with a context that never ends; keep the blocks
-					mu.Lock()
-					for i := got; i < k; i++ {
-						freeIdx = append(freeIdx, int(ts[i].User))
-					}
-					mu.Unlock()
-				}
 				if err != nil {
 					return err
 				}

@@ -133,8 +133,8 @@ func parseStrace(r io.Reader) (map[string]float64, error) {
 // runStraceCheck counts the same workloads with strace -c -f (two runs of
 // different lengths: the difference per transfer cancels set-up and
 // teardown) and with eBPF (the windowed count hcomm-bench prints), and
-// prints them side by side. Exit 1 when a host total disagrees by more
-// than 5% + 0.02 calls per transfer.
+// prints them side by side. Exit 1 when the path calls disagree by more
+// than the item's tolerance + 0.002 calls per transfer.
 func runStraceCheck(o *options, out io.Writer) int {
 	if _, err := exec.LookPath("strace"); err != nil {
 		fmt.Fprintln(out, "strace not installed (apt-get install strace)")
@@ -147,18 +147,23 @@ func runStraceCheck(o *options, out io.Writer) int {
 			o.dir = ""
 		}
 	}
+	// tol is the relative tolerance on the path calls: 1% where the path
+	// fixes them per transfer; 30% for the engine's file target, whose
+	// io_uring_enter count depends on how completions cluster (it refills
+	// with what has completed, and strace slows every call down).
 	type item struct {
 		scenario, variant string
 		n                 int
+		tol               float64
 	}
 	items := []item{
-		{"device-small", "4096/traditional", 4000},
-		{"device-small", "4096/engine-b64", 64000},
-		{"device-small", "4096/engine-b1", 8000},
-		{"bulk", "device-1MiB/engine", 3200},
+		{"device-small", "4096/traditional", 4000, 0.01},
+		{"device-small", "4096/engine-b64", 64000, 0.01},
+		{"device-small", "4096/engine-b1", 8000, 0.01},
+		{"bulk", "device-1MiB/engine", 3200, 0.01},
 	}
 	if o.dir != "" {
-		items = append(items, item{"file-4k", "randwrite/engine", 8000}, item{"file-4k", "randread/writeat-direct-qd1", 2000})
+		items = append(items, item{"file-4k", "randwrite/engine", 8000, 0.3}, item{"file-4k", "randread/writeat-direct-qd1", 2000, 0.01})
 	}
 	fail := 0
 	for _, it := range items {
@@ -241,7 +246,7 @@ func runStraceCheck(o *options, out io.Writer) int {
 		verdict := ""
 		if eb != nil {
 			e = fmt.Sprintf("%.4f", et)
-			if math.Abs(st-et) > 0.01*math.Max(st, et)+0.002 {
+			if math.Abs(st-et) > it.tol*math.Max(st, et)+0.002 {
 				verdict = "DISAGREE"
 				fail++
 			} else {
