@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/hcomm-go/hcomm/baseline"
 	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/hugepage"
 	"github.com/hcomm-go/hcomm/vfio"
+	"github.com/hcomm-go/hcomm/vfio/hdma"
 	"github.com/hcomm-go/hcomm/vfio/mock"
 )
 
@@ -51,6 +54,8 @@ func init() {
 			}
 			register(&workload{scenario: "device-small", variant: p + "engine-b64x2", count: true,
 				setup: func(o *options) (*runner, error) { return setupEngineStream(size, inline) }})
+			register(&workload{scenario: "device-small", variant: p + "floor-driver-b64", count: true,
+				setup: func(o *options) (*runner, error) { return setupDriverFloor(size, inline) }})
 			register(&workload{scenario: "device-small", variant: p + "engine-cpu-b64", count: true,
 				setup: func(o *options) (*runner, error) { return setupEngineDevice(size, 64, 0, false, inline) }})
 		}
@@ -288,6 +293,98 @@ func setupEngineStream(size int, inline bool) (*runner, error) {
 					}
 				}
 				e.Poll()
+			}
+			return nil
+		}}, nil
+}
+
+// setupDriverFloor drives the same device with the HDMA driver directly,
+// no engine: 64 descriptors from a DMA-mapped arena, one doorbell, reap
+// by polling. It is the floor under the engine's device path (driver and
+// device model, nothing else), so the tables show how much of the
+// engine's time is the engine's.
+func setupDriverFloor(size int, inline bool) (*runner, error) {
+	const batch, entries, iova = 64, 256, 0x1_0000_0000
+	m, err := newMock(64<<20, inline)
+	if err != nil {
+		return nil, err
+	}
+	arenaSize := (batch*max(size, 64) + 64<<10 + 2<<20 - 1) &^ (2<<20 - 1)
+	ar, err := hugepage.NewArena(hugepage.ArenaConfig{Size: arenaSize, Populate: true})
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	mem := ar.Bytes()[:ar.Len()]
+	drv, err := func() (*hdma.Driver, error) {
+		if err := m.MapDMA(iova, mem, vfio.DMAReadWrite); err != nil {
+			return nil, err
+		}
+		return hdma.Open(m, hdma.Config{Logger: quietLogger()})
+	}()
+	closeAll := func() error {
+		var errs []error
+		if drv != nil {
+			errs = append(errs, drv.Close())
+		}
+		errs = append(errs, m.Close(), ar.Close())
+		return errors.Join(errs...)
+	}
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	q, err := drv.SetupQueue(hdma.QueueConfig{Entries: entries,
+		SQ: mem[:entries*64], SQIOVA: iova, CQ: mem[32<<10 : 32<<10+entries*16], CQIOVA: iova + 32<<10, Interrupts: true})
+	if err == nil {
+		err = drv.Enable()
+	}
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	span := max(size, 64)
+	descs := make([]hdma.Desc, batch)
+	for i := range descs {
+		off := 64<<10 + i*span
+		for j := range size {
+			mem[off+j] = byte(i + j)
+		}
+		descs[i] = hdma.Desc{Op: hdma.OpH2D, Len: uint32(size), Src: iova + uint64(off), Dst: uint64(i * span), User: uint64(i), Interrupt: i == batch-1}
+	}
+	out := make([]hdma.Completion, batch)
+	var failed int
+	return &runner{per: batch, bytes: size, close: closeAll,
+		devSyscalls: func() uint64 { return m.Counters().MSIs },
+		desc:        "the floor: the HDMA driver alone on the same device (64 descriptors from a DMA-mapped arena, one doorbell, completions polled), no engine",
+		check: func() error {
+			if failed > 0 {
+				return fmt.Errorf("%d descriptors failed", failed)
+			}
+			return nil
+		},
+		run: func(n int) error {
+			for i := 0; i < n; i += batch {
+				if k, err := q.SubmitBatch(descs); err != nil || k != batch {
+					return fmt.Errorf("driver submit: %d of %d: %w", k, batch, err)
+				}
+				for got, idle := 0, 0; got < batch; {
+					k := q.Reap(out[got:])
+					for _, c := range out[got : got+k] {
+						if c.Err != nil {
+							failed++
+						}
+					}
+					got += k
+					// Yield now and then, as the engine's Drain does: a
+					// device worker woken by the doorbell may sit in
+					// this P's run queue.
+					if idle++; k != 0 {
+						idle = 0
+					} else if idle%16 == 0 {
+						runtime.Gosched()
+					}
+				}
 			}
 			return nil
 		}}, nil
