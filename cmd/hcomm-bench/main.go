@@ -28,7 +28,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 )
 
@@ -92,8 +95,51 @@ func main() {
 	if *straceCheck {
 		os.Exit(runStraceCheck(&o, os.Stdout))
 	}
+	// Give hugepage reservations back on Ctrl-C too: the benchmark must
+	// leave the machine as it found it.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		runAtExit()
+		os.Exit(130)
+	}()
 	b := newBench(&o)
 	os.Exit(b.run())
+}
+
+var (
+	exitMu    sync.Mutex
+	exitFuncs = map[int]func(){}
+	exitSeq   int
+)
+
+// atExit registers f to run if the process is interrupted; the returned
+// function runs f now (once) and unregisters it.
+func atExit(f func()) (undo func()) {
+	exitMu.Lock()
+	defer exitMu.Unlock()
+	exitSeq++
+	id := exitSeq
+	exitFuncs[id] = f
+	return func() {
+		exitMu.Lock()
+		g, ok := exitFuncs[id]
+		delete(exitFuncs, id)
+		exitMu.Unlock()
+		if ok {
+			g()
+		}
+	}
+}
+
+func runAtExit() {
+	exitMu.Lock()
+	defer exitMu.Unlock()
+	for id, f := range exitFuncs {
+		delete(exitFuncs, id)
+		f()
+	}
 }
 
 func contains(list []string, s string) bool {

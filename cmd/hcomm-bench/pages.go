@@ -41,7 +41,8 @@ func runPages(o *options) ([]*pageResult, []string) {
 				skipped = append(skipped, fmt.Sprintf("pages %v: reserve %d pages: %v", b, n, err))
 				continue
 			}
-			defer r.Release()
+			undo := atExit(func() { _ = r.Release() })
+			defer undo()
 		} else if c, err := hugepage.ReadHugeCounts(b.PageSize()); err != nil || c.Available() < n {
 			skipped = append(skipped, fmt.Sprintf("pages %v: needs %d reserved pages and cannot reserve them unprivileged (run as root)", b, n))
 			continue
