@@ -224,6 +224,16 @@ func (e *Engine) Close(ctx context.Context) error {
 		e.sleeping.Store(sleepIdle) // make sure the wake-up goes through
 		e.wakeReaper(false)
 		<-e.done
+	} else {
+		// Poll mode: an application goroutine (or a Wait/Drain polling
+		// for it) may be inside Poll, with completions collected and
+		// callbacks still to run. Take the reaping flag for good: wait
+		// for that Poll to finish (it completes what it collected), and
+		// every later Poll returns 0. Without this, step 4 would see
+		// those slots open and complete them a second time.
+		for !e.reaping.CompareAndSwap(0, 1) {
+			runtime.Gosched()
+		}
 	}
 
 	// 3. Tear down the staging side: wait for reservations in progress

@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestCloseDuringPoll: in poll mode, Close while another goroutine's Poll
+// is running callbacks. Poll has already collected the transfers; Close
+// must not complete them a second time (with ErrCanceled), and it must not
+// return while one of their callbacks is still running.
+func TestCloseDuringPoll(t *testing.T) {
+	e, err := Open(small(Config{Target: TargetMemory, Mode: ModePoll, QueueDepth: 8}))
+	must(t, err)
+	b := alloc(t, e, 128)
+	const n = 8
+	counts := make([]atomic.Int32, n)
+	var canceled, running atomic.Int32
+	started := make(chan struct{})
+	var once sync.Once
+	cb := func(r Result) {
+		running.Add(1)
+		defer running.Add(-1)
+		counts[r.User].Add(1)
+		if r.Err != nil {
+			canceled.Add(1)
+		}
+		if r.User == 0 {
+			once.Do(func() { close(started) })
+			time.Sleep(100 * time.Millisecond) // Close runs meanwhile
+		}
+	}
+	for i := range n {
+		_, err := e.Submit(Transfer{Src: HostAt(b, 0), Dst: HostAt(b, 64), Len: 64, Callback: cb, User: uint64(i)})
+		must(t, err)
+	}
+	polled := make(chan int)
+	go func() { polled <- e.Poll() }()
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Poll ran no callback")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no draining: straight to cancellation
+	must(t, e.Close(ctx))
+	if r := running.Load(); r != 0 {
+		t.Errorf("Close returned while %d callbacks were still running", r)
+	}
+	<-polled
+	for i := range n {
+		if c := counts[i].Load(); c != 1 {
+			t.Errorf("transfer %d: %d callbacks", i, c)
+		}
+	}
+	if c := canceled.Load(); c != 0 {
+		t.Errorf("%d transfers that Poll had collected (completed) were reported canceled", c)
+	}
+	if st := e.Stats(); st.Completed != n {
+		t.Errorf("Stats.Completed = %d after %d transfers", st.Completed, n)
+	}
+}
