@@ -9,6 +9,9 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/hugepage"
 )
 
 // unit says what a group's primary value is and which way is better.
@@ -76,6 +79,7 @@ func groups(o *options) []group {
 }
 
 type bench struct {
+	release []func()
 	o       *options
 	out     io.Writer
 	m       machine
@@ -107,6 +111,7 @@ func (b *bench) run() int {
 			}
 		}
 	}
+	b.m.PoolBacking = b.reservePools()
 	if !b.o.json {
 		b.printMachine()
 	}
@@ -173,6 +178,9 @@ func (b *bench) run() int {
 		b.skipped = append(b.skipped, sk...)
 		b.addPages(pr)
 	}
+	for _, undo := range b.release {
+		undo()
+	}
 	b.m.LoadEnd = loadAvg()
 	b.m.Seconds = time.Since(start).Seconds()
 	rep := report{Machine: b.m, Scenarios: b.entries, Skipped: b.skipped}
@@ -205,23 +213,24 @@ func (b *bench) run() int {
 
 // machine describes where the numbers came from.
 type machine struct {
-	CPU        string     `json:"cpu"`
-	CPUs       int        `json:"cpus"`
-	GOMAXPROCS int        `json:"gomaxprocs"`
-	MemGiB     float64    `json:"mem_gib"`
-	Kernel     string     `json:"kernel"`
-	Go         string     `json:"go"`
-	Date       string     `json:"date"`
-	LoadStart  [3]float64 `json:"loadavg_start"`
-	LoadEnd    [3]float64 `json:"loadavg_end"`
-	Privileged bool       `json:"privileged"`
-	Counting   string     `json:"counting"`
-	Fio        string     `json:"fio,omitempty"`
-	FileDir    string     `json:"file_dir,omitempty"`
-	FileFS     string     `json:"file_fs,omitempty"`
-	Quick      bool       `json:"quick"`
-	Reps       int        `json:"reps"`
-	Seconds    float64    `json:"seconds"`
+	CPU         string     `json:"cpu"`
+	CPUs        int        `json:"cpus"`
+	GOMAXPROCS  int        `json:"gomaxprocs"`
+	MemGiB      float64    `json:"mem_gib"`
+	Kernel      string     `json:"kernel"`
+	Go          string     `json:"go"`
+	Date        string     `json:"date"`
+	LoadStart   [3]float64 `json:"loadavg_start"`
+	LoadEnd     [3]float64 `json:"loadavg_end"`
+	Privileged  bool       `json:"privileged"`
+	Counting    string     `json:"counting"`
+	Fio         string     `json:"fio,omitempty"`
+	FileDir     string     `json:"file_dir,omitempty"`
+	FileFS      string     `json:"file_fs,omitempty"`
+	PoolBacking string     `json:"engine_pool_backing"`
+	Quick       bool       `json:"quick"`
+	Reps        int        `json:"reps"`
+	Seconds     float64    `json:"seconds"`
 }
 
 func describeMachine(o *options) machine {
@@ -271,6 +280,7 @@ func (b *bench) printMachine() {
 	fmt.Fprintf(b.out, "machine: %s, %d CPUs (GOMAXPROCS %d), %.1f GiB, Linux %s, %s\n", m.CPU, m.CPUs, m.GOMAXPROCS, m.MemGiB, m.Kernel, m.Go)
 	fmt.Fprintf(b.out, "load average at start: %.2f %.2f %.2f (a shared machine: ratios are from interleaved runs)\n", m.LoadStart[0], m.LoadStart[1], m.LoadStart[2])
 	fmt.Fprintf(b.out, "syscalls/copies: %s\n", m.Counting)
+	fmt.Fprintf(b.out, "engine pools: %s\n", m.PoolBacking)
 	fmt.Fprintf(b.out, "each value: median [min–max] of %d repetitions\n", m.Reps)
 }
 
@@ -298,4 +308,45 @@ func countN(o *options, r *result) int {
 		n = min(n, max(int(budget/r.ns.Median), 1))
 	}
 	return max(min(n, 200000), 1)
+}
+
+// poolPages is how many 2 MiB pages the engines of one table need at once
+// (seven engines of at most 32 MiB), with a margin for the shared pool.
+const poolPages = 7*16 + 16
+
+// reservePools reserves, as root, the hugetlb pages the engines' pools
+// prefer (given back at exit), and says what backing a pool gets.
+func (b *bench) reservePools() string {
+	note := ""
+	if os.Geteuid() == 0 {
+		r, err := hugepage.Reserve(2<<20, poolPages)
+		if err != nil {
+			note = fmt.Sprintf(" (reserving %d pages: %v)", poolPages, err)
+		} else {
+			undo := atExit(func() {
+				if err := r.Release(); err != nil {
+					fmt.Fprintf(os.Stderr, "hcomm-bench: giving back %d hugetlb pages: %v\n", poolPages, err)
+				}
+			})
+			b.release = append(b.release, undo)
+			note = fmt.Sprintf(" (%d pages reserved for the run, given back at the end)", poolPages)
+		}
+	}
+	e, err := engine.Open(engine.Config{Target: engine.TargetMemory, PoolSize: 32 << 20, Mode: engine.ModePoll, Logger: quietLogger()})
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	defer func() {
+		ctx, cancel := closeCtx()
+		defer cancel()
+		e.Close(ctx)
+	}()
+	switch fb := e.Fallbacks(); len(fb) {
+	case 0:
+		return "hugetlb 2 MiB" + note
+	case 1:
+		return "THP (hugetlb 2 MiB refused: " + firstLine(fb[0].Error()) + ")" + note
+	default:
+		return "4 KiB pages (hugetlb and THP refused)" + note
+	}
 }
