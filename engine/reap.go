@@ -193,8 +193,12 @@ func (e *Engine) lookup(id ID) (done bool, res uint64, err error) {
 func (e *Engine) Drain(ctx context.Context) error {
 	e.lock()
 	e.drainLocked()
-	b := e.stage.Peek(e.depth)
-	end := b.Start() + uint64(b.Len())
+	// Every reservation made so far, published or not: a transfer whose
+	// Submit returned may sit behind another submitter's reservation that
+	// is not yet committed (Peek stops there). Submitters never block
+	// between Reserve and Commit, so the frontier gets past it. (We hold
+	// the owner: the ring's head is e.head.)
+	end := e.head + uint64(e.stage.Len())
 	e.unlock()
 	return e.waitReleased(ctx, end)
 }
