@@ -93,3 +93,43 @@ func TestDrainBehindReservation(t *testing.T) {
 		must(t, e.Drain(ctxT(t, 20*time.Second))) // let the helper finish before Close
 	}
 }
+
+// TestCloseWhilePolling: Close in poll mode while another goroutine calls
+// Poll in a tight loop (and keeps submitting): Close must get the reaping
+// flag, not be starved by the loop.
+func TestCloseWhilePolling(t *testing.T) {
+	for range 20 {
+		e, err := Open(small(Config{Target: TargetMemory, Mode: ModePoll, QueueDepth: 8}))
+		must(t, err)
+		b := alloc(t, e, 128)
+		var calls atomic.Int64
+		stop := make(chan struct{})
+		loopDone := make(chan struct{})
+		go func() {
+			defer close(loopDone)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = e.Submit(Transfer{Src: HostAt(b, 0), Dst: HostAt(b, 64), Len: 64, Callback: func(Result) { calls.Add(1) }})
+				e.Poll()
+			}
+		}()
+		time.Sleep(time.Millisecond)
+		closed := make(chan error, 1)
+		go func() { closed <- e.Close(context.Background()) }()
+		select {
+		case err := <-closed:
+			must(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("Close starved by a goroutine looping Poll")
+		}
+		close(stop)
+		<-loopDone
+		if st := e.Stats(); st.Completed != uint64(calls.Load()) || st.Transfers != st.Completed {
+			t.Fatalf("%d callbacks, %d completions, %d transfers: Stats counts what is not a transfer", calls.Load(), st.Completed, st.Transfers)
+		}
+	}
+}

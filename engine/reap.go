@@ -27,17 +27,8 @@ func (e *Engine) cycle() (n int, busy bool) {
 		e.tgt.check(e)
 		n = e.collectLocked(e.batch) // what a recovery failed
 	}
-	var bytes uint64
-	var errs uint32
-	for _, c := range e.batch[:n] {
-		bytes += uint64(uint32(c.res))
-		if code := uint32(c.res >> 32); code != codeOK {
-			errs++
-			e.ctr.countErr(code)
-		}
-	}
-	if n > 0 {
-		e.ctr.completed += uint64(n)
+	count, bytes, errs := e.countLocked(e.batch[:n])
+	if count > 0 {
 		e.ctr.reapBatches++
 	}
 	// Busy: something may finish without a doorbell or a wake-up (in the
@@ -47,13 +38,37 @@ func (e *Engine) cycle() (n int, busy bool) {
 	if n == 0 {
 		return 0, busy
 	}
-	hookReapBatch(uint32(n), bytes, errs)
+	if count > 0 {
+		hookReapBatch(uint32(count), bytes, errs)
+	}
 	e.complete(e.batch[:n])
 	e.lock()
 	e.advanceLocked()
 	e.unlock()
 	e.notify()
 	return n, busy
+}
+
+// countLocked counts finished transfers into the statistics and returns
+// how many there are, their bytes and how many failed. No-ops (reservations
+// made after Close began, the rest of a batch after an invalid entry) go
+// through the completion path to free their slots but are not transfers:
+// they are not counted, as drainLocked does not count them either. Owner
+// only (the entries are not yet released).
+func (e *Engine) countLocked(batch []completion) (count int, bytes uint64, errs uint32) {
+	for _, c := range batch {
+		if e.reqs[c.pos&e.mask].op == opNone {
+			continue
+		}
+		count++
+		bytes += uint64(uint32(c.res))
+		if code := uint32(c.res >> 32); code != codeOK {
+			errs++
+			e.ctr.countErr(code)
+		}
+	}
+	e.ctr.completed += uint64(count)
+	return count, bytes, errs
 }
 
 // complete stores each result and runs each callback, exactly once, then
@@ -271,12 +286,7 @@ func (e *Engine) Close(ctx context.Context) error {
 			n++
 		}
 	}
-	for _, c := range e.batch[:n] {
-		if code := uint32(c.res >> 32); code != codeOK {
-			e.ctr.countErr(code)
-		}
-	}
-	e.ctr.completed += uint64(n)
+	e.countLocked(e.batch[:n])
 	e.owner.Store(0)
 	e.complete(e.batch[:n])
 	e.released.Store(end)
