@@ -15,6 +15,7 @@ import (
 
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/vfio"
+	"github.com/hcomm-go/hcomm/vfio/hdma/model"
 	"github.com/hcomm-go/hcomm/vfio/mock"
 )
 
@@ -66,6 +67,11 @@ type state struct {
 	depth   int
 	log     *slog.Logger
 	scratch sync.Pool // *batchScratch for submit_batch
+	// maxLen is the most bytes one transfer may move (the device's MAX_LEN
+	// register; the engine's 32-bit limit for other targets), checked
+	// with the pointers so that a batch is refused whole, never after a
+	// prefix went to the engine.
+	maxLen uint64
 }
 
 type batchScratch struct {
@@ -194,6 +200,20 @@ func open(c config, invoke invokeFunc) (_ *state, code int32, err error) {
 			return nil, codeENODEV, fmt.Errorf("device %s: device memory (BAR2): %w", s.dev.Info().Name, err)
 		}
 		s.space.size = min(bar2.Size(), maxDevSpace)
+	}
+	s.maxLen = math.MaxUint32
+	if s.dev != nil {
+		// The register the engine's driver reads to refuse longer
+		// transfers (ErrOutOfBounds), read-only.
+		bar0, err := s.dev.Region(vfio.RegionBAR0)
+		if err != nil {
+			return nil, codeENODEV, fmt.Errorf("device %s: registers (BAR0): %w", s.dev.Info().Name, err)
+		}
+		ml, err := bar0.Read32(model.RegMaxLen)
+		if err != nil {
+			return nil, codeENODEV, fmt.Errorf("device %s: read MAX_LEN: %w", s.dev.Info().Name, err)
+		}
+		s.maxLen = uint64(ml)
 	}
 	if s.eng, err = engine.Open(cfg); err != nil {
 		code := codeOf(err)
@@ -353,6 +373,10 @@ func (s *state) resolve(p, n uintptr) (engine.Loc, int, int32) {
 func (s *state) transfer(t *engine.Transfer, src, dst, n uintptr) int32 {
 	if n == 0 || n > math.MaxUint32 {
 		return codeEINVAL
+	}
+	if uint64(n) > s.maxLen {
+		// As the engine would refuse it (ErrOutOfBounds → EFAULT).
+		return codeEFAULT
 	}
 	var sk, dk int
 	var code int32
