@@ -174,8 +174,10 @@ func TestManySubmitters(t *testing.T) {
 	}
 	st := e.Stats()
 	t.Logf("%d transfers, %d doorbells (%.3f per transfer)", st.Transfers, st.Doorbells, float64(st.Doorbells)/float64(st.Transfers))
-	if st.Doorbells > st.Transfers {
-		t.Errorf("%d doorbells for %d transfers", st.Doorbells, st.Transfers)
+	// Fewer, not "no more": one doorbell per transfer (no sharing at all
+	// among 64 submitters) is what group commit exists to prevent.
+	if st.Doorbells >= st.Transfers {
+		t.Errorf("%d doorbells for %d transfers: no doorbell was shared", st.Doorbells, st.Transfers)
 	}
 }
 
