@@ -2,10 +2,13 @@ package engine
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hcomm-go/hcomm/vfio/mock"
 )
 
 // TestCloseDuringPoll: in poll mode, Close while another goroutine's Poll
@@ -130,6 +133,80 @@ func TestCloseWhilePolling(t *testing.T) {
 		<-loopDone
 		if st := e.Stats(); st.Completed != uint64(calls.Load()) || st.Transfers != st.Completed {
 			t.Fatalf("%d callbacks, %d completions, %d transfers: Stats counts what is not a transfer", calls.Load(), st.Completed, st.Transfers)
+		}
+	}
+}
+
+// TestCloseRaces: Close (with a short, random drain budget) against
+// goroutines that Submit, SubmitContext, Wait and (poll mode) Poll, on a
+// device that injects errors and latency. Every transfer whose Submit
+// succeeded gets exactly one callback, refused ones none, and Stats counts
+// exactly the submitted ones. Under -race this also catches Close touching
+// a slot that a submitter who reserved after Close began is still writing.
+func TestCloseRaces(t *testing.T) {
+	cycles := 100
+	if testing.Short() {
+		cycles = 20
+	}
+	for cyc := range cycles {
+		mode := Mode(cyc % 2)
+		dev := newMock(t, mock.Config{Seed: uint64(cyc)})
+		must(t, dev.InjectFault(mock.Fault{Kind: mock.FaultError, Rate: 0.01}))
+		must(t, dev.InjectFault(mock.Fault{Kind: mock.FaultLatency, Rate: 0.01, Latency: 300 * time.Microsecond}))
+		e, err := Open(small(Config{Device: dev, QueueDepth: 16, CPUThreshold: 64, Mode: mode, Timeout: 50 * time.Millisecond}))
+		must(t, err)
+		const G, per = 4, 2000
+		counts := make([]atomic.Int32, G*per)
+		submitted := make([]atomic.Bool, G*per)
+		cb := func(r Result) { counts[r.User].Add(1) }
+		var wg sync.WaitGroup
+		for g := range G {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				b, err := e.Alloc(4096)
+				if err != nil {
+					return // Close came first
+				}
+				for i := range per {
+					u := uint64(g*per + i)
+					tr := Transfer{Src: Host(b), Dst: DeviceAt(uint64(g) * 4096), Len: 64 << (i % 2 * 3), Callback: cb, User: u}
+					var id ID
+					var err error
+					if i%3 == 0 {
+						id, err = e.SubmitContext(context.Background(), tr)
+					} else {
+						id, err = e.Submit(tr)
+					}
+					if err == nil {
+						submitted[u].Store(true)
+						if i%7 == 0 {
+							_ = e.Wait(context.Background(), id)
+						}
+					}
+					if mode == ModePoll {
+						e.Poll()
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(2000))*time.Microsecond)
+		must(t, e.Close(ctx))
+		cancel()
+		wg.Wait()
+		var n uint64
+		for u := range counts {
+			c, s := counts[u].Load(), submitted[u].Load()
+			if s && c != 1 || !s && c != 0 {
+				t.Fatalf("cycle %d %v: transfer %d (submitted %v): %d callbacks", cyc, mode, u, s, c)
+			}
+			if s {
+				n++
+			}
+		}
+		if st := e.Stats(); st.Completed != n {
+			t.Fatalf("cycle %d %v: %d submitted, Stats.Completed %d", cyc, mode, n, st.Completed)
 		}
 	}
 }

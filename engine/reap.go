@@ -269,7 +269,13 @@ func (e *Engine) Close(ctx context.Context) error {
 		e.lock()
 	}
 	e.drainLocked()
-	end := e.head + uint64(e.stage.Len())
+	// The published prefix, not head+Len: a submitter may reserve after
+	// the check above; it saw closing (set before the check) and is
+	// writing a no-op into its slot right now. Completing that slot here
+	// would race with its writes. Every reservation made before the
+	// check is published, so every real transfer is in [head, end).
+	b := e.stage.Peek(e.depth)
+	end := b.Start() + uint64(b.Len())
 	e.torn = true
 
 	// 4. Everything still open completes now, on this goroutine: what
