@@ -94,6 +94,13 @@ func openDevice(e *Engine) (_ *deviceTarget, err error) {
 	}
 	d.cpl = make([]hdma.Completion, entries)
 	d.devMem = d.drv.DeviceMemory()
+	if d.devMem != nil && uint64(len(d.devMem)) < d.info.DevMemSize {
+		// Validation admits offsets up to DEVMEM_SIZE; the CPU path would
+		// index past the mapping. DMA reaches all of it: CPU path off.
+		e.fallbacks = append(e.fallbacks, fmt.Errorf("engine: device %s maps %d of its %d bytes of device memory for the CPU: CPU path off: %w",
+			name, len(d.devMem), d.info.DevMemSize, ErrUnsupported))
+		d.devMem = nil
+	}
 	switch {
 	case cfg.CPUThreshold < 0 || d.devMem == nil:
 		cfg.CPUThreshold = -1

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/mock"
 )
 
@@ -207,6 +208,61 @@ func TestCloseRaces(t *testing.T) {
 		}
 		if st := e.Stats(); st.Completed != n {
 			t.Fatalf("cycle %d %v: %d submitted, Stats.Completed %d", cyc, mode, n, st.Completed)
+		}
+	}
+}
+
+// shortBAR2 is a device whose CPU mapping of BAR2 is shorter than the
+// DEVMEM_SIZE register says (a device or VFIO region that maps only part
+// of its memory). Transfers may address all of DEVMEM_SIZE through the
+// DMA engine; the CPU path must never index past the mapping.
+type shortBAR2 struct {
+	*mock.Device
+	keep int
+}
+
+type shortRegion struct {
+	vfio.Region
+	keep int
+}
+
+func (r shortRegion) Mapped() []byte {
+	if m := r.Region.Mapped(); m != nil {
+		return m[:r.keep:r.keep]
+	}
+	return nil
+}
+
+func (d shortBAR2) Region(i int) (vfio.Region, error) {
+	r, err := d.Device.Region(i)
+	if err != nil || i != vfio.RegionBAR2 {
+		return r, err
+	}
+	return shortRegion{r, d.keep}, nil
+}
+
+func TestCPUPathShortMapping(t *testing.T) {
+	dev := newMock(t, mock.Config{DevMemSize: 1 << 20})
+	e := open(t, Config{Device: shortBAR2{dev, 256 << 10}, CPUThreshold: 4096})
+	if th := e.Config().CPUThreshold; th != -1 || len(e.Fallbacks()) == 0 {
+		t.Errorf("CPUThreshold %d with a partial BAR2 mapping, fallbacks %v: want the CPU path off, and said", th, e.Fallbacks())
+	}
+	b := alloc(t, e, 4096)
+	for i := range b.Bytes() {
+		b.Bytes()[i] = byte(i)
+	}
+	ctx := ctxT(t, 10*time.Second)
+	// Past the CPU mapping, inside device memory: must not panic, must land.
+	id, err := e.Submit(Transfer{Src: Host(b), Dst: DeviceAt(512 << 10), Len: 4096})
+	must(t, err)
+	must(t, e.Wait(ctx, id))
+	back := alloc(t, e, 4096)
+	id, err = e.Submit(Transfer{Src: DeviceAt(512 << 10), Dst: Host(back), Len: 4096})
+	must(t, err)
+	must(t, e.Wait(ctx, id))
+	for i, v := range back.Bytes() {
+		if v != byte(i) {
+			t.Fatalf("byte %d: %d", i, v)
 		}
 	}
 }
