@@ -95,10 +95,12 @@ func main() {
 	if *straceCheck {
 		os.Exit(runStraceCheck(&o, os.Stdout))
 	}
-	// Give hugepage reservations back on Ctrl-C too: the benchmark must
+	// Give hugepage reservations back on Ctrl-C too, and when the reader
+	// of the output goes away (hcomm-bench | head: SIGPIPE would otherwise
+	// kill the process before its deferred releases): the benchmark must
 	// leave the machine as it found it.
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	go func() {
 		<-sig
 		runAtExit()

@@ -60,10 +60,11 @@ func main() {
 		)
 	}
 
-	// Give reservations back on Ctrl-C too: the demo must leave the
-	// machine as it found it.
+	// Give reservations back on Ctrl-C too, and when the reader of the
+	// output goes away (SIGPIPE): the demo must leave the machine as it
+	// found it.
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	go func() {
 		<-sig
 		d.release()
