@@ -102,7 +102,9 @@ func (a *Arena) Addr() uintptr { return uintptr(a.base) }
 // Len is the arena's size in bytes (the configured size rounded up).
 func (a *Arena) Len() int { return a.size }
 
-// Backing is the backing obtained.
+// Backing is the backing obtained: what memory the arena got (hugetlb 2 MiB,
+// THP, 4 KiB...), after any fallback (Fallbacks says why). For BackingTHP it
+// is what was asked of the kernel; Residency shows the pages really used.
 func (a *Arena) Backing() Backing { return a.backing }
 
 // PageSize is the page size of the backing obtained.

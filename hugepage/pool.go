@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -27,9 +28,26 @@ type PoolConfig struct {
 	// MaxSize caps the total of all arenas. At or below Size the pool never
 	// grows (the default).
 	MaxSize int64
-	// ReleaseIdle closes an added arena (never the first) as soon as it
-	// holds no live block. Pool.Trim does the same on demand.
-	ReleaseIdle bool
+	// IdleRelease, when > 0, closes an added arena (never the first) once
+	// it has held no live block for that long: freeing its last block arms
+	// a timer, an allocation from it before the timer fires cancels the
+	// release. Zero keeps added arenas until Trim or Close.
+	IdleRelease time.Duration
+	// OnGrow, if set, is called when the pool has mapped an added arena
+	// (not the first, NewPool's), before any block of it is handed out:
+	// typically to map the arena for a device. An error closes the arena
+	// (the pool is left as it was) and fails the Alloc that needed it with
+	// an error wrapping both ErrPoolExhausted and the hook's error.
+	//
+	// OnGrow and OnRelease run with the pool's lock held, on the goroutine
+	// of the Alloc, Trim or idle timer that caused them, possibly
+	// while other goroutines wait in Alloc or Free: they must not call any
+	// method of the pool (it would deadlock), and should be quick.
+	OnGrow func(a *Arena) error
+	// OnRelease, if set, is called just before an added arena is closed by
+	// IdleRelease or Trim (not by Pool.Close): typically to unmap it from a
+	// device. No block of the arena is live then.
+	OnRelease func(a *Arena)
 	// Debug fills freed blocks with PoisonByte, so that use after free
 	// shows up as 0xDB bytes instead of plausible stale data.
 	Debug bool
@@ -52,6 +70,8 @@ type Pool struct {
 	growBy   int64
 	maxBlock int64
 	log      *slog.Logger
+
+	timers sync.WaitGroup // idle-release callbacks pending or running
 
 	mu      sync.Mutex
 	closed  bool
@@ -84,6 +104,9 @@ type poolArena struct {
 	own  []uint32 // per unit: slab id|slabBit, or the head unit of a large block
 	live int      // live blocks
 	dead atomic.Bool
+
+	idle   *time.Timer // IdleRelease timer, created the first time the arena becomes idle
+	idleAt time.Time   // when the last block was freed
 }
 
 const slabBit = 1 << 31
@@ -322,6 +345,9 @@ func (p *Pool) allocSmall(c, size int) (Block, error) {
 	}
 	g := p.nextGen()
 	s.objs[idx] = objMeta{gen: g, x: uint32(size)}
+	if s.ar.live == 0 {
+		p.cancelIdle(s.ar)
+	}
 	s.ar.live++
 	p.classLive[c]++
 	p.classAllocs[c]++
@@ -340,6 +366,9 @@ func (p *Pool) allocLarge(size, align int) (Block, error) {
 	own := ar.own[u : u+units]
 	for i := range own {
 		own[i] = u
+	}
+	if ar.live == 0 {
+		p.cancelIdle(ar)
 	}
 	ar.live++
 	p.largeLive++
@@ -383,6 +412,12 @@ func (p *Pool) grow(need int64) (*poolArena, error) {
 	if p.total+int64(a.Len()) > p.cfg.MaxSize {
 		a.Close()
 		return nil, fmt.Errorf("%w: an arena of %d bytes (rounded to its pages) would exceed MaxSize %d", ErrPoolExhausted, a.Len(), p.cfg.MaxSize)
+	}
+	if p.cfg.OnGrow != nil {
+		if err := p.cfg.OnGrow(a); err != nil {
+			a.Close()
+			return nil, fmt.Errorf("%w: OnGrow refused a new %s arena of %d bytes: %w", ErrPoolExhausted, a.Backing(), a.Len(), err)
+		}
 	}
 	p.grows++
 	p.logArena("pool grew by an arena", a)
@@ -536,8 +571,8 @@ func (p *Pool) free(b Block) error {
 	p.frees++
 	p.inUse -= int64(b.n)
 	ar.live--
-	if ar.live == 0 && p.cfg.ReleaseIdle && ar != p.arenas[0] {
-		p.releaseArena(ar)
+	if ar.live == 0 && p.cfg.IdleRelease > 0 && ar != p.arenas[0] {
+		p.armIdle(ar)
 	}
 	return nil
 }
@@ -570,13 +605,58 @@ func (p *Pool) poison(b Block) {
 	}
 }
 
-// releaseArena closes an arena that holds no live block.
+// armIdle starts (or restarts) the idle-release timer of an added arena
+// whose last block was just freed. p.timers counts every callback that is
+// scheduled or running, so that Close can wait for them.
+func (p *Pool) armIdle(ar *poolArena) {
+	ar.idleAt = time.Now()
+	if ar.idle == nil {
+		p.timers.Add(1)
+		ar.idle = time.AfterFunc(p.cfg.IdleRelease, func() { p.idleExpired(ar) })
+		return
+	}
+	if !ar.idle.Reset(p.cfg.IdleRelease) { // the previous callback had started: a new one is scheduled
+		p.timers.Add(1)
+	}
+}
+
+// cancelIdle stops the idle-release timer of an arena that gets a block
+// again. A callback already started finds the arena busy and does nothing.
+func (p *Pool) cancelIdle(ar *poolArena) {
+	if ar.idle != nil && ar.idle.Stop() {
+		p.timers.Done()
+	}
+}
+
+// idleExpired is the idle-release timer's callback: it re-checks, under the
+// lock, that the arena is still idle and has been for IdleRelease.
+func (p *Pool) idleExpired(ar *poolArena) {
+	defer p.timers.Done()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || ar.dead.Load() || ar.live != 0 {
+		return
+	}
+	if rest := p.cfg.IdleRelease - time.Since(ar.idleAt); rest > 0 {
+		if !ar.idle.Reset(rest) {
+			p.timers.Add(1)
+		}
+		return
+	}
+	p.releaseArena(ar)
+}
+
+// releaseArena closes an added arena that holds no live block.
 func (p *Pool) releaseArena(ar *poolArena) {
+	p.cancelIdle(ar)
 	for _, s := range p.slabs {
 		if s != nil && s.ar == ar {
 			p.empty[s.class]--
 			p.releaseSlab(s)
 		}
+	}
+	if p.cfg.OnRelease != nil {
+		p.cfg.OnRelease(ar.a)
 	}
 	ar.dead.Store(true)
 	if err := ar.a.Close(); err != nil && p.log != nil {
@@ -595,8 +675,8 @@ func (p *Pool) releaseArena(ar *poolArena) {
 	}
 }
 
-// Trim closes every added arena (never the first) that holds no live block
-// and returns how many it closed.
+// Trim closes every added arena (never the first) that holds no live block,
+// calling OnRelease for each, and returns how many it closed.
 func (p *Pool) Trim() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -678,12 +758,12 @@ func (p *Pool) resolve(ar *poolArena, off, n int) (Block, bool) {
 
 // PoolStats is a snapshot of a pool's accounting.
 type PoolStats struct {
-	Arenas        int
-	Size          int64   // bytes mapped in all arenas
+	Arenas        int     // arenas mapped now
+	Mapped        int64   // bytes mapped in all arenas
 	InUse         int64   // bytes in live blocks (sum of their Len)
 	Peak          int64   // highest InUse seen
 	Held          int64   // bytes taken from the arenas by slabs and large blocks
-	Free          int64   // Size - Held
+	Free          int64   // Mapped - Held
 	LargestFree   int64   // longest free span of any arena
 	Fragmentation float64 // external: 1 - LargestFree/Free (0 when nothing is free)
 	Waste         float64 // internal: 1 - InUse/Held (class rounding, empty slab space)
@@ -710,7 +790,7 @@ func (p *Pool) Stats() PoolStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := PoolStats{
-		Arenas: len(p.arenas), Size: p.total, InUse: p.inUse, Peak: p.peak,
+		Arenas: len(p.arenas), Mapped: p.total, InUse: p.inUse, Peak: p.peak,
 		Allocs: p.allocs, Frees: p.frees, Failures: p.failures,
 		LargeBlocks: p.largeLive, LargeBytes: p.largeBytes, Grows: p.grows, Releases: p.releases,
 	}
@@ -718,7 +798,7 @@ func (p *Pool) Stats() PoolStats {
 		st.Free += int64(ar.t.freeU) << unitShift
 		st.LargestFree = max(st.LargestFree, int64(ar.t.largestFree())<<unitShift)
 	}
-	st.Held = st.Size - st.Free
+	st.Held = st.Mapped - st.Free
 	if st.Free > 0 {
 		st.Fragmentation = 1 - float64(st.LargestFree)/float64(st.Free)
 	}
@@ -733,21 +813,25 @@ func (p *Pool) Stats() PoolStats {
 	return st
 }
 
-// Close unmaps every arena. Blocks still held become invalid (Bytes
-// returns nil). Close is idempotent.
+// Close unmaps every arena (without calling OnRelease) and stops the
+// idle-release timers: no callback runs after Close returns. Blocks still
+// held become invalid (Bytes returns nil). Close is idempotent.
 func (p *Pool) Close() error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closed {
+		p.mu.Unlock()
 		return nil
 	}
 	p.closed = true
 	var errs []error
 	for _, ar := range p.arenas {
+		p.cancelIdle(ar)
 		ar.dead.Store(true)
 		if err := ar.a.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	p.mu.Unlock()
+	p.timers.Wait() // callbacks already started see p.closed and return
 	return errors.Join(errs...)
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sync"
 	"testing"
+	"time"
 )
 
 func newTestPool(t testing.TB, cfg PoolConfig) *Pool {
@@ -170,7 +171,7 @@ func TestAlignment(t *testing.T) {
 		}
 	}
 	st := p.Stats()
-	if st.InUse != 0 || st.LargestFree < st.Size-int64(len(st.Classes))*(256<<10) {
+	if st.InUse != 0 || st.LargestFree < st.Mapped-int64(len(st.Classes))*(256<<10) {
 		t.Fatalf("after freeing everything: %+v", st)
 	}
 }
@@ -249,7 +250,7 @@ func TestCoalesce(t *testing.T) {
 		}
 	}
 	st := p.Stats()
-	if st.Free != st.Size || st.LargestFree != st.Size || st.Fragmentation != 0 {
+	if st.Free != st.Mapped || st.LargestFree != st.Mapped || st.Fragmentation != 0 {
 		t.Fatalf("after freeing all: %+v, want one free span of the whole arena", st)
 	}
 	whole, err := p.Alloc(16 << 20)
@@ -260,7 +261,7 @@ func TestCoalesce(t *testing.T) {
 }
 
 func TestGrowAndRelease(t *testing.T) {
-	p := newTestPool(t, PoolConfig{Size: 4 << 20, GrowBy: 4 << 20, MaxSize: 12 << 20, ReleaseIdle: true})
+	p := newTestPool(t, PoolConfig{Size: 4 << 20, GrowBy: 4 << 20, MaxSize: 12 << 20, IdleRelease: time.Millisecond})
 	var blocks []Block
 	for i := range 3 {
 		b, err := p.Alloc(3 << 20)
@@ -269,7 +270,7 @@ func TestGrowAndRelease(t *testing.T) {
 		}
 		blocks = append(blocks, b)
 	}
-	if st := p.Stats(); st.Arenas != 3 || st.Grows != 2 || st.Size != 12<<20 {
+	if st := p.Stats(); st.Arenas != 3 || st.Grows != 2 || st.Mapped != 12<<20 {
 		t.Fatalf("after 3 blocks of 3 MiB: %+v", st)
 	}
 	if _, err := p.Alloc(3 << 20); !errors.Is(err, ErrPoolExhausted) {
@@ -283,8 +284,9 @@ func TestGrowAndRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	waitArenas(t, p, 1)
 	st := p.Stats()
-	if st.Arenas != 1 || st.Releases != 2 || st.Size != 4<<20 || len(p.Arenas()) != 1 {
+	if st.Arenas != 1 || st.Releases != 2 || st.Mapped != 4<<20 || len(p.Arenas()) != 1 {
 		t.Fatalf("after freeing: %+v", st)
 	}
 	if blocks[2].Bytes() != nil {
@@ -299,7 +301,13 @@ func TestGrowAndRelease(t *testing.T) {
 }
 
 func TestTrim(t *testing.T) {
-	p := newTestPool(t, PoolConfig{Size: 1 << 20, MaxSize: 3 << 20})
+	var released []*Arena
+	p := newTestPool(t, PoolConfig{Size: 1 << 20, MaxSize: 3 << 20, OnRelease: func(a *Arena) {
+		if a.Bytes() == nil {
+			t.Error("OnRelease got an arena already closed")
+		}
+		released = append(released, a)
+	}})
 	a, _ := p.Alloc(1 << 20)
 	b, err := p.Alloc(64)
 	if err != nil {
@@ -308,12 +316,16 @@ func TestTrim(t *testing.T) {
 	if n := len(p.Arenas()); n != 2 {
 		t.Fatalf("%d arenas, want 2", n)
 	}
-	p.Free(b) // ReleaseIdle is off: the arena stays
-	if n := len(p.Arenas()); n != 2 {
-		t.Fatalf("%d arenas after free without ReleaseIdle, want 2", n)
+	added := p.Arenas()[1]
+	p.Free(b) // IdleRelease is 0: the arena stays
+	if n := len(p.Arenas()); n != 2 || len(released) != 0 {
+		t.Fatalf("%d arenas after free without IdleRelease, want 2 (%d released)", n, len(released))
 	}
 	if n := p.Trim(); n != 1 || len(p.Arenas()) != 1 {
 		t.Fatalf("Trim released %d, %d arenas left", n, len(p.Arenas()))
+	}
+	if len(released) != 1 || released[0] != added || added.Bytes() != nil {
+		t.Fatalf("OnRelease got %v, want the added arena %p, closed afterwards", released, added)
 	}
 	p.Free(a)
 }
