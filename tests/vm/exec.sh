@@ -12,7 +12,9 @@
 #
 # Environment: HCOMM_VM_TIMEOUT (seconds, default 240) bounds one VM;
 # HCOMM_VM_SCRATCH (size of the sparse ext4 disk that is the guest's /tmp,
-# default 16G; 0: none, /tmp is tmpfs); HCOMM_VM_MEM (MiB, default 6144: the hugepage tests reserve a 1 GiB page
+# default 16G; 0: none, /tmp is tmpfs); HCOMM_VM_NVME (size of the QEMU NVMe
+# controller's namespace, a sparse raw image, default 1G; 0: no controller);
+# HCOMM_VM_MEM (MiB, default 6144: the hugepage tests reserve a 1 GiB page
 # at run time, which a 4 GiB guest cannot find contiguous; TCG only backs
 # what the guest touches); HCOMM_VM_KEEP=1 keeps the work directory
 # (console log) for inspection.
@@ -89,6 +91,16 @@ if [ "${HCOMM_VM_SCRATCH:-16G}" != 0 ]; then
 		-device virtio-blk-pci,drive=scratch)
 fi
 
+# The NVMe controller's namespace: a sparse raw image per VM, so every test
+# binary starts from zeros (HCOMM_VM_NVME sets its size, 0: no controller).
+# cmb_size_mb gives it a Controller Memory Buffer (BAR2, NVMe 1.4 rules).
+nvme=()
+if [ "${HCOMM_VM_NVME:-1G}" != 0 ]; then
+	truncate -s "${HCOMM_VM_NVME:-1G}" "$work/nvme.img" || die "cannot make the NVMe image"
+	nvme=(-drive "file=$work/nvme.img,if=none,id=nvm,format=raw,cache=unsafe"
+		-device nvme,serial=hcomm0,drive=nvm,cmb_size_mb=16)
+fi
+
 # no_timer_check: the kernel checks at boot that the timer interrupt arrives
 # through the IO-APIC within a few ticks; under TCG on a loaded host it may
 # not, and with interrupt remapping on (the vIOMMU) the kernel then panics
@@ -99,7 +111,7 @@ timeout --foreground -k 5 "${HCOMM_VM_TIMEOUT:-240}" \
 	-nodefaults -display none -no-reboot \
 	-device intel-iommu,intremap=on,caching-mode=on \
 	-device edu \
-	"${scratch[@]}" \
+	"${scratch[@]}" "${nvme[@]}" \
 	-kernel "$kdir/vmlinux" -initrd "$work/initrd" \
 	-append "console=ttyS0 intel_iommu=on panic=-1 quiet no_timer_check" \
 	-serial "file:$work/console.log" -serial "file:$work/out.log" \

@@ -17,7 +17,8 @@
 #     entry, ~2.5 s faster under TCG than letting the bzImage decompress
 #     itself), and the VFIO modules are extracted and decompressed (.ko.xz,
 #     .ko.zst) on the host, because the guest's busybox insmod cannot; the
-#     virtio-blk and ext4 modules too, for the guest's /tmp.
+#     virtio-blk and ext4 modules too, for the guest's /tmp, and the NVMe
+#     ones (nvme, nvme-core, t10-pi and its CRCs) for the kernel cross-check.
 #   - base initramfs (newc cpio): busybox, the modules, /init. The per-test
 #     part (test binary, arguments, testdata) is a second cpio archive that
 #     exec.sh appends; the kernel unpacks concatenated archives in order.
@@ -54,10 +55,14 @@ fi
 
 # --- guest kernel -------------------------------------------------------------
 # The modules /init loads, in dependency order (modules.dep is not used):
-# VFIO, then virtio-blk and ext4 for the scratch disk that becomes /tmp.
+# VFIO, then virtio-blk and ext4 for the scratch disk that becomes /tmp,
+# then the kernel's NVMe driver (nvme-core needs t10-pi and its CRCs) for
+# the vfio/nvme tests' cross-check against the kernel.
 MODULES="irqbypass vfio vfio_virqfd vfio_iommu_type1 vfio-pci-core vfio-pci
 	virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk
-	crc16 mbcache crc32c_generic jbd2 ext4"
+	crc16 mbcache crc32c_generic jbd2 ext4
+	crct10dif_common crct10dif_generic crc-t10dif crc64 crc64_rocksoft_generic crc64-rocksoft t10-pi
+	nvme-core nvme"
 
 # Resolve linux-image-amd64's candidate to its versioned package.
 resolve() {
@@ -92,7 +97,9 @@ if [ "$(cat "$kdir/.ready" 2>/dev/null)" != "$(echo $MODULES)" ]; then
 	dpkg-deb --fsys-tarfile "$deb" |
 		tar -x -C "$kdir/x" --wildcards './boot/vmlinuz-*' '*/drivers/vfio/*' '*/virt/lib/irqbypass.ko*' \
 			'*/drivers/virtio/*' '*/drivers/block/virtio_blk.ko*' '*/fs/ext4/*' '*/fs/jbd2/*' \
-			'*/fs/mbcache.ko*' '*/lib/crc16.ko*' '*/crypto/crc32c_generic.ko*'
+			'*/fs/mbcache.ko*' '*/lib/crc16.ko*' '*/crypto/crc32c_generic.ko*' \
+			'*/crypto/crct10dif_*.ko*' '*/lib/crc-t10dif.ko*' '*/lib/crc64*.ko*' \
+			'*/crypto/crc64_rocksoft_generic.ko*' '*/block/t10-pi.ko*' '*/drivers/nvme/host/nvme*.ko*'
 	vmlinuz="$(ls "$kdir"/x/boot/vmlinuz-* | head -n1)"
 	# Decompress the bzImage payload: find the compressor's magic and feed
 	# the rest of the file to it (trailing bytes make it complain; the
