@@ -89,10 +89,10 @@ test-long:
 bench: bench-uring-nop bench-hcomm
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-# io_uring NOPs: Go (ring.BenchmarkUringNop) vs C liburing (ring/testdata/uring_nop.c,
+# io_uring NOPs: Go (internal/uring BenchmarkNop) vs C liburing (internal/uring/testdata/uring_nop.c,
 # liburing-dev installed when missing), interleaved rounds, medians and Go/C ratios.
 bench-uring-nop:
-	GO=$(GO) RUNS=$${RUNS:-5} ring/testdata/bench_uring_nop.sh
+	GO=$(GO) RUNS=$${RUNS:-5} internal/uring/testdata/bench_uring_nop.sh
 
 # Side-by-side scenarios, engine vs traditional path vs peers (cmd/hcomm-bench,
 # BENCHMARKS.md; about 10 minutes, BENCH_FLAGS=-quick: under one). fio is

@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hcomm-go/hcomm/ring"
+	"github.com/hcomm-go/hcomm/internal/uring"
 )
 
 // fileTarget moves host blocks to and from one file through io_uring, with
@@ -17,10 +17,10 @@ import (
 type fileTarget struct {
 	fd        int
 	direct    bool
-	u         *ring.Uring
+	u         *uring.Ring
 	fixedBuf  bool
 	fixedFile bool
-	cqes      []ring.CQE
+	cqes      []uring.CQE
 	queued    int
 	inFlight  int
 }
@@ -45,11 +45,11 @@ func openFile(e *Engine) (_ *fileTarget, err error) {
 		return nil, fmt.Errorf("engine: File %s is O_DIRECT: Alignment %d must be ≥ %d: %w", e.cfg.File.Name(), e.cfg.Alignment, directAlign, ErrBadConfig)
 	}
 	entries := uint32(max(8, 2*e.depth))
-	f.u, err = ring.NewUring(ring.UringConfig{Entries: entries, Unbound: true, NoModernFlags: true})
+	f.u, err = uring.New(uring.Config{Entries: entries, Unbound: true, NoModernFlags: true})
 	if err != nil {
 		return nil, fmt.Errorf("engine: io_uring for %s: %w", e.cfg.File.Name(), err)
 	}
-	f.cqes = make([]ring.CQE, f.u.CQEntries())
+	f.cqes = make([]uring.CQE, f.u.CQEntries())
 	var bufs [][]byte
 	for _, a := range e.pool.Arenas() {
 		bufs = append(bufs, a.Bytes())
@@ -119,7 +119,7 @@ func (f *fileTarget) forward(e *Engine, pos uint64, r *req, last bool) bool {
 		sqe.PrepRead(fd, buf, r.src)
 	}
 	if f.fixedFile {
-		sqe.SetFlags(ring.SQEFixedFile)
+		sqe.SetFlags(uring.SQEFixedFile)
 	}
 	sqe.SetUserData(pos)
 	f.queued++
@@ -193,7 +193,7 @@ func (f *fileTarget) close(e *Engine) error {
 	}
 	err := f.u.Close()
 	f.u = nil
-	if err != nil && !errors.Is(err, ring.ErrClosed) {
+	if err != nil && !errors.Is(err, uring.ErrClosed) {
 		return fmt.Errorf("engine: close io_uring: %w", err)
 	}
 	return nil

@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hcomm-go/hcomm/ring"
+	"github.com/hcomm-go/hcomm/internal/uring"
 )
 
 // uringWait is the reaper's own small io_uring, bound to the reaper's OS
@@ -16,19 +16,19 @@ import (
 // after it fired, plus a TIMEOUT while transfers are outstanding. One
 // io_uring_enter per sleep submits what needs arming and waits.
 type uringWait struct {
-	u            *ring.Uring
+	u            *uring.Ring
 	fds          []int
 	efd          []bool
 	armed        []bool
 	counters     []uint64 // READ targets (heap memory, stable while armed)
 	timeoutArmed bool
-	cqes         [8]ring.CQE
+	cqes         [8]uring.CQE
 }
 
 const timeoutTag = 1 << 32
 
 func (w *uringWait) open(fds []int, efd []bool) error {
-	u, err := ring.NewUring(ring.UringConfig{Entries: 8})
+	u, err := uring.New(uring.Config{Entries: 8})
 	if err != nil {
 		return err
 	}

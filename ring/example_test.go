@@ -61,34 +61,3 @@ func ExampleCompletionRing() {
 	// tag 2
 	// head 2 free 3
 }
-
-// One batch of NOPs: queue, submit with one io_uring_enter, reap.
-func ExampleUring() {
-	u, err := ring.NewUring(ring.UringConfig{Entries: 8}) // binds this goroutine to its thread
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer u.Close() // same goroutine
-	for i := 0; i < 4; i++ {
-		e := u.GetSQE()
-		e.PrepNop()
-		e.SetUserData(uint64(i))
-	}
-	if _, err := u.SubmitAndWait(4); err != nil {
-		fmt.Println(err)
-		return
-	}
-	cqes := make([]ring.CQE, 8)
-	n, _ := u.PeekCQEs(cqes)
-	for _, c := range cqes[:n] {
-		fmt.Println("nop", c.UserData(), "res", c.Res())
-	}
-	fmt.Println("enters", u.Stats().Enters)
-	// Output:
-	// nop 0 res 0
-	// nop 1 res 0
-	// nop 2 res 0
-	// nop 3 res 0
-	// enters 1
-}

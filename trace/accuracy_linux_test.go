@@ -438,7 +438,7 @@ func TestPrometheusCollector(t *testing.T) {
 }
 
 // TestRingLayerEntersMatchKernel runs NOPs through hcomm's own io_uring
-// layer (ring.Uring) and checks its count of io_uring_enter calls against
+// layer (uring.Ring) and checks its count of io_uring_enter calls against
 // the kernel's, and the NOP counts against what was submitted: one enter
 // per batch of 64.
 func TestRingLayerEntersMatchKernel(t *testing.T) {
@@ -474,10 +474,10 @@ func TestRingLayerEntersMatchKernel(t *testing.T) {
 		t.Fatalf("ring reaped %d completions, want %d", completions, n)
 	}
 	if got := snap.SyscallCount(unix.SYS_IO_URING_ENTER); got != enters {
-		t.Errorf("kernel saw %d io_uring_enter, ring.Uring counted %d", got, enters)
+		t.Errorf("kernel saw %d io_uring_enter, uring.Ring counted %d", got, enters)
 	}
 	if want := uint64((n + batch - 1) / batch); enters != want {
-		t.Errorf("ring.Uring made %d enters for %d NOPs in batches of %d, want %d", enters, n, batch, want)
+		t.Errorf("uring.Ring made %d enters for %d NOPs in batches of %d, want %d", enters, n, batch, want)
 	}
 	if nop := snap.URing[0]; nop.Submitted != n || nop.Completed != n {
 		t.Errorf("NOP submitted/completed = %d/%d, want %d", nop.Submitted, nop.Completed, n)

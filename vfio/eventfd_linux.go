@@ -11,7 +11,7 @@ import (
 )
 
 // EventFD is an eventfd for interrupt delivery (SetIRQs). A driver waits on
-// it with Wait, or hands Fd to io_uring (ring.Uring, PrepReadEventfd) to read
+// it with Wait, or hands Fd to io_uring (uring.Ring, PrepReadEventfd) to read
 // it without blocking a thread. The fd is blocking on purpose: io_uring
 // answers a read of an O_NONBLOCK file with EAGAIN instead of waiting for
 // it. TryRead and Wait poll before they read, so they never block beyond

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm/hugepage"
-	"github.com/hcomm-go/hcomm/ring"
+	"github.com/hcomm-go/hcomm/internal/uring"
 	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/edu"
 	"github.com/hcomm-go/hcomm/vfio/vfiotest"
@@ -26,10 +26,10 @@ import (
 // uringWaiter waits for the device interrupt by reading its eventfd through
 // hcomm's io_uring layer: one READ of the eventfd linked to a timeout.
 type uringWaiter struct {
-	u       *ring.Uring
+	u       *uring.Ring
 	efd     int
 	counter uint64
-	cqes    [2]ring.CQE
+	cqes    [2]uring.CQE
 	// interrupts counts the eventfd reads that completed with a count.
 	interrupts int
 }
@@ -38,7 +38,7 @@ func newUringWaiter(t *testing.T, efd int) *uringWaiter {
 	t.Helper()
 	// Unbound: the subtests that wait run on other goroutines (threads)
 	// than the one that creates the ring.
-	u, err := ring.NewUring(ring.UringConfig{Entries: 8, Unbound: true})
+	u, err := uring.New(uring.Config{Entries: 8, Unbound: true})
 	if err != nil {
 		t.Fatalf("io_uring: %v", err)
 	}
@@ -62,7 +62,7 @@ func (w *uringWaiter) Wait(ctx context.Context) error {
 	w.counter = 0
 	rd.PrepReadEventfd(w.efd, &w.counter)
 	rd.SetUserData(1)
-	rd.SetFlags(ring.SQEIOLink)
+	rd.SetFlags(uring.SQEIOLink)
 	lt := w.u.GetSQE()
 	if lt == nil {
 		return errors.New("io_uring submission queue full")

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/testutil"
-	"github.com/hcomm-go/hcomm/ring"
+	"github.com/hcomm-go/hcomm/internal/uring"
 	"github.com/hcomm-go/hcomm/vfio/hdma"
 	"github.com/hcomm-go/hcomm/vfio/mock"
 )
@@ -16,7 +16,7 @@ import (
 func TestInterruptThroughUring(t *testing.T) {
 	r := newRig(t, mock.Config{}, hdma.Config{}, 1, 64)
 	q := r.qs[0]
-	u, err := ring.NewUring(ring.UringConfig{Entries: 8})
+	u, err := uring.New(uring.Config{Entries: 8})
 	testutil.RequireFeature(t, "io_uring", err)
 	defer func() {
 		if err := u.Close(); err != nil {
@@ -35,7 +35,7 @@ func TestInterruptThroughUring(t *testing.T) {
 	r.submit(q, hdma.Desc{Op: hdma.OpFence, User: 1})
 	r.reap(q, 1)
 	time.Sleep(20 * time.Millisecond)
-	cqes := make([]ring.CQE, 1)
+	cqes := make([]uring.CQE, 1)
 	if n, _ := u.PeekCQEs(cqes); n != 0 {
 		t.Fatalf("eventfd READ completed with no interrupt: res %d", cqes[0].Res())
 	}

@@ -2,7 +2,7 @@
 // accuracy tests compare what they claim (their own counters, printed on
 // standard output) with what the kernel saw.
 //
-//	hcommload ring-nop N B       N NOPs in batches of B through ring.Uring; prints enters and completions
+//	hcommload ring-nop N B       N NOPs in batches of B through uring.Ring; prints enters and completions
 //	hcommload engine B           B engine batches (vfio-mock device, DMA path) of i%7+1 transfers
 //	                             of 4096 B; prints the engine's batches transfers bytes completed reap_batches
 //	hcommload engine-time B      B engine batches of 64 transfers of 4096 B; prints ns per batch
@@ -17,7 +17,7 @@ import (
 
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/hugepage"
-	"github.com/hcomm-go/hcomm/ring"
+	"github.com/hcomm-go/hcomm/internal/uring"
 )
 
 func main() {
@@ -101,12 +101,12 @@ func engineBatches(b int, timed bool) {
 }
 
 func ringNop(n, batch int) {
-	u, err := ring.NewUring(ring.UringConfig{Entries: 128})
+	u, err := uring.New(uring.Config{Entries: 128})
 	if err != nil {
-		fail("ring.NewUring: %v", err)
+		fail("uring.New: %v", err)
 	}
 	defer u.Close()
-	cqes := make([]ring.CQE, batch)
+	cqes := make([]uring.CQE, batch)
 	before := u.Stats()
 	for done := 0; done < n; {
 		k := min(batch, n-done)

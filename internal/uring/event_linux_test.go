@@ -1,4 +1,4 @@
-package ring
+package uring
 
 import (
 	"errors"
@@ -27,11 +27,11 @@ func signalEventfd(t *testing.T, efd int, v uint64) {
 	}
 }
 
-// TestUringEventfd: an 8-byte READ of an eventfd completes only once the
+// TestEventfd: an 8-byte READ of an eventfd completes only once the
 // eventfd is signalled, with the signalled count — how the engine sleeps on
 // a device interrupt.
-func TestUringEventfd(t *testing.T) {
-	u := newTestUring(t, UringConfig{Entries: 8})
+func TestEventfd(t *testing.T) {
+	u := newTestRing(t, Config{Entries: 8})
 	efd := newEventfd(t)
 	counter := new(uint64)
 	e, _ := u.NextSQE()
@@ -54,11 +54,11 @@ func TestUringEventfd(t *testing.T) {
 	}
 }
 
-// TestUringEINTR: signals aimed at the owner thread (40 over 400 ms) while it sleeps in
+// TestEINTR: signals aimed at the owner thread (40 over 400 ms) while it sleeps in
 // io_uring_enter interrupt the wait (EINTR); the layer retries, and the wait
 // ends normally when the eventfd fires.
-func TestUringEINTR(t *testing.T) {
-	u := newTestUring(t, UringConfig{Entries: 8})
+func TestEINTR(t *testing.T) {
+	u := newTestRing(t, Config{Entries: 8})
 	efd := newEventfd(t)
 	tid := unix.Gettid() // the owner goroutine is locked to this thread
 	counter := new(uint64)
@@ -97,12 +97,12 @@ func TestUringEINTR(t *testing.T) {
 	}
 }
 
-// TestUringTimeouts: TIMEOUT fires on time (generous upper bound), each of
+// TestTimeouts: TIMEOUT fires on time (generous upper bound), each of
 // several timeouts in one batch uses its own duration (its own timespec
 // memory), a count-based timeout completes early, and LINK_TIMEOUT cancels
 // a read that never completes.
-func TestUringTimeouts(t *testing.T) {
-	u := newTestUring(t, UringConfig{Entries: 16})
+func TestTimeouts(t *testing.T) {
+	u := newTestRing(t, Config{Entries: 16})
 	durations := []time.Duration{300 * time.Millisecond, 60 * time.Millisecond, 150 * time.Millisecond}
 	start := time.Now()
 	for i, d := range durations {

@@ -1,4 +1,4 @@
-package ring
+package uring
 
 // io_uring constants newer than the UAPI headers the generator reads
 // (Debian bookworm's linux-libc-dev is 6.1; this machine runs 6.18). Each

@@ -1,4 +1,4 @@
-// uring_nop.c — the C baseline for BenchmarkUringNop: liburing, the same
+// uring_nop.c — the C baseline for BenchmarkNop: liburing, the same
 // ring set-up (128 entries; SINGLE_ISSUER|DEFER_TASKRUN|COOP_TASKRUN|
 // TASKRUN_FLAG tried, dropped on EINVAL; registered ring fd) and the same
 // calls per batch (queue k NOPs, one io_uring_submit, reap with

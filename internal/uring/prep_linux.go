@@ -1,4 +1,4 @@
-package ring
+package uring
 
 import (
 	"fmt"
@@ -271,7 +271,7 @@ func (e *SQE) PrepReadEventfd(efd int, counter *uint64) {
 
 // slot returns the index of e in the SQE array, or an error when e does not
 // belong to this ring.
-func (u *Uring) slot(e *SQE) (int, error) {
+func (u *Ring) slot(e *SQE) (int, error) {
 	if len(u.sqes) == 0 {
 		return 0, ErrClosed
 	}
@@ -287,7 +287,7 @@ func (u *Uring) slot(e *SQE) (int, error) {
 // its address. The kernel copies the timespec while it consumes the SQE,
 // and the slot (with its timespec) is reused only after that: the memory is
 // valid exactly as long as the kernel needs it, and never on a Go stack.
-func (u *Uring) setTimespec(e *SQE, d time.Duration) (uint64, error) {
+func (u *Ring) setTimespec(e *SQE, d time.Duration) (uint64, error) {
 	i, err := u.slot(e)
 	if err != nil {
 		return 0, err
@@ -304,7 +304,7 @@ func (u *Uring) setTimespec(e *SQE, d time.Duration) (uint64, error) {
 // PrepTimeout prepares a timeout that completes after d (Res -ETIME), or
 // earlier, with Res 0, once count other completions have been posted
 // (count 0: time only). flags: TimeoutAbs, TimeoutBoottime, ...
-func (u *Uring) PrepTimeout(e *SQE, d time.Duration, count uint32, flags uint32) error {
+func (u *Ring) PrepTimeout(e *SQE, d time.Duration, count uint32, flags uint32) error {
 	addr, err := u.setTimespec(e, d)
 	if err != nil {
 		return fmt.Errorf("prep TIMEOUT: %w", err)
@@ -317,7 +317,7 @@ func (u *Uring) PrepTimeout(e *SQE, d time.Duration, count uint32, flags uint32)
 // PrepLinkTimeout prepares a timeout for the previous SQE, which must carry
 // SQEIOLink: if it has not completed after d, it is cancelled (its CQE Res
 // -ECANCELED, this one's -ETIME; otherwise this one's is -ECANCELED).
-func (u *Uring) PrepLinkTimeout(e *SQE, d time.Duration, flags uint32) error {
+func (u *Ring) PrepLinkTimeout(e *SQE, d time.Duration, flags uint32) error {
 	addr, err := u.setTimespec(e, d)
 	if err != nil {
 		return fmt.Errorf("prep LINK_TIMEOUT: %w", err)

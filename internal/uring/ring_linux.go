@@ -1,4 +1,4 @@
-package ring
+package uring
 
 import (
 	"errors"
@@ -98,10 +98,10 @@ func (f Features) String() string {
 	return strings.Join(parts, "|")
 }
 
-// UringConfig sets every io_uring_setup parameter. The zero value is a
+// Config sets every io_uring_setup parameter. The zero value is a
 // 256-entry ring bound to the calling goroutine's OS thread with the modern
 // flags tried.
-type UringConfig struct {
+type Config struct {
 	// Entries is the submission queue size (the kernel rounds it up to a
 	// power of two; at most 32768). 0 means 256.
 	Entries uint32
@@ -120,7 +120,7 @@ type UringConfig struct {
 	PinSQThread  bool
 	SQThreadCPU  uint32
 	// Flags are extra IORING_SETUP_* flags requested as they are (no
-	// fallback: EINVAL fails NewUring).
+	// fallback: EINVAL fails New).
 	Flags SetupFlags
 	// Unbound leaves the ring free of any OS thread: no
 	// runtime.LockOSThread, and therefore none of SINGLE_ISSUER,
@@ -132,36 +132,36 @@ type UringConfig struct {
 	NoModernFlags bool
 }
 
-// UringStats counts what the layer did. Every io_uring_enter the layer makes
+// Stats counts what the layer did. Every io_uring_enter the layer makes
 // is counted; the layer makes no system call it does not count here, except
 // setup, register and Close.
-type UringStats struct {
+type Stats struct {
 	Submissions uint64 // SQEs the kernel consumed (for SQPOLL: SQEs published)
 	Completions uint64 // CQEs reaped
 	Enters      uint64 // io_uring_enter calls, all kinds
 	WaitEnters  uint64 // of which waiting calls (GETEVENTS with min_complete > 0)
 }
 
-// Uring is one io_uring instance: the shared submission and completion
+// Ring is one io_uring instance: the shared submission and completion
 // rings mapped into this process, plus the bookkeeping to use them without
 // allocating.
 //
-// Threading model. By default NewUring locks the calling goroutine to its OS
+// Threading model. By default New locks the calling goroutine to its OS
 // thread (runtime.LockOSThread) and asks for SINGLE_ISSUER and
 // DEFER_TASKRUN, and registers the ring fd: all three bind the ring to that
 // thread, so that goroutine — the owner — must make every call, Close
 // included (Close unlocks the thread). A call from another goroutine runs on
 // another thread and the kernel refuses it; the layer reports ErrWrongThread.
-// With UringConfig.Unbound, none of that applies, but a Uring is still not
+// With Config.Unbound, none of that applies, but a Ring is still not
 // safe for concurrent use: one goroutine at a time.
-type Uring struct {
+type Ring struct {
 	fd         int
 	enterFd    uintptr // registered ring index, or fd
 	enterFlags uint32  // IORING_ENTER_REGISTERED_RING when the fd is registered
 	flags      SetupFlags
 	features   Features
 	sqpoll     bool
-	locked     bool // NewUring called LockOSThread
+	locked     bool // New called LockOSThread
 	ownerTid   int  // the owner thread, when locked
 	closed     bool
 
@@ -184,7 +184,7 @@ type Uring struct {
 	waitArg                geteventsArg
 	probe                  Probe
 	fallbacks              []error
-	stats                  UringStats
+	stats                  Stats
 	buffers, files         int // registered counts
 }
 
@@ -194,7 +194,7 @@ const (
 	maxCQEntries = 2 * maxSQEntries
 )
 
-// modernSteps are the flags NewUring tries beyond what the config demands,
+// modernSteps are the flags New tries beyond what the config demands,
 // each dropped — newest first — when the kernel answers EINVAL, the way
 // liburing's own benchmarks probe them.
 var modernSteps = []struct {
@@ -208,10 +208,10 @@ var modernSteps = []struct {
 	{SetupCQSize, "CQSIZE (Linux 5.5)"},
 }
 
-// NewUring creates an io_uring instance with cfg (see UringConfig and the
-// Uring threading model) and maps its rings. Fallbacks reports each flag
+// New creates an io_uring instance with cfg (see Config and the
+// Ring threading model) and maps its rings. Fallbacks reports each flag
 // the kernel refused; Flags and Features report what it granted.
-func NewUring(cfg UringConfig) (u *Uring, err error) {
+func New(cfg Config) (u *Ring, err error) {
 	entries := cfg.Entries
 	if entries == 0 {
 		entries = 256
@@ -219,7 +219,7 @@ func NewUring(cfg UringConfig) (u *Uring, err error) {
 	switch {
 	case !cfg.Clamp && (entries > maxSQEntries || cfg.CQEntries > maxCQEntries):
 		// The kernel's EINVAL would otherwise read as a refusal of each
-		// modern flag in turn (NewUring drops them on EINVAL).
+		// modern flag in turn (New drops them on EINVAL).
 		return nil, fmt.Errorf("io_uring config: %d entries (CQ %d): at most %d (CQ %d) without Clamp: %w",
 			entries, cfg.CQEntries, maxSQEntries, maxCQEntries, ErrConfig)
 	case cfg.SQThreadIdle < 0 || cfg.SQThreadIdle/time.Millisecond > 1<<32-1:
@@ -305,7 +305,7 @@ func NewUring(cfg UringConfig) (u *Uring, err error) {
 		step++
 	}
 
-	u = &Uring{
+	u = &Ring{
 		fd:        fd,
 		enterFd:   uintptr(fd),
 		flags:     want,
@@ -339,7 +339,7 @@ func NewUring(cfg UringConfig) (u *Uring, err error) {
 
 // mapRings maps the SQ and CQ rings (one mapping when the kernel offers
 // IORING_FEAT_SINGLE_MMAP) and the SQE array, and locates the shared fields.
-func (u *Uring) mapRings(p *uringParams) error {
+func (u *Ring) mapRings(p *uringParams) error {
 	sqSize := 0
 	if u.flags&SetupNoSQArray == 0 {
 		sqSize = int(p.Sq_off.Array) + int(p.Sq_entries)*4
@@ -395,36 +395,36 @@ func (u *Uring) mapRings(p *uringParams) error {
 }
 
 // Fd is the ring's file descriptor.
-func (u *Uring) Fd() int { return u.fd }
+func (u *Ring) Fd() int { return u.fd }
 
 // Flags are the setup flags the kernel accepted.
-func (u *Uring) Flags() SetupFlags { return u.flags }
+func (u *Ring) Flags() SetupFlags { return u.flags }
 
 // Features is the features word the kernel returned.
-func (u *Uring) Features() Features { return u.features }
+func (u *Ring) Features() Features { return u.features }
 
 // Probe is the set of opcodes the kernel supports (IORING_REGISTER_PROBE).
-func (u *Uring) Probe() Probe { return u.probe }
+func (u *Ring) Probe() Probe { return u.probe }
 
 // RingFdRegistered reports whether enters go through a registered ring fd
 // (IORING_REGISTER_RING_FDS), which saves the fd lookup on every enter.
-func (u *Uring) RingFdRegistered() bool { return u.enterFlags&enterRegisteredRing != 0 }
+func (u *Ring) RingFdRegistered() bool { return u.enterFlags&enterRegisteredRing != 0 }
 
 // SQEntries and CQEntries are the queue sizes the kernel granted.
-func (u *Uring) SQEntries() int { return int(u.sqEntries) }
+func (u *Ring) SQEntries() int { return int(u.sqEntries) }
 
 // CQEntries is the completion queue size the kernel granted.
-func (u *Uring) CQEntries() int { return int(u.cqEntries) }
+func (u *Ring) CQEntries() int { return int(u.cqEntries) }
 
 // Fallbacks lists, in order, each flag or registration the kernel refused
-// and why: NewUring never falls back silently.
-func (u *Uring) Fallbacks() []error { return append([]error(nil), u.fallbacks...) }
+// and why: New never falls back silently.
+func (u *Ring) Fallbacks() []error { return append([]error(nil), u.fallbacks...) }
 
-// Stats returns the counters (see UringStats).
-func (u *Uring) Stats() UringStats { return u.stats }
+// Stats returns the counters (see Stats).
+func (u *Ring) Stats() Stats { return u.stats }
 
 // Dropped is the kernel's count of invalid SQEs it dropped (0 once closed).
-func (u *Uring) Dropped() uint32 {
+func (u *Ring) Dropped() uint32 {
 	if u.closed {
 		return 0
 	}
@@ -435,7 +435,7 @@ func (u *Uring) Dropped() uint32 {
 // a thread-bound ring, unlocks the owner goroutine from its thread. It must
 // be called by the owner goroutine (ErrWrongThread otherwise, and the
 // kernel keeps the ring until the owner thread exits). Idempotent.
-func (u *Uring) Close() error {
+func (u *Ring) Close() error {
 	if u.closed {
 		return nil
 	}
@@ -459,7 +459,7 @@ func (u *Uring) Close() error {
 }
 
 // release unmaps and closes whatever exists; used by Close and failed setup.
-func (u *Uring) release() error {
+func (u *Ring) release() error {
 	var errs []error
 	u.closed = true
 	if len(u.cqMem) > 0 && len(u.ringMem) > 0 && &u.cqMem[0] == &u.ringMem[0] {
@@ -488,7 +488,7 @@ func (u *Uring) release() error {
 // (EEXIST for SINGLE_ISSUER; EINVAL or EBADF for a registered ring fd, which
 // exists only in the owner thread) into ErrWrongThread. Only on this error
 // path does it compare the calling thread with the owner (one gettid).
-func (u *Uring) threadErr(err error) error {
+func (u *Ring) threadErr(err error) error {
 	if err == nil || !u.locked {
 		return err
 	}

@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# strace_uring_nop.sh — checks that BenchmarkUringNop's enters/op (the
+# strace_uring_nop.sh — checks that BenchmarkNop's enters/op (the
 # layer's own count of io_uring_enter calls) agrees with what strace sees.
 # strace only counts here (-c): never time anything under it, it inflates
 # syscall costs tenfold.
 #
-#   ring/testdata/strace_uring_nop.sh [NOPS]
+#   internal/uring/testdata/strace_uring_nop.sh [NOPS]
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 N="${1:-640000}"
 command -v strace >/dev/null || { echo "strace missing (apt-get install strace)" >&2; exit 1; }
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-"${GO:-go}" test -c -o "$tmp/ring.test" ./ring/
+"${GO:-go}" test -c -o "$tmp/uring.test" ./internal/uring/
 status=0
 for b in 1 8 64; do
-	line=$(strace -c -f -o "$tmp/strace.$b" "$tmp/ring.test" -test.run '^$' \
-		-test.bench "^BenchmarkUringNop/batch=$b\$" -test.benchtime="${N}x" | grep '^BenchmarkUringNop')
+	line=$(strace -c -f -o "$tmp/strace.$b" "$tmp/uring.test" -test.run '^$' \
+		-test.bench "^BenchmarkNop/batch=$b\$" -test.benchtime="${N}x" | grep '^BenchmarkNop')
 	reported=$(awk '{for (i = 2; i <= NF; i++) if ($i == "enters/op") print $(i-1)}' <<<"$line")
 	seen=$(awk '$NF == "io_uring_enter" {print $4}' "$tmp/strace.$b")
 	# One enter per batch; the testing package first runs the benchmark

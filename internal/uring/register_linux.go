@@ -1,4 +1,4 @@
-package ring
+package uring
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 
 // register makes one io_uring_register call on the real ring fd, retrying
 // EINTR (buffer registration can be interrupted while it pins pages).
-func (u *Uring) register(op uint32, arg unsafe.Pointer, nr uint32) (int, error) {
+func (u *Ring) register(op uint32, arg unsafe.Pointer, nr uint32) (int, error) {
 	if u.fd < 0 {
 		return 0, ErrClosed
 	}
@@ -29,7 +29,7 @@ func (u *Uring) register(op uint32, arg unsafe.Pointer, nr uint32) (int, error) 
 // registerRingFd registers the ring fd in the owner thread's io_uring
 // context, so that every enter skips the fd table lookup and reference count
 // (IORING_ENTER_REGISTERED_RING).
-func (u *Uring) registerRingFd() error {
+func (u *Ring) registerRingFd() error {
 	upd := rsrcUpdate{Offset: ^uint32(0), Data: uint64(u.fd)} // offset -1: any free slot
 	n, err := u.register(registerRingFds, unsafe.Pointer(&upd), 1)
 	if err != nil || n != 1 {
@@ -41,7 +41,7 @@ func (u *Uring) registerRingFd() error {
 }
 
 // loadProbe asks the kernel which opcodes it supports.
-func (u *Uring) loadProbe() error {
+func (u *Ring) loadProbe() error {
 	const nOps = 256
 	var buf [sizeofProbeHeader + nOps*sizeofProbeOp]byte
 	if _, err := u.register(registerProbe, unsafe.Pointer(&buf[0]), nOps); err != nil {
@@ -65,7 +65,7 @@ func (u *Uring) loadProbe() error {
 // O_DIRECT. The pinned memory is charged to RLIMIT_MEMLOCK unless the
 // process has CAP_IPC_LOCK; exceeding it returns ErrMemlock with both facts.
 // The buffers must stay mapped until UnregisterBuffers or Close.
-func (u *Uring) RegisterBuffers(bufs [][]byte) error {
+func (u *Ring) RegisterBuffers(bufs [][]byte) error {
 	if u.closed {
 		return ErrClosed
 	}
@@ -116,7 +116,7 @@ func memlockFacts() string {
 }
 
 // UnregisterBuffers drops the fixed buffers.
-func (u *Uring) UnregisterBuffers() error {
+func (u *Ring) UnregisterBuffers() error {
 	if u.closed {
 		return ErrClosed
 	}
@@ -129,7 +129,7 @@ func (u *Uring) UnregisterBuffers() error {
 
 // RegisterFiles registers fds as fixed files 0..len(fds)-1: an SQE with
 // SQEFixedFile names the file by index, sparing the fd lookup per operation.
-func (u *Uring) RegisterFiles(fds []int32) error {
+func (u *Ring) RegisterFiles(fds []int32) error {
 	if u.closed {
 		return ErrClosed
 	}
@@ -144,7 +144,7 @@ func (u *Uring) RegisterFiles(fds []int32) error {
 }
 
 // UnregisterFiles drops the fixed files.
-func (u *Uring) UnregisterFiles() error {
+func (u *Ring) UnregisterFiles() error {
 	if u.closed {
 		return ErrClosed
 	}

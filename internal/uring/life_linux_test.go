@@ -1,4 +1,4 @@
-package ring
+package uring
 
 import (
 	"errors"
@@ -15,15 +15,15 @@ import (
 
 func unsafePointer(p *byte) unsafe.Pointer { return unsafe.Pointer(p) }
 
-// TestUringCloseLeavesNothing: after Close, no fd and no mapping of the ring
+// TestCloseLeavesNothing: after Close, no fd and no mapping of the ring
 // is left (counted in /proc/self/fd and /proc/self/maps), for each kind of
 // ring, with buffers and files registered and I/O done.
-func TestUringCloseLeavesNothing(t *testing.T) {
-	for _, cfg := range []UringConfig{{Entries: 64}, {Entries: 8, Unbound: true}, {Entries: 8, NoModernFlags: true},
+func TestCloseLeavesNothing(t *testing.T) {
+	for _, cfg := range []Config{{Entries: 64}, {Entries: 8, Unbound: true}, {Entries: 8, NoModernFlags: true},
 		{Entries: 8, SQPoll: true, SQThreadIdle: 10 * time.Millisecond}} {
 		runtime.GC()
 		fds0, ufds0, maps0, umaps0 := procCounts(t)
-		u, err := NewUring(cfg)
+		u, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,10 +62,10 @@ func TestUringCloseLeavesNothing(t *testing.T) {
 	}
 }
 
-// TestUringWrongThread: a thread-bound ring used from another goroutine
+// TestWrongThread: a thread-bound ring used from another goroutine
 // (another OS thread) returns ErrWrongThread; the owner still works.
-func TestUringWrongThread(t *testing.T) {
-	u := newTestUring(t, UringConfig{Entries: 8})
+func TestWrongThread(t *testing.T) {
+	u := newTestRing(t, Config{Entries: 8})
 	if !u.RingFdRegistered() && u.Flags()&SetupSingleIssuer == 0 {
 		t.Skip("ring is not thread-bound on this kernel")
 	}
@@ -84,8 +84,8 @@ func TestUringWrongThread(t *testing.T) {
 	}
 }
 
-func TestUringErrors(t *testing.T) {
-	u := newTestUring(t, UringConfig{Entries: 8})
+func TestErrors(t *testing.T) {
+	u := newTestRing(t, Config{Entries: 8})
 	var foreign SQE
 	if err := u.PrepTimeout(&foreign, time.Second, 0, 0); !errors.Is(err, ErrNotFromRing) {
 		t.Errorf("PrepTimeout on a foreign SQE: %v, want ErrNotFromRing", err)
@@ -103,7 +103,7 @@ func TestUringErrors(t *testing.T) {
 	}
 	reap(t, u, 1)
 
-	v, err := NewUring(UringConfig{Entries: 8})
+	v, err := New(Config{Entries: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,12 +139,12 @@ func TestUringErrors(t *testing.T) {
 	}
 }
 
-// TestUringRegisterMemlock: registering more than RLIMIT_MEMLOCK without
+// TestRegisterMemlock: registering more than RLIMIT_MEMLOCK without
 // CAP_IPC_LOCK fails with ErrMemlock, and the error names both facts. As
 // root, the test drops CAP_IPC_LOCK from the effective set of one thread
 // (capabilities are per thread) that is never unlocked, so it exits with its
 // goroutine and no other goroutine ever runs with the reduced set.
-func TestUringRegisterMemlock(t *testing.T) {
+func TestRegisterMemlock(t *testing.T) {
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &rl); err != nil {
 		t.Fatal(err)
@@ -173,7 +173,7 @@ func TestUringRegisterMemlock(t *testing.T) {
 				return
 			}
 		}
-		u, err := NewUring(UringConfig{Entries: 8}) // the kernel notes CAP_IPC_LOCK at creation
+		u, err := New(Config{Entries: 8}) // the kernel notes CAP_IPC_LOCK at creation
 		if err != nil {
 			errc <- err
 			return

@@ -1,4 +1,4 @@
-package ring
+package uring
 
 import (
 	"bytes"
@@ -43,11 +43,11 @@ func tcpPair(t *testing.T) (clientFd int, client, server net.Conn) {
 	return int(f.Fd()), client, server
 }
 
-// TestUringSocket: SEND, RECV, SEND_ZC (both completions; the receiver gets
+// TestSocket: SEND, RECV, SEND_ZC (both completions; the receiver gets
 // exactly the payload, which proves the kernel read the payload's address),
 // SEND_ZC from a fixed buffer, and POLL_ADD over loopback TCP.
-func TestUringSocket(t *testing.T) {
-	u := newTestUring(t, UringConfig{Entries: 32})
+func TestSocket(t *testing.T) {
+	u := newTestRing(t, Config{Entries: 32})
 	fd, client, server := tcpPair(t)
 
 	// SEND: 1 KiB, read by the Go side.

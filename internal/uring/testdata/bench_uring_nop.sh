@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# bench_uring_nop.sh — Go's BenchmarkUringNop side by side with the C
+# bench_uring_nop.sh — Go's BenchmarkNop side by side with the C
 # liburing program uring_nop.c (same ring set-up, same calls per batch), run
 # interleaved (C then Go, per batch, per round) so both see the same machine
 # noise; prints per-batch medians of RUNS rounds and the Go/C ratio.
 #
-#   RUNS=5 ring/testdata/bench_uring_nop.sh     (make bench runs it)
+#   RUNS=5 internal/uring/testdata/bench_uring_nop.sh     (make bench runs it)
 #
 # Needs gcc and liburing-dev; installs liburing-dev with apt-get when
 # missing and running as root.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 RUNS="${RUNS:-5}"
 GO="${GO:-go}"
 
@@ -25,8 +25,8 @@ fi
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-cc -O2 -Wall -o "$tmp/uring_nop" ring/testdata/uring_nop.c -luring
-"$GO" test -c -o "$tmp/ring.test" ./ring/
+cc -O2 -Wall -o "$tmp/uring_nop" internal/uring/testdata/uring_nop.c -luring
+"$GO" test -c -o "$tmp/uring.test" ./internal/uring/
 
 # NOPs per run and batch: about a second each on this class of machine.
 declare -A NOPS=([1]=2000000 [8]=8000000 [64]=16000000)
@@ -34,8 +34,8 @@ declare -A TARGET=([1]=0.60 [8]=0 [64]=0.95)
 for round in $(seq 1 "$RUNS"); do
 	for b in 1 8 64; do
 		c=$("$tmp/uring_nop" "$b" "${NOPS[$b]}" | sed -n 's/.*Mops\/s=\([0-9.]*\).*/\1/p')
-		gline=$("$tmp/ring.test" -test.run '^$' -test.bench "^BenchmarkUringNop/batch=$b\$" \
-			-test.benchtime="${NOPS[$b]}x" -test.benchmem | grep '^BenchmarkUringNop')
+		gline=$("$tmp/uring.test" -test.run '^$' -test.bench "^BenchmarkNop/batch=$b\$" \
+			-test.benchtime="${NOPS[$b]}x" -test.benchmem | grep '^BenchmarkNop')
 		g=$(awk '{for (i = 2; i <= NF; i++) if ($i == "Mops/s") print $(i-1)}' <<<"$gline")
 		e=$(awk '{for (i = 2; i <= NF; i++) if ($i == "enters/op") print $(i-1)}' <<<"$gline")
 		a=$(awk '{for (i = 2; i <= NF; i++) if ($i == "allocs/op") print $(i-1)}' <<<"$gline")

@@ -1,4 +1,4 @@
-package ring
+package uring
 
 import (
 	"errors"
@@ -14,13 +14,13 @@ import (
 	"github.com/hcomm-go/hcomm/internal/testutil"
 )
 
-// newTestUring creates a ring for the calling test goroutine (which it
+// newTestRing creates a ring for the calling test goroutine (which it
 // locks to its thread) and closes it at cleanup, on the same goroutine.
-func newTestUring(t *testing.T, cfg UringConfig) *Uring {
+func newTestRing(t *testing.T, cfg Config) *Ring {
 	t.Helper()
-	u, err := NewUring(cfg)
+	u, err := New(cfg)
 	if err != nil {
-		t.Fatalf("NewUring(%+v): %v", cfg, err)
+		t.Fatalf("New(%+v): %v", cfg, err)
 	}
 	t.Cleanup(func() {
 		if err := u.Close(); err != nil {
@@ -32,7 +32,7 @@ func newTestUring(t *testing.T, cfg UringConfig) *Uring {
 
 // reap collects exactly n completions, failing the test if they do not all
 // arrive within a generous bound.
-func reap(t *testing.T, u *Uring, n int) []CQE {
+func reap(t *testing.T, u *Ring, n int) []CQE {
 	t.Helper()
 	out := make([]CQE, 0, n)
 	buf := make([]CQE, n)

@@ -1,6 +1,6 @@
 //go:build !amd64
 
-package ring
+package uring
 
 import "sync/atomic"
 

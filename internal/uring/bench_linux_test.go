@@ -1,4 +1,4 @@
-package ring
+package uring
 
 import (
 	"runtime"
@@ -9,15 +9,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// BenchmarkUringNop submits NOPs in batches of 1, 8 and 64 through one
+// BenchmarkNop submits NOPs in batches of 1, 8 and 64 through one
 // io_uring_enter per batch and reaps them, reporting per NOP: ns, enters
 // (the layer's own count of io_uring_enter calls) and Mops/s. The C
 // liburing program in testdata/uring_nop.c does the same calls; `make
 // bench` runs both and prints the ratio.
-func BenchmarkUringNop(b *testing.B) {
+func BenchmarkNop(b *testing.B) {
 	for _, batch := range []int{1, 8, 64} {
 		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
-			u, err := NewUring(UringConfig{Entries: 128})
+			u, err := New(Config{Entries: 128})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -47,7 +47,7 @@ func BenchmarkUringNop(b *testing.B) {
 // nopBatch queues len(cqes) NOPs, submits them with one enter and reaps
 // them (a waiting enter only if some have not completed, which NOPs do
 // inline).
-func nopBatch(u *Uring, cqes []CQE) error {
+func nopBatch(u *Ring, cqes []CQE) error {
 	for i := range cqes {
 		e := u.GetSQE()
 		e.PrepNop()
@@ -71,24 +71,24 @@ func nopBatch(u *Uring, cqes []CQE) error {
 	return nil
 }
 
-// BenchmarkUringNopSQPoll is BenchmarkUringNop with a kernel SQ polling
+// BenchmarkNopSQPoll is BenchmarkNop with a kernel SQ polling
 // thread: submission costs no system call while the thread is awake, and
 // the submitter spins on the CQ (a waiting enter only after 10^5 empty
 // polls). enters/op shows how close to zero system calls it gets; on 2
 // vCPUs the SQ thread competes with the submitter, so the numbers swing.
-func BenchmarkUringNopSQPoll(b *testing.B) {
+func BenchmarkNopSQPoll(b *testing.B) {
 	if runtime.NumCPU() < 2 {
 		b.Skip("needs 2 CPUs: one for the SQ thread, one for the submitter")
 	}
 	for _, batch := range []int{8, 64} {
 		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
-			u, err := NewUring(UringConfig{Entries: 128, SQPoll: true, SQThreadIdle: 200 * time.Millisecond,
+			u, err := New(Config{Entries: 128, SQPoll: true, SQThreadIdle: 200 * time.Millisecond,
 				PinSQThread: true, SQThreadCPU: 1})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer u.Close()
-			// Keep the submitter (the owner thread, locked by NewUring) off
+			// Keep the submitter (the owner thread, locked by New) off
 			// the SQ thread's CPU; restored before Close unlocks the thread.
 			var old, cpu0 unix.CPUSet
 			if err := unix.SchedGetaffinity(0, &old); err != nil {

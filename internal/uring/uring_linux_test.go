@@ -1,4 +1,4 @@
-package ring
+package uring
 
 import (
 	"bytes"
@@ -16,49 +16,49 @@ import (
 	"github.com/hcomm-go/hcomm/internal/testutil"
 )
 
-func TestUringSetup(t *testing.T) {
+func TestSetup(t *testing.T) {
 	tests := []struct {
 		name  string
-		cfg   UringConfig
+		cfg   Config
 		want  SetupFlags // must be granted
-		check func(t *testing.T, u *Uring)
+		check func(t *testing.T, u *Ring)
 	}{
 		{name: "default", want: SetupSingleIssuer | SetupDeferTaskrun | SetupCoopTaskrun | SetupNoSQArray,
-			check: func(t *testing.T, u *Uring) {
+			check: func(t *testing.T, u *Ring) {
 				if u.SQEntries() != 256 || !u.RingFdRegistered() {
 					t.Errorf("entries %d (want 256), ring fd registered %v", u.SQEntries(), u.RingFdRegistered())
 				}
 			}},
-		{name: "cq size", cfg: UringConfig{Entries: 32, CQEntries: 1024}, want: SetupCQSize,
-			check: func(t *testing.T, u *Uring) {
+		{name: "cq size", cfg: Config{Entries: 32, CQEntries: 1024}, want: SetupCQSize,
+			check: func(t *testing.T, u *Ring) {
 				if u.SQEntries() != 32 || u.CQEntries() != 1024 {
 					t.Errorf("SQ %d CQ %d, want 32 and 1024", u.SQEntries(), u.CQEntries())
 				}
 			}},
-		{name: "clamp", cfg: UringConfig{Entries: 1 << 20, Clamp: true}, want: SetupClamp,
-			check: func(t *testing.T, u *Uring) {
+		{name: "clamp", cfg: Config{Entries: 1 << 20, Clamp: true}, want: SetupClamp,
+			check: func(t *testing.T, u *Ring) {
 				if u.SQEntries() != 32768 {
 					t.Errorf("clamped SQ %d, want 32768", u.SQEntries())
 				}
 			}},
-		{name: "unbound", cfg: UringConfig{Entries: 8, Unbound: true}, want: SetupCoopTaskrun | SetupNoSQArray,
-			check: func(t *testing.T, u *Uring) {
+		{name: "unbound", cfg: Config{Entries: 8, Unbound: true}, want: SetupCoopTaskrun | SetupNoSQArray,
+			check: func(t *testing.T, u *Ring) {
 				if u.Flags()&(SetupSingleIssuer|SetupDeferTaskrun) != 0 || u.RingFdRegistered() {
 					t.Errorf("unbound ring has thread-bound features: %v, ring fd %v", u.Flags(), u.RingFdRegistered())
 				}
 			}},
-		{name: "no modern flags", cfg: UringConfig{Entries: 8, NoModernFlags: true},
-			check: func(t *testing.T, u *Uring) {
+		{name: "no modern flags", cfg: Config{Entries: 8, NoModernFlags: true},
+			check: func(t *testing.T, u *Ring) {
 				if u.Flags() != 0 {
 					t.Errorf("flags %v, want none", u.Flags())
 				}
 			}},
-		{name: "sqpoll pinned", cfg: UringConfig{Entries: 8, SQPoll: true, SQThreadIdle: 20 * time.Millisecond, PinSQThread: true, SQThreadCPU: 0},
+		{name: "sqpoll pinned", cfg: Config{Entries: 8, SQPoll: true, SQThreadIdle: 20 * time.Millisecond, PinSQThread: true, SQThreadCPU: 0},
 			want: SetupSQPoll | SetupSQAff | SetupSingleIssuer},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			u := newTestUring(t, tc.cfg)
+			u := newTestRing(t, tc.cfg)
 			t.Logf("flags %v; features %v; fallbacks %v", u.Flags(), u.Features(), u.Fallbacks())
 			if u.Flags()&tc.want != tc.want {
 				t.Fatalf("granted %v, want at least %v (fallbacks: %v)", u.Flags(), tc.want, u.Fallbacks())
@@ -89,33 +89,33 @@ func TestUringSetup(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []UringConfig{
+	for _, bad := range []Config{
 		{SQThreadIdle: -time.Second, SQPoll: true},
 		{PinSQThread: true},
 		{SQThreadIdle: time.Second},
 		{Entries: 64, CQEntries: 32},
 	} {
-		if u, err := NewUring(bad); !errors.Is(err, ErrConfig) {
+		if u, err := New(bad); !errors.Is(err, ErrConfig) {
 			if err == nil {
 				u.Close()
 			}
-			t.Errorf("NewUring(%+v): %v, want ErrConfig", bad, err)
+			t.Errorf("New(%+v): %v, want ErrConfig", bad, err)
 		}
 	}
 	t.Run("too large without clamp", func(t *testing.T) {
-		for _, cfg := range []UringConfig{{Entries: 1 << 20}, {Entries: 64, CQEntries: 1 << 20}} {
-			u, err := NewUring(cfg)
+		for _, cfg := range []Config{{Entries: 1 << 20}, {Entries: 64, CQEntries: 1 << 20}} {
+			u, err := New(cfg)
 			if err == nil {
 				u.Close()
 			}
 			if !errors.Is(err, ErrConfig) {
-				t.Fatalf("NewUring(%+v) without clamp: %v, want ErrConfig", cfg, err)
+				t.Fatalf("New(%+v) without clamp: %v, want ErrConfig", cfg, err)
 			}
 			t.Log(err)
 		}
 	})
 	t.Run("too large with clamp", func(t *testing.T) {
-		u, err := NewUring(UringConfig{Entries: 1 << 20, CQEntries: 1 << 20, Clamp: true})
+		u, err := New(Config{Entries: 1 << 20, CQEntries: 1 << 20, Clamp: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func TestUringSetup(t *testing.T) {
 			t.Errorf("clamped to %d/%d entries, want %d/%d", u.SQEntries(), u.CQEntries(), maxSQEntries, maxCQEntries)
 		}
 	})
-	u, err := NewUring(UringConfig{})
+	u, err := New(Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,11 +134,11 @@ func TestUringSetup(t *testing.T) {
 	}
 }
 
-// TestUringNopBatchAndCounters pushes more NOPs than the SQ holds (SQ-full
+// TestNopBatchAndCounters pushes more NOPs than the SQ holds (SQ-full
 // handling by NextSQE), checks every user data comes back once and that the
 // counters agree with what happened.
-func TestUringNopBatchAndCounters(t *testing.T) {
-	u := newTestUring(t, UringConfig{Entries: 16, CQEntries: 128})
+func TestNopBatchAndCounters(t *testing.T) {
+	u := newTestRing(t, Config{Entries: 16, CQEntries: 128})
 	const n = 100
 	for i := 0; i < n; i++ {
 		e, err := u.NextSQE()
@@ -178,10 +178,10 @@ func TestUringNopBatchAndCounters(t *testing.T) {
 	reap(t, u, u.SQEntries())
 }
 
-// TestUringCQOverflow: more completions than the CQ holds are kept by the
+// TestCQOverflow: more completions than the CQ holds are kept by the
 // kernel (IORING_FEAT_NODROP) and reaped later; none is lost or doubled.
-func TestUringCQOverflow(t *testing.T) {
-	u := newTestUring(t, UringConfig{Entries: 16, CQEntries: 32})
+func TestCQOverflow(t *testing.T) {
+	u := newTestRing(t, Config{Entries: 16, CQEntries: 32})
 	const n = 200
 	for i := 0; i < n; i++ {
 		e, err := u.NextSQE()
@@ -200,8 +200,8 @@ func TestUringCQOverflow(t *testing.T) {
 	t.Logf("stats %+v", u.Stats())
 }
 
-func TestUringZeroAllocs(t *testing.T) {
-	u := newTestUring(t, UringConfig{Entries: 64})
+func TestZeroAllocs(t *testing.T) {
+	u := newTestRing(t, Config{Entries: 64})
 	cqes := make([]CQE, 8)
 	allocs := testing.AllocsPerRun(200, func() {
 		if err := nopBatch(u, cqes); err != nil {
@@ -213,17 +213,17 @@ func TestUringZeroAllocs(t *testing.T) {
 	}
 }
 
-// TestUringFileOps runs every file opcode against a real O_DIRECT file on a
+// TestFileOps runs every file opcode against a real O_DIRECT file on a
 // file system where O_DIRECT is real (ext4 here), with the data in a
 // hugepage arena registered as fixed buffers.
-func TestUringFileOps(t *testing.T) {
+func TestFileOps(t *testing.T) {
 	dir, why := directIODir(t)
 	if dir == "" {
 		testutil.RequireFeature(t, "O_DIRECT-capable file system", errors.New(why))
 	}
 	arena := hugeArena(t, 4<<20)
 	mem := arena.Bytes()
-	u := newTestUring(t, UringConfig{Entries: 32})
+	u := newTestRing(t, Config{Entries: 32})
 	if err := u.RegisterBuffers([][]byte{mem[:2<<20], mem[2<<20:]}); err != nil {
 		t.Fatalf("register hugepage fixed buffers (%v arena): %v", arena.Backing(), err)
 	}

@@ -1,4 +1,4 @@
-package ring
+package uring
 
 // storeRelease32 stores v at *p with release ordering (storerel_amd64.s):
 // memory accesses before it are visible before it. For indexes shared with

@@ -1,4 +1,4 @@
-package ring
+package uring
 
 import (
 	"os"
@@ -64,7 +64,7 @@ func BenchmarkRandRead4K(b *testing.B) {
 	})
 	for _, qd := range []int{1, 64} {
 		b.Run("uring-fixed/qd="+strconv.Itoa(qd), func(b *testing.B) {
-			u, err := NewUring(UringConfig{Entries: 128})
+			u, err := New(Config{Entries: 128})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -8,7 +8,7 @@
 // than the installed headers (Debian bookworm ships 6.1) live, with the kernel
 // release that added each, in uring_newconst_linux.go.
 
-package ring
+package uring
 
 /*
 #include <linux/io_uring.h>

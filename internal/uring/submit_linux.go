@@ -1,4 +1,4 @@
-package ring
+package uring
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 // submission queue is full (submit, then retry; or use NextSQE). The entry
 // is the kernel-shared slot itself: fill it with one of the Prep methods.
 // It is published by the next Submit or SubmitAndWait. No system call.
-func (u *Uring) GetSQE() *SQE {
+func (u *Ring) GetSQE() *SQE {
 	if u.closed {
 		return nil
 	}
@@ -33,7 +33,7 @@ func (u *Uring) GetSQE() *SQE {
 // NextSQE is GetSQE that, when the queue is full, submits what is queued
 // (one io_uring_enter) and tries again. With SQPOLL it then waits for the
 // SQ thread to make room; otherwise ErrSQFull if there is still none.
-func (u *Uring) NextSQE() (*SQE, error) {
+func (u *Ring) NextSQE() (*SQE, error) {
 	if e := u.GetSQE(); e != nil {
 		return e, nil
 	}
@@ -70,7 +70,7 @@ func (u *Uring) NextSQE() (*SQE, error) {
 // of the SQ tail and returns how many SQEs the kernel has yet to consume.
 // With SQPOLL, where no enter reports what was submitted, the newly
 // published SQEs are counted as submissions here.
-func (u *Uring) flushSQ() uint32 {
+func (u *Ring) flushSQ() uint32 {
 	if u.sqeHead != u.sqeTail {
 		if u.sqpoll {
 			u.stats.Submissions += uint64(u.sqeTail - u.sqeHead)
@@ -94,7 +94,7 @@ func (u *Uring) flushSQ() uint32 {
 // cqNeedsEnter reports kernel-side work only an enter with GETEVENTS will
 // finish: deferred task work (TASKRUN, set thanks to TASKRUN_FLAG) or
 // completions that overflowed into the kernel's backlog.
-func (u *Uring) cqNeedsEnter() bool {
+func (u *Ring) cqNeedsEnter() bool {
 	return atomic.LoadUint32(u.sqFlags)&(sqCQOverflow|sqTaskrun) != 0
 }
 
@@ -102,7 +102,7 @@ func (u *Uring) cqNeedsEnter() bool {
 // non-blocking io_uring_enter: it returns as soon as the kernel has taken
 // the batch, without waiting for completions. With SQPOLL it makes no
 // system call unless the SQ thread sleeps. Returns the SQEs submitted.
-func (u *Uring) Submit() (int, error) {
+func (u *Ring) Submit() (int, error) {
 	if u.closed {
 		return 0, ErrClosed
 	}
@@ -132,7 +132,7 @@ func (u *Uring) Submit() (int, error) {
 // io_uring_enter, until at least waitNr completions are ready (reap them
 // with PeekCQEs). It makes no system call when nothing is queued and
 // waitNr completions are already there.
-func (u *Uring) SubmitAndWait(waitNr int) (int, error) {
+func (u *Ring) SubmitAndWait(waitNr int) (int, error) {
 	if u.closed {
 		return 0, ErrClosed
 	}
@@ -146,7 +146,7 @@ func (u *Uring) SubmitAndWait(waitNr int) (int, error) {
 // (wrapping ETIME) when fewer than waitNr completions are ready once d has
 // passed. A retry after a signal waits only for what is left of d. Needs
 // IORING_FEAT_EXT_ARG (Linux 5.11; ErrUnsupported otherwise).
-func (u *Uring) SubmitAndWaitTimeout(waitNr int, d time.Duration) (int, error) {
+func (u *Ring) SubmitAndWaitTimeout(waitNr int, d time.Duration) (int, error) {
 	if u.closed {
 		return 0, ErrClosed
 	}
@@ -163,7 +163,7 @@ func (u *Uring) SubmitAndWaitTimeout(waitNr int, d time.Duration) (int, error) {
 // SQPOLL thread that sleeps (it submits; to_submit is ignored), skip the
 // system call when nothing is queued and enough completions are there, else
 // one waiting enter with flags (deadline used with enterExtArg).
-func (u *Uring) submitWait(waitNr int, flags uint32, deadline time.Time) (int, error) {
+func (u *Ring) submitWait(waitNr int, flags uint32, deadline time.Time) (int, error) {
 	pending := u.flushSQ()
 	if u.sqpoll {
 		if atomic.LoadUint32(u.sqFlags)&sqNeedWakeup != 0 {
@@ -183,7 +183,7 @@ func (u *Uring) submitWait(waitNr int, flags uint32, deadline time.Time) (int, e
 
 // CQReady is the number of completions ready to reap (no system call; 0
 // once closed).
-func (u *Uring) CQReady() int {
+func (u *Ring) CQReady() int {
 	if u.closed {
 		return 0
 	}
@@ -196,7 +196,7 @@ func (u *Uring) CQReady() int {
 // makes one non-blocking io_uring_enter only when the queue is empty and the
 // kernel flags work that only such an enter finishes (deferred task work,
 // overflowed completions). Never blocks, never allocates.
-func (u *Uring) PeekCQEs(dst []CQE) (int, error) {
+func (u *Ring) PeekCQEs(dst []CQE) (int, error) {
 	if u.closed {
 		return 0, ErrClosed
 	}
@@ -226,7 +226,7 @@ func (u *Uring) PeekCQEs(dst []CQE) (int, error) {
 
 // WaitCQEs waits until at least n completions are ready (a waiting
 // io_uring_enter unless they already are), then reaps up to len(dst).
-func (u *Uring) WaitCQEs(dst []CQE, n int) (int, error) {
+func (u *Ring) WaitCQEs(dst []CQE, n int) (int, error) {
 	if _, err := u.SubmitAndWait(n); err != nil {
 		return 0, err
 	}
@@ -240,7 +240,7 @@ func (u *Uring) WaitCQEs(dst []CQE, n int) (int, error) {
 // call returns after bounded in-kernel work, so not handing the P to another
 // thread costs nothing. Operations that would block are punted by the
 // kernel to its io-wq workers, never executed by this call.
-func (u *Uring) enterNoWait(toSubmit, flags uint32) (int, error) {
+func (u *Ring) enterNoWait(toSubmit, flags uint32) (int, error) {
 	for {
 		u.stats.Enters++
 		r, _, errno := unix.RawSyscall6(unix.SYS_IO_URING_ENTER, u.enterFd, uintptr(toSubmit), 0,
@@ -269,8 +269,8 @@ func (u *Uring) enterNoWait(toSubmit, flags uint32) (int, error) {
 //
 // With IORING_ENTER_EXT_ARG in flags, deadline bounds the wait: the
 // kernel reads the timeout from u.waitArg/u.waitTS (heap memory of the
-// Uring, valid for the whole call) and answers ETIME when it expires.
-func (u *Uring) enterWait(toSubmit, minComplete, flags uint32, deadline time.Time) (int, error) {
+// Ring, valid for the whole call) and answers ETIME when it expires.
+func (u *Ring) enterWait(toSubmit, minComplete, flags uint32, deadline time.Time) (int, error) {
 	for {
 		var arg, argSz uintptr
 		if flags&enterExtArg != 0 {
@@ -300,7 +300,7 @@ func (u *Uring) enterWait(toSubmit, minComplete, flags uint32, deadline time.Tim
 	}
 }
 
-func (u *Uring) enterErr(what string, toSubmit, minComplete uint32, errno unix.Errno) error {
+func (u *Ring) enterErr(what string, toSubmit, minComplete uint32, errno unix.Errno) error {
 	err := fmt.Errorf("io_uring_enter (%s %d, wait %d): %w", what, toSubmit, minComplete, errno)
 	if errno == unix.EBUSY || errno == unix.EAGAIN {
 		return fmt.Errorf("%w: %w", ErrBusy, err)
