@@ -111,7 +111,7 @@ lint: lint-vet
 generate: bpf-tools
 	$(GO) generate $(PKGS)
 
-# eBPF toolchain (bpf/, trace/): clang-14 compiles, llvm-14 strips, libbpf-dev
+# eBPF toolchain (internal/bpf/, trace/): clang-14 compiles, llvm-14 strips, libbpf-dev
 # has bpf_helpers.h, bpftool dumps vmlinux.h, linux-libc-dev has the syscall
 # numbers. Installed when missing (as root).
 BPF_APT := clang-14 llvm-14 libbpf-dev bpftool linux-libc-dev
@@ -120,16 +120,16 @@ bpf-tools:
 	@missing=""; for p in $(BPF_APT); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 
-# Regenerate bpf/vmlinux.h from this machine's kernel BTF. Deliberately not
+# Regenerate internal/bpf/vmlinux.h from this machine's kernel BTF. Deliberately not
 # part of generate: the objects must rebuild identically from the committed
 # header on any machine (check-generate).
 bpf-vmlinux: bpf-tools
-	bpftool btf dump file /sys/kernel/btf/vmlinux format c > bpf/vmlinux.h
+	bpftool btf dump file /sys/kernel/btf/vmlinux format c > internal/bpf/vmlinux.h
 
 # CI: the committed eBPF objects and generated tables are byte for byte what
-# their sources produce (see bpf/check-generate.sh).
+# their sources produce (see internal/bpf/check-generate.sh).
 check-generate: bpf-tools
-	GO=$(GO) bpf/check-generate.sh
+	GO=$(GO) internal/bpf/check-generate.sh
 
 clean:
 	rm -rf $(BIN)

@@ -13,10 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
-	"github.com/hcomm-go/hcomm/bpf"
 	"github.com/hcomm-go/hcomm/internal/testutil"
 )
 
@@ -142,10 +140,10 @@ func TestWriteDevNullExact(t *testing.T) {
 	if got := s.Syscalls[unix.SYS_WRITE].Errors; got != 0 {
 		t.Errorf("write errors = %d, want 0", got)
 	}
-	if got := s.CopyBytes(bpf.SrcSyscall, bpf.DirUserToKernel, bpf.ClassCopy); got != n*k {
+	if got := s.Bytes(SourceSyscall, UserToKernel, ClassCopy); got != n*k {
 		t.Errorf("user->kernel copy bytes = %d, want %d", got, n*k)
 	}
-	if got := s.CopyBytes(bpf.SrcSyscall, bpf.DirUserToKernel, bpf.ClassDirect); got != 0 {
+	if got := s.Bytes(SourceSyscall, UserToKernel, ClassDirect); got != 0 {
 		t.Errorf("direct bytes = %d, want 0", got)
 	}
 }
@@ -182,7 +180,7 @@ func directDir(t *testing.T) string {
 type errNoDirectFS []string
 
 func (e errNoDirectFS) Error() string {
-	return "none of these is on ext4, xfs or btrfs: " + joinReasons(e)
+	return "none of these is on ext4, xfs or btrfs: " + strings.Join(e, "; ")
 }
 
 func TestWriteODirectCountsDirectNotCopy(t *testing.T) {
@@ -193,10 +191,10 @@ func TestWriteODirectCountsDirectNotCopy(t *testing.T) {
 	if got := s.SyscallCount(unix.SYS_WRITE); got != n {
 		t.Errorf("write count = %d, want %d", got, n)
 	}
-	if got := s.CopyBytes(bpf.SrcSyscall, bpf.DirUserToKernel, bpf.ClassDirect); got != n*k {
+	if got := s.Bytes(SourceSyscall, UserToKernel, ClassDirect); got != n*k {
 		t.Errorf("direct bytes = %d, want %d", got, n*k)
 	}
-	if got := s.CopyBytes(bpf.SrcSyscall, bpf.DirUserToKernel, bpf.ClassCopy); got != 0 {
+	if got := s.Bytes(SourceSyscall, UserToKernel, ClassCopy); got != 0 {
 		t.Errorf("user->kernel copy bytes = %d, want 0 (O_DIRECT is DMA, not a CPU copy)", got)
 	}
 }
@@ -228,11 +226,11 @@ func TestURingWriteFixedExact(t *testing.T) {
 		name   string
 		path   string
 		direct bool
-		class  int
+		class  Class
 	}{
-		{"devnull", "/dev/null", false, bpf.ClassCopy},
-		{"pagecache", filepath.Join(dir, "fixed.dat"), false, bpf.ClassCopy},
-		{"odirect", filepath.Join(directDir(t), "fixed-direct.dat"), true, bpf.ClassDirect},
+		{"devnull", "/dev/null", false, ClassCopy},
+		{"pagecache", filepath.Join(dir, "fixed.dat"), false, ClassCopy},
+		{"odirect", filepath.Join(directDir(t), "fixed-direct.dat"), true, ClassDirect},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -248,15 +246,15 @@ func TestURingWriteFixedExact(t *testing.T) {
 			if w.Bytes != n*k || w.FixedBytes != n*k || w.FixedReqs != n {
 				t.Errorf("WRITE_FIXED bytes/fixed_bytes/fixed_reqs = %d/%d/%d, want %d/%d/%d", w.Bytes, w.FixedBytes, w.FixedReqs, n*k, n*k, n)
 			}
-			other := bpf.ClassCopy
-			if tc.class == bpf.ClassCopy {
-				other = bpf.ClassDirect
+			other := ClassCopy
+			if tc.class == ClassCopy {
+				other = ClassDirect
 			}
-			if got := s.CopyBytes(bpf.SrcURing, bpf.DirUserToKernel, tc.class); got != n*k {
-				t.Errorf("io_uring user->kernel class %d bytes = %d, want %d", tc.class, got, n*k)
+			if got := s.Bytes(SourceIOURing, UserToKernel, tc.class); got != n*k {
+				t.Errorf("io_uring user->kernel class %v bytes = %d, want %d", tc.class, got, n*k)
 			}
-			if got := s.CopyBytes(bpf.SrcURing, bpf.DirUserToKernel, other); got != 0 {
-				t.Errorf("io_uring user->kernel class %d bytes = %d, want 0", other, got)
+			if got := s.Bytes(SourceIOURing, UserToKernel, other); got != 0 {
+				t.Errorf("io_uring user->kernel class %v bytes = %d, want 0", other, got)
 			}
 			if s.URing[0].Submitted != 0 {
 				t.Errorf("NOPs counted: %d", s.URing[0].Submitted)
@@ -385,7 +383,7 @@ func TestAttachCountsOnlyThatProcess(t *testing.T) {
 	if got := s.SyscallCount(unix.SYS_READ); got != 0 {
 		t.Errorf("read count = %d, want 0 (the wait read began before the attach)", got)
 	}
-	if got := s.CopyBytes(bpf.SrcSyscall, bpf.DirUserToKernel, bpf.ClassCopy); got != n*10 {
+	if got := s.Bytes(SourceSyscall, UserToKernel, ClassCopy); got != n*10 {
 		t.Errorf("user->kernel bytes = %d, want %d", got, n*10)
 	}
 }
@@ -406,36 +404,6 @@ func TestAttachMissingPID(t *testing.T) {
 }
 
 var errorsIs = errors.Is
-
-func TestPrometheusCollector(t *testing.T) {
-	const n = 77
-	sess, _ := runTraced(t, Options{}, "write", "/dev/null", "77", "3")
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(sess.Snapshot, prometheus.Labels{"pid": "1"}))
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, mf := range mfs {
-		if mf.GetName() != "hcomm_trace_syscalls_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "syscall" && l.GetValue() == "write" {
-					found = true
-					if v := m.GetCounter().GetValue(); v != n {
-						t.Errorf("hcomm_trace_syscalls_total{syscall=write} = %v, want %d", v, n)
-					}
-				}
-			}
-		}
-	}
-	if !found {
-		t.Error("no write series")
-	}
-}
 
 // TestRingLayerEntersMatchKernel runs NOPs through hcomm's own io_uring
 // layer (uring.Ring) and checks its count of io_uring_enter calls against
@@ -578,8 +546,8 @@ func TestReadDirectAndPageCache(t *testing.T) {
 			if got := s.Syscalls[unix.SYS_READV].Bytes; got != n*k {
 				t.Errorf("readv bytes = %d, want %d", got, n*k)
 			}
-			direct := s.CopyBytes(bpf.SrcSyscall, bpf.DirKernelToUser, bpf.ClassDirect)
-			copied := s.CopyBytes(bpf.SrcSyscall, bpf.DirKernelToUser, bpf.ClassCopy) - runtimeReads(s)
+			direct := s.Bytes(SourceSyscall, KernelToUser, ClassDirect)
+			copied := s.Bytes(SourceSyscall, KernelToUser, ClassCopy) - runtimeReads(s)
 			wantDirect, wantCopy := uint64(0), uint64(n*k)
 			if tc.direct {
 				wantDirect, wantCopy = n*k, 0
@@ -610,10 +578,10 @@ func TestSocketCopiesIncludingMmsg(t *testing.T) {
 	if got := s.Syscalls[unix.SYS_RECVMMSG].Bytes; got != n*k {
 		t.Errorf("recvmmsg bytes = %d, want %d", got, n*k)
 	}
-	if got := s.CopyBytes(bpf.SrcSyscall, bpf.DirUserToKernel, bpf.ClassCopy); got != 2*n*k {
+	if got := s.Bytes(SourceSyscall, UserToKernel, ClassCopy); got != 2*n*k {
 		t.Errorf("user->kernel copy = %d, want %d", got, 2*n*k)
 	}
-	if got := s.CopyBytes(bpf.SrcSyscall, bpf.DirKernelToUser, bpf.ClassCopy) - runtimeReads(s); got != 2*n*k {
+	if got := s.Bytes(SourceSyscall, KernelToUser, ClassCopy) - runtimeReads(s); got != 2*n*k {
 		t.Errorf("kernel->user copy (without read(2)) = %d, want %d", got, 2*n*k)
 	}
 }

@@ -29,39 +29,64 @@ func WriteJSON(w io.Writer, r *Report) error {
 
 // WriteTable writes r as text: a syscount-style table, the copy summary,
 // io_uring per opcode, page faults, the engine section and (optionally)
-// bpftrace-style log2 histograms.
+// bpftrace-style log2 histograms. Every section lists its rows in a fixed
+// order, so the same report always prints the same text.
 func WriteTable(w io.Writer, r *Report, o TableOptions) error {
 	ew := &errWriter{w: w}
 	if o.Header {
-		fmt.Fprintf(ew, "%s PID %d (%s), %s", r.Mode, r.Process.PID, r.Process.Comm, time.Duration(r.DurationNs).Round(time.Microsecond))
-		if r.ExitCode != nil {
-			fmt.Fprintf(ew, ", exit status %d", *r.ExitCode)
-		}
-		fmt.Fprintln(ew)
-		if r.Process.Cgroup != "" {
-			fmt.Fprintf(ew, "cgroup %s (the command and its children)\n", r.Process.Cgroup)
-		}
-		fmt.Fprintln(ew)
+		writeHeader(ew, r)
 	}
-
 	names := r.TopSyscalls(o.Top)
-	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "SYSCALL\tCOUNT\tERRORS\tTOTAL (us)\tAVG (ns)\t")
-	var calls uint64
-	for _, s := range r.Syscalls {
-		calls += s.Count
+	writeSyscalls(ew, r, names)
+	writeCopies(ew, r)
+	writeURing(ew, r)
+	fmt.Fprintf(ew, "PAGE FAULTS: %d (%d on write, %d on instruction fetch)\n\n", r.PageFaults.Total, r.PageFaults.Write, r.PageFaults.Instr)
+	writeEngine(ew, r.Engine)
+	writeLost(ew, r)
+	if o.Histograms {
+		writeHistograms(ew, r, names)
 	}
+	return ew.err
+}
+
+// newTable is the column layout of every table: right-aligned, two spaces.
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+}
+
+func writeHeader(w io.Writer, r *Report) {
+	fmt.Fprintf(w, "%s PID %d (%s), %s", r.Mode, r.Process.PID, r.Process.Comm, time.Duration(r.DurationNs).Round(time.Microsecond))
+	if r.ExitCode != nil {
+		fmt.Fprintf(w, ", exit status %d", *r.ExitCode)
+	}
+	fmt.Fprintln(w)
+	if r.Process.Cgroup != "" {
+		fmt.Fprintf(w, "cgroup %s (the command and its children)\n", r.Process.Cgroup)
+	}
+	fmt.Fprintln(w)
+}
+
+// writeSyscalls prints the rows of names (already ordered) and the total.
+func writeSyscalls(w io.Writer, r *Report, names []string) {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "SYSCALL\tCOUNT\tERRORS\tTOTAL (us)\tAVG (ns)\t")
 	for _, n := range names {
 		s := r.Syscalls[n]
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%d\t\n", n, s.Count, s.Errors, float64(s.TotalNs)/1e3, s.AvgNs)
 	}
 	tw.Flush()
 	if rest := len(r.Syscalls) - len(names); rest > 0 {
-		fmt.Fprintf(ew, "(%d more syscalls not shown)\n", rest)
+		fmt.Fprintf(w, "(%d more syscalls not shown)\n", rest)
 	}
-	fmt.Fprintf(ew, "%d syscalls in total\n\n", calls)
+	var calls uint64
+	for _, s := range r.Syscalls {
+		calls += s.Count
+	}
+	fmt.Fprintf(w, "%d syscalls in total\n\n", calls)
+}
 
-	tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+func writeCopies(w io.Writer, r *Report) {
+	tw := newTable(w)
 	fmt.Fprintln(tw, "COPY (bytes)\tuser->kernel\tkernel->user\tdirect (DMA)\tzero-copy\tops\t")
 	for _, row := range []struct {
 		name string
@@ -72,79 +97,90 @@ func WriteTable(w io.Writer, r *Report, o TableOptions) error {
 	}
 	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t\t\n", r.Copy.UserToKernelBytes, r.Copy.KernelToUserBytes, r.Copy.DirectBytes, r.Copy.ZeroCopyBytes)
 	tw.Flush()
-	fmt.Fprintln(ew, "(user->kernel and kernel->user: bytes a CPU copied; direct: O_DIRECT, moved by DMA)")
-	fmt.Fprintln(ew)
+	fmt.Fprintln(w, "(user->kernel and kernel->user: bytes a CPU copied; direct: O_DIRECT, moved by DMA)")
+	fmt.Fprintln(w)
+}
 
-	if len(r.IOURing) > 0 {
-		ops := make([]string, 0, len(r.IOURing))
-		for k := range r.IOURing {
-			ops = append(ops, k)
-		}
-		sort.Slice(ops, func(i, j int) bool { return r.IOURing[ops[i]].Op < r.IOURing[ops[j]].Op })
-		tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "IO_URING OP\tSUBMITTED\tCOMPLETED\tERRORS\tBYTES\tFIXED BYTES\tDIRECT BYTES\tAVG LAT (ns)\t")
-		for _, op := range ops {
-			u := r.IOURing[op]
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", op, u.Submitted, u.Completed, u.Errors, u.Bytes,
-				u.FixedBytes, u.DirectBytes, histAvg(u.LatencyNs))
-		}
-		tw.Flush()
-	} else {
-		fmt.Fprintln(ew, "IO_URING: no requests")
+// uringOpsInOrder returns the opcode names of r ordered by opcode number.
+func uringOpsInOrder(r *Report) []string {
+	ops := make([]string, 0, len(r.IOURing))
+	for k := range r.IOURing {
+		ops = append(ops, k)
 	}
-	fmt.Fprintln(ew)
+	sort.Slice(ops, func(i, j int) bool { return r.IOURing[ops[i]].Op < r.IOURing[ops[j]].Op })
+	return ops
+}
 
-	fmt.Fprintf(ew, "PAGE FAULTS: %d (%d on write, %d on instruction fetch)\n\n", r.PageFaults.Total, r.PageFaults.Write, r.PageFaults.Instr)
+func writeURing(w io.Writer, r *Report) {
+	if len(r.IOURing) == 0 {
+		fmt.Fprintln(w, "IO_URING: no requests")
+		fmt.Fprintln(w)
+		return
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "IO_URING OP\tSUBMITTED\tCOMPLETED\tERRORS\tBYTES\tFIXED BYTES\tDIRECT BYTES\tAVG LAT (ns)\t")
+	for _, op := range uringOpsInOrder(r) {
+		u := r.IOURing[op]
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", op, u.Submitted, u.Completed, u.Errors, u.Bytes,
+			u.FixedBytes, u.DirectBytes, histAvg(u.LatencyNs))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+}
 
-	e := r.Engine
+func writeEngine(w io.Writer, e EngineReport) {
 	if !e.Present {
-		fmt.Fprintf(ew, "ENGINE: absent (%s)\n", e.Reason)
-	} else {
-		tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "ENGINE\tBATCHES\tTRANSFERS\tBYTES\tERRORS\t")
-		fmt.Fprintf(tw, "submitted\t%d\t%d\t%d\t\t\n", e.Batches, e.Transfers, e.Bytes)
-		fmt.Fprintf(tw, "reaped\t%d\t%d\t%d\t%d\t\n", e.ReapedBatches, e.Completions, e.CompletedBytes, e.Errors)
-		paths := make([]string, 0, len(e.Paths))
-		for p := range e.Paths {
-			paths = append(paths, p)
-		}
-		sort.Strings(paths)
-		for _, p := range paths {
-			fmt.Fprintf(tw, "path %s\t%d\t\t%d\t\t\n", p, e.Paths[p].Batches, e.Paths[p].Bytes)
-		}
-		tw.Flush()
+		fmt.Fprintf(w, "ENGINE: absent (%s)\n", e.Reason)
+		return
 	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "ENGINE\tBATCHES\tTRANSFERS\tBYTES\tERRORS\t")
+	fmt.Fprintf(tw, "submitted\t%d\t%d\t%d\t\t\n", e.Batches, e.Transfers, e.Bytes)
+	fmt.Fprintf(tw, "reaped\t%d\t%d\t%d\t%d\t\n", e.ReapedBatches, e.Completions, e.CompletedBytes, e.Errors)
+	paths := make([]string, 0, len(e.Paths))
+	for p := range e.Paths {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		fmt.Fprintf(tw, "path %s\t%d\t\t%d\t\t\n", p, e.Paths[p].Batches, e.Paths[p].Bytes)
+	}
+	tw.Flush()
+}
+
+func writeLost(w io.Writer, r *Report) {
 	if l := r.Lost; l.Events+l.InflightEntries+l.URingUnmatched+l.ProgramMisses > 0 {
-		fmt.Fprintf(ew, "\nLOST: %d events (ring buffer full), %d in-flight entries (table full), %d unmatched io_uring completions, %d probe runs skipped (recursion guard)\n",
+		fmt.Fprintf(w, "\nLOST: %d events (ring buffer full), %d in-flight entries (table full), %d unmatched io_uring completions, %d probe runs skipped (recursion guard)\n",
 			l.Events, l.InflightEntries, l.URingUnmatched, l.ProgramMisses)
 	}
 	if len(r.Unavailable) > 0 {
-		fmt.Fprintf(ew, "\nUNAVAILABLE PROBES: %s\n", strings.Join(r.Unavailable, "; "))
+		fmt.Fprintf(w, "\nUNAVAILABLE PROBES: %s\n", strings.Join(r.Unavailable, "; "))
 	}
+}
 
-	if o.Histograms {
-		hn := names
-		if len(hn) > histSyscalls {
-			hn = hn[:histSyscalls]
-		}
-		for _, n := range hn {
-			if h := r.Syscalls[n].LatencyNs; len(h) > 0 {
-				fmt.Fprintf(ew, "\n@syscall_ns[%s]:\n", n)
-				WriteHistogram(ew, h)
-			}
-		}
-		for op, u := range r.IOURing {
-			if len(u.LatencyNs) > 0 {
-				fmt.Fprintf(ew, "\n@io_uring_ns[%s]:\n", op)
-				WriteHistogram(ew, u.LatencyNs)
-			}
-		}
-		if len(e.BatchTransfers) > 0 {
-			fmt.Fprintf(ew, "\n@engine_batch_transfers:\n")
-			WriteHistogram(ew, e.BatchTransfers)
+// writeHistograms prints the latency histograms of the first histSyscalls
+// of names, of every io_uring opcode (by opcode number) and the engine's
+// transfers per batch.
+func writeHistograms(w io.Writer, r *Report, names []string) {
+	if len(names) > histSyscalls {
+		names = names[:histSyscalls]
+	}
+	for _, n := range names {
+		if h := r.Syscalls[n].LatencyNs; len(h) > 0 {
+			fmt.Fprintf(w, "\n@syscall_ns[%s]:\n", n)
+			WriteHistogram(w, h)
 		}
 	}
-	return ew.err
+	for _, op := range uringOpsInOrder(r) {
+		if h := r.IOURing[op].LatencyNs; len(h) > 0 {
+			fmt.Fprintf(w, "\n@io_uring_ns[%s]:\n", op)
+			WriteHistogram(w, h)
+		}
+	}
+	if h := r.Engine.BatchTransfers; len(h) > 0 {
+		fmt.Fprintf(w, "\n@engine_batch_transfers:\n")
+		WriteHistogram(w, h)
+	}
 }
 
 func histAvg(h Histogram) string {
@@ -166,11 +202,9 @@ func WriteHistogram(w io.Writer, h Histogram) {
 	if len(h) == 0 {
 		return
 	}
-	var max uint64
+	var peak uint64
 	for _, b := range h {
-		if b.Count > max {
-			max = b.Count
-		}
+		peak = max(peak, b.Count)
 	}
 	byLo := map[uint64]uint64{}
 	for _, b := range h {
@@ -179,9 +213,9 @@ func WriteHistogram(w io.Writer, h Histogram) {
 	const width = 52
 	for lo, hi := h[0].Lo, h[0].Hi; lo <= h[len(h)-1].Lo; {
 		c := byLo[lo]
-		bar := int(c * width / max)
+		bar := int(c * width / peak)
 		fmt.Fprintf(w, "[%s, %s)%s %8d |%s%s|\n", humanPow(lo), humanPow(hi),
-			strings.Repeat(" ", max0(12-len(humanPow(lo))-len(humanPow(hi)))), c,
+			strings.Repeat(" ", max(0, 12-len(humanPow(lo))-len(humanPow(hi)))), c,
 			strings.Repeat("@", bar), strings.Repeat(" ", width-bar))
 		if lo == 0 {
 			lo, hi = 1, 2
@@ -189,13 +223,6 @@ func WriteHistogram(w io.Writer, h Histogram) {
 			lo, hi = hi, hi*2
 		}
 	}
-}
-
-func max0(v int) int {
-	if v < 0 {
-		return 0
-	}
-	return v
 }
 
 // humanPow writes powers of two the bpftrace way: 512, 1K, 2M, 4G.

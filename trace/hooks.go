@@ -1,6 +1,6 @@
 package trace
 
-import "errors"
+import "strconv"
 
 // The engine's batch hooks: tiny //go:noinline functions of package engine
 // whose symbol names are a stable, documented interface (docs/tracing.md).
@@ -23,27 +23,34 @@ const (
 )
 
 // Engine paths, the path argument of hookSubmitBatch (engine.Path: the
-// numbering is part of the contract).
+// numbering is part of the contract). The engine may add paths; a number
+// trace does not know is reported as "path(N)".
 const (
 	EnginePathDMA    = 0 // the device's DMA engine (doorbell write)
 	EnginePathCPU    = 1 // the CPU, straight into device memory (BAR2)
 	EnginePathFile   = 2 // a file or block device through io_uring
 	EnginePathMemory = 3 // host-to-host copy
+	EnginePathNVMe   = 4 // an NVMe queue pair driven from user space
+	EnginePathRemote = 5 // another host (UCX)
 )
 
-// EnginePathName names an engine path for reports.
+// enginePathNames names the known engine paths, indexed by number.
+var enginePathNames = [...]string{
+	EnginePathDMA:    "dma",
+	EnginePathCPU:    "cpu",
+	EnginePathFile:   "file",
+	EnginePathMemory: "memory",
+	EnginePathNVMe:   "nvme",
+	EnginePathRemote: "remote",
+}
+
+// EnginePathName names an engine path for reports: "dma", "cpu", "file",
+// "memory", "nvme", "remote", or "path(N)" for a number it does not know.
 func EnginePathName(p int) string {
-	switch p {
-	case EnginePathDMA:
-		return "dma"
-	case EnginePathCPU:
-		return "cpu"
-	case EnginePathFile:
-		return "file"
-	case EnginePathMemory:
-		return "memory"
+	if p >= 0 && p < len(enginePathNames) && enginePathNames[p] != "" {
+		return enginePathNames[p]
 	}
-	return "path" + itoa(p)
+	return "path(" + strconv.Itoa(p) + ")"
 }
 
 // Hooks names the symbols the engine uprobes attach to. Tests point them at
@@ -56,34 +63,3 @@ type Hooks struct {
 
 // DefaultHooks are the engine's hook symbols.
 var DefaultHooks = Hooks{SubmitBatch: HookSubmitBatch, ReapBatch: HookReapBatch}
-
-// Sentinel errors (see doc.go).
-var (
-	ErrNotPrivileged = errors.New("insufficient privileges for eBPF tracing")
-	ErrProcessGone   = errors.New("process not found")
-	ErrNoCgroup2     = errors.New("no usable cgroup v2 hierarchy")
-	ErrEngineAbsent  = errors.New("engine hook symbols absent")
-	ErrUnsupported   = errors.New("tracing unsupported here")
-)
-
-func itoa(v int) string {
-	if v == 0 {
-		return "0"
-	}
-	neg := v < 0
-	if neg {
-		v = -v
-	}
-	var b [20]byte
-	i := len(b)
-	for v > 0 {
-		i--
-		b[i] = byte('0' + v%10)
-		v /= 10
-	}
-	if neg {
-		i--
-		b[i] = '-'
-	}
-	return string(b[i:])
-}

@@ -1,6 +1,10 @@
 package trace
 
-import "github.com/hcomm-go/hcomm/bpf"
+import (
+	"strconv"
+
+	"github.com/hcomm-go/hcomm/internal/bpf"
+)
 
 // SyscallName names an x86-64 syscall number ("syscall_NNN" when unknown,
 // "other" for the overflow slot).
@@ -11,7 +15,7 @@ func SyscallName(nr int) string {
 	if nr == bpf.MaxSyscalls-1 {
 		return "other"
 	}
-	return "syscall_" + itoa(nr)
+	return "syscall_" + strconv.Itoa(nr)
 }
 
 // SyscallNumber is the inverse of SyscallName (-1 when unknown).
@@ -46,5 +50,5 @@ func URingOpName(op int) string {
 	if op >= 0 && op < len(uringOps) {
 		return uringOps[op]
 	}
-	return "OP_" + itoa(op)
+	return "OP_" + strconv.Itoa(op)
 }

@@ -3,8 +3,6 @@ package trace
 import (
 	"sort"
 	"time"
-
-	"github.com/hcomm-go/hcomm/bpf"
 )
 
 // Report is what hcomm-trace prints: the JSON object of `-o json` (schema in
@@ -189,23 +187,19 @@ func NewReport(s *Snapshot, m Meta) *Report {
 			Bytes: st.Bytes, LatencyNs: NewHistogram(st.Hist[:]),
 		}
 	}
-	split := func(src int) CopySplit {
+	split := func(src Source) CopySplit {
 		var c CopySplit
-		c.UserToKernelBytes = s.CopyBytes(src, bpf.DirUserToKernel, bpf.ClassCopy)
-		c.KernelToUserBytes = s.CopyBytes(src, bpf.DirKernelToUser, bpf.ClassCopy)
-		c.DirectWriteBytes = s.CopyBytes(src, bpf.DirUserToKernel, bpf.ClassDirect)
-		c.DirectReadBytes = s.CopyBytes(src, bpf.DirKernelToUser, bpf.ClassDirect)
-		c.ZeroCopyBytes = s.CopyBytes(src, bpf.DirUserToKernel, bpf.ClassZeroCopy) +
-			s.CopyBytes(src, bpf.DirKernelToUser, bpf.ClassZeroCopy)
-		for dir := 0; dir < 2; dir++ {
-			for class := 0; class < 3; class++ {
-				c.Ops += s.Copy[bpf.CopyIndex(src, dir, class)].Ops
-			}
-		}
+		c.UserToKernelBytes = s.Bytes(src, UserToKernel, ClassCopy)
+		c.KernelToUserBytes = s.Bytes(src, KernelToUser, ClassCopy)
+		c.DirectWriteBytes = s.Bytes(src, UserToKernel, ClassDirect)
+		c.DirectReadBytes = s.Bytes(src, KernelToUser, ClassDirect)
+		c.ZeroCopyBytes = s.Bytes(src, UserToKernel, ClassZeroCopy) +
+			s.Bytes(src, KernelToUser, ClassZeroCopy)
+		c.Ops = s.Ops(src)
 		return c
 	}
-	r.Copy.Syscalls = split(bpf.SrcSyscall)
-	r.Copy.IOURing = split(bpf.SrcURing)
+	r.Copy.Syscalls = split(SourceSyscall)
+	r.Copy.IOURing = split(SourceIOURing)
 	for _, c := range []CopySplit{r.Copy.Syscalls, r.Copy.IOURing} {
 		r.Copy.UserToKernelBytes += c.UserToKernelBytes
 		r.Copy.KernelToUserBytes += c.KernelToUserBytes

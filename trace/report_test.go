@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hcomm-go/hcomm/bpf"
+	"github.com/hcomm-go/hcomm/internal/bpf"
 )
 
 // TestCounterTypesAreAllUint64 guards words(): every map value type must
@@ -140,7 +140,7 @@ func TestNames(t *testing.T) {
 	if URingOpName(5) != "WRITE_FIXED" || URingOpName(bpf.OpAux) != "AUX" || URingOpName(62) != "PIPE" {
 		t.Error("URingOpName")
 	}
-	if EnginePathName(0) != "dma" || EnginePathName(2) != "file" || EnginePathName(3) != "memory" || EnginePathName(7) != "path7" {
+	if EnginePathName(0) != "dma" || EnginePathName(2) != "file" || EnginePathName(3) != "memory" || EnginePathName(7) != "path(7)" || EnginePathName(4) != "nvme" || EnginePathName(5) != "remote" || EnginePathName(-1) != "path(-1)" {
 		t.Error("EnginePathName")
 	}
 }
@@ -178,4 +178,64 @@ func FuzzParseCgroup2Mount(f *testing.F) {
 			t.Errorf("unexpected error kind: %v", err)
 		}
 	})
+}
+
+// TestWriteTableDeterministic prints a report with several io_uring
+// opcodes, engine paths and equal-time syscalls many times: the text must
+// not change (sections that come from maps are sorted).
+func TestWriteTableDeterministic(t *testing.T) {
+	s := sampleSnapshot()
+	for op := 0; op < 8; op++ {
+		s.URing[op].Submitted, s.URing[op].Completed = 1, 1
+		s.URing[op].Hist[3] = 1
+	}
+	for nr := 0; nr < 40; nr++ {
+		s.Syscalls[nr].Count, s.Syscalls[nr].TotalNs = 2, 100
+		s.Syscalls[nr].Hist[5] = 2
+	}
+	for p := range s.Engine.PathBatches {
+		s.Engine.PathBatches[p], s.Engine.PathBytes[p] = 1, 4096
+	}
+	r := NewReport(s, Meta{Mode: "run", Engine: EngineStatus{Present: true}})
+	var first string
+	for i := 0; i < 20; i++ {
+		var b bytes.Buffer
+		if err := WriteTable(&b, r, TableOptions{Histograms: true, Header: true}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = b.String()
+		} else if b.String() != first {
+			t.Fatalf("run %d printed a different table", i)
+		}
+	}
+	if !strings.Contains(first, "path path(7)") || !strings.Contains(first, "path nvme") {
+		t.Errorf("engine paths not named:\n%s", first)
+	}
+}
+
+func TestSnapshotAccessors(t *testing.T) {
+	s := sampleSnapshot()
+	tests := []struct {
+		name      string
+		got, want uint64
+	}{
+		{"UserToKernelBytes", s.UserToKernelBytes(), 900},
+		{"KernelToUserBytes", s.KernelToUserBytes(), 50},
+		{"CopiedBytes", s.CopiedBytes(), 950},
+		{"DirectBytes", s.DirectBytes(), 4096},
+		{"ZeroCopyBytes", s.ZeroCopyBytes(), 0},
+		{"Ops(syscall)", s.Ops(SourceSyscall), 10},
+		{"Ops(io_uring)", s.Ops(SourceIOURing), 2},
+		{"SyscallCount(write)", s.SyscallCount(1), 10},
+		{"SyscallCount(-1)", s.SyscallCount(-1), 0},
+	}
+	for _, tc := range tests {
+		if tc.got != tc.want {
+			t.Errorf("%s = %d, want %d", tc.name, tc.got, tc.want)
+		}
+	}
+	if c := s.SyscallCounts(); len(c) != 2 || c["write"] != 10 || c["read"] != 3 {
+		t.Errorf("SyscallCounts = %v", c)
+	}
 }

@@ -4,7 +4,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/hcomm-go/hcomm/bpf"
+	"github.com/hcomm-go/hcomm/internal/bpf"
 )
 
 // Snapshot is the counters of one moment, summed over CPUs. All fields are
@@ -66,10 +66,117 @@ func (s *Snapshot) Sub(prev *Snapshot) *Snapshot {
 	return &d
 }
 
-// CopyBytes returns the bytes of one copy_stats slot (source, direction,
-// class: bpf.Src*, bpf.Dir*, bpf.Class*).
-func (s *Snapshot) CopyBytes(src, dir, class int) uint64 {
-	return s.Copy[bpf.CopyIndex(src, dir, class)].Bytes
+// Source says which mechanism moved bytes: the copying system calls or
+// io_uring requests.
+type Source int
+
+// Sources.
+const (
+	SourceSyscall Source = bpf.SrcSyscall
+	SourceIOURing Source = bpf.SrcURing
+)
+
+// Sources lists every Source, for loops.
+var Sources = []Source{SourceSyscall, SourceIOURing}
+
+func (s Source) String() string {
+	if s == SourceIOURing {
+		return "io_uring"
+	}
+	return "syscall"
+}
+
+// Direction says where bytes went.
+type Direction int
+
+// Directions.
+const (
+	UserToKernel Direction = bpf.DirUserToKernel // write, send
+	KernelToUser Direction = bpf.DirKernelToUser // read, recv
+)
+
+// Directions lists every Direction, for loops.
+var Directions = []Direction{UserToKernel, KernelToUser}
+
+func (d Direction) String() string {
+	if d == KernelToUser {
+		return "kernel_to_user"
+	}
+	return "user_to_kernel"
+}
+
+// Class says how bytes moved.
+type Class int
+
+// Classes.
+const (
+	ClassCopy     Class = bpf.ClassCopy     // a CPU copied them
+	ClassDirect   Class = bpf.ClassDirect   // O_DIRECT on a regular file or block device: DMA
+	ClassZeroCopy Class = bpf.ClassZeroCopy // MSG_ZEROCOPY, SEND_ZC, SENDMSG_ZC, RECV_ZC
+)
+
+// Classes lists every Class, for loops.
+var Classes = []Class{ClassCopy, ClassDirect, ClassZeroCopy}
+
+func (c Class) String() string {
+	switch c {
+	case ClassDirect:
+		return "direct"
+	case ClassZeroCopy:
+		return "zerocopy"
+	}
+	return "copy"
+}
+
+// Bytes returns the bytes moved by one source in one direction and class.
+func (s *Snapshot) Bytes(src Source, dir Direction, class Class) uint64 {
+	return s.Copy[bpf.CopyIndex(int(src), int(dir), int(class))].Bytes
+}
+
+// Ops returns how many calls or requests of src moved data.
+func (s *Snapshot) Ops(src Source) uint64 {
+	var n uint64
+	for _, dir := range Directions {
+		for _, class := range Classes {
+			n += s.Copy[bpf.CopyIndex(int(src), int(dir), int(class))].Ops
+		}
+	}
+	return n
+}
+
+// bothSources sums one (direction, class) over the copying system calls and
+// io_uring requests.
+func (s *Snapshot) bothSources(dir Direction, class Class) uint64 {
+	return s.Bytes(SourceSyscall, dir, class) + s.Bytes(SourceIOURing, dir, class)
+}
+
+// UserToKernelBytes is the bytes a CPU copied from user to kernel memory
+// (write, send and their io_uring requests on files without O_DIRECT),
+// over system calls and io_uring together.
+func (s *Snapshot) UserToKernelBytes() uint64 {
+	return s.bothSources(UserToKernel, ClassCopy)
+}
+
+// KernelToUserBytes is the bytes a CPU copied from kernel to user memory
+// (read, recv and their io_uring requests), over system calls and io_uring.
+func (s *Snapshot) KernelToUserBytes() uint64 {
+	return s.bothSources(KernelToUser, ClassCopy)
+}
+
+// CopiedBytes is UserToKernelBytes + KernelToUserBytes: every byte a CPU
+// copied between user and kernel memory.
+func (s *Snapshot) CopiedBytes() uint64 { return s.UserToKernelBytes() + s.KernelToUserBytes() }
+
+// DirectBytes is the bytes moved by DMA without a CPU copy (O_DIRECT on a
+// regular file or block device), both directions, system calls and io_uring.
+func (s *Snapshot) DirectBytes() uint64 {
+	return s.bothSources(UserToKernel, ClassDirect) + s.bothSources(KernelToUser, ClassDirect)
+}
+
+// ZeroCopyBytes is the bytes of zero-copy sends and receives (MSG_ZEROCOPY,
+// io_uring SEND_ZC, SENDMSG_ZC, RECV_ZC).
+func (s *Snapshot) ZeroCopyBytes() uint64 {
+	return s.bothSources(UserToKernel, ClassZeroCopy) + s.bothSources(KernelToUser, ClassZeroCopy)
 }
 
 // SyscallCount is the number of completed calls of syscall nr.
@@ -78,4 +185,15 @@ func (s *Snapshot) SyscallCount(nr int) uint64 {
 		return 0
 	}
 	return s.Syscalls[nr].Count
+}
+
+// SyscallCounts maps the name of every syscall that ran to its count.
+func (s *Snapshot) SyscallCounts() map[string]uint64 {
+	m := map[string]uint64{}
+	for nr := range s.Syscalls {
+		if c := s.Syscalls[nr].Count; c != 0 {
+			m[SyscallName(nr)] = c
+		}
+	}
+	return m
 }

@@ -4,9 +4,12 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"runtime"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,7 +20,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
-	"github.com/hcomm-go/hcomm/bpf"
+	"github.com/hcomm-go/hcomm/internal/bpf"
 )
 
 // Options configure a Tracer.
@@ -87,30 +90,22 @@ type Tracer struct {
 	execs []Exec
 }
 
-// required programs fail the tracer when they cannot attach; the others
-// are reported as unavailable.
-var tracepointPrograms = []struct {
-	prog     string
-	required bool
-}{
-	{"sys_enter", true},
-	{"sys_exit", true},
-	{"uring_create", false},
-	{"uring_submit", false},
-	{"uring_complete", false},
-	{"page_fault_user", false},
-	{"process_exec", false},
+// probe is one tracepoint program: the program's name in the object, the
+// tracepoint (tp_btf target) it attaches to, and whether the tracer fails
+// without it (the others are reported as unavailable).
+type probe struct {
+	prog, tracepoint string
+	required         bool
 }
 
-// tracepointOf maps a program to its tracepoint (tp_btf target).
-var tracepointOf = map[string]string{
-	"sys_enter":       "sys_enter",
-	"sys_exit":        "sys_exit",
-	"uring_create":    "io_uring_create",
-	"uring_submit":    "io_uring_submit_req",
-	"uring_complete":  "io_uring_complete",
-	"page_fault_user": "page_fault_user",
-	"process_exec":    "sched_process_exec",
+var probes = []probe{
+	{"sys_enter", "sys_enter", true},
+	{"sys_exit", "sys_exit", true},
+	{"uring_create", "io_uring_create", false},
+	{"uring_submit", "io_uring_submit_req", false},
+	{"uring_complete", "io_uring_complete", false},
+	{"page_fault_user", "page_fault_user", false},
+	{"process_exec", "sched_process_exec", false},
 }
 
 // target selects what the programs count: a thread group or a cgroup.
@@ -119,6 +114,8 @@ type target struct {
 	cgroup *Cgroup
 }
 
+// newTracer loads the programs filtered to tg, attaches them and the engine
+// uprobes on executables, and starts the ring-buffer reader.
 func newTracer(tg target, opts Options, executables []string) (*Tracer, error) {
 	if runtime.GOARCH != "amd64" {
 		return nil, fmt.Errorf("%w: the programs are built for x86-64, this is %s", ErrUnsupported, runtime.GOARCH)
@@ -129,35 +126,61 @@ func newTracer(tg target, opts Options, executables []string) (*Tracer, error) {
 	if opts.Hooks == (Hooks{}) {
 		opts.Hooks = DefaultHooks
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
+	t := &Tracer{log: opts.Logger, onEvent: opts.OnEvent}
+	if t.log == nil {
+		t.log = slog.Default()
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK for BPF maps: %w", err)
+		return nil, fmt.Errorf("trace: raise RLIMIT_MEMLOCK for BPF maps: %w", err)
 	}
 	spec, err := bpf.LoadHcomm()
 	if err != nil {
-		return nil, fmt.Errorf("parse embedded BPF object: %w", err)
+		return nil, fmt.Errorf("trace: parse embedded BPF object: %w", err)
 	}
 	kspec, err := btf.LoadKernelSpec()
 	if err != nil {
 		return nil, fmt.Errorf("%w: kernel BTF (/sys/kernel/btf/vmlinux): %w", ErrUnsupported, err)
 	}
-	t := &Tracer{log: log, onEvent: opts.OnEvent}
+	if err := t.dropMissingTracepoints(spec, kspec); err != nil {
+		return nil, err
+	}
+	if err := configure(spec, kspec, tg); err != nil {
+		return nil, err
+	}
+	if err := t.load(spec, kspec, tg); err != nil {
+		return nil, err
+	}
+	if err := t.attachTracepoints(); err != nil {
+		t.Close()
+		return nil, err
+	}
+	t.attachEngine(tg, opts.Hooks, executables)
+	if err := t.startReader(); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
 
-	// Drop programs whose tracepoint this kernel does not have.
-	for _, p := range tracepointPrograms {
-		tp := tracepointOf[p.prog]
-		if _, err := kspec.AnyTypeByName("btf_trace_" + tp); err != nil {
+// dropMissingTracepoints removes from spec the programs whose tracepoint
+// the running kernel lacks; a missing required one is ErrUnsupported.
+func (t *Tracer) dropMissingTracepoints(spec *ebpf.CollectionSpec, kspec *btf.Spec) error {
+	for _, p := range probes {
+		if _, err := kspec.AnyTypeByName("btf_trace_" + p.tracepoint); err != nil {
 			if p.required {
-				return nil, fmt.Errorf("%w: kernel has no tracepoint %s: %w", ErrUnsupported, tp, err)
+				return fmt.Errorf("%w: kernel has no tracepoint %s: %w", ErrUnsupported, p.tracepoint, err)
 			}
-			t.unavailable = append(t.unavailable, tp+": not in this kernel")
+			t.unavailable = append(t.unavailable, p.tracepoint+": not in this kernel")
 			delete(spec.Programs, p.prog)
 		}
 	}
+	return nil
+}
 
+// configure sets the programs' read-only variables: the filter (cgroup or
+// thread group, with the PID namespace when it is not the initial one) and
+// the kernel's REQ_F_BUF_NODE bit.
+func configure(spec *ebpf.CollectionSpec, kspec *btf.Spec, tg target) error {
 	vars := map[string]any{"req_f_buf_node": reqFBufNode(kspec)}
 	if tg.cgroup != nil {
 		vars["filter_mode"] = uint32(bpf.FilterCgroup)
@@ -166,72 +189,87 @@ func newTracer(tg target, opts Options, executables []string) (*Tracer, error) {
 		vars["target_tgid"] = uint32(tg.pid)
 		dev, ino, init, err := pidNamespace()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !init {
 			vars["pidns_dev"], vars["pidns_ino"] = dev, ino
 		}
 	}
-	for name, v := range vars {
+	names := make([]string, 0, len(vars))
+	for name := range vars {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
 		vs, ok := spec.Variables[name]
 		if !ok {
-			return nil, fmt.Errorf("BPF object lacks variable %s", name)
+			return fmt.Errorf("trace: BPF object lacks variable %s", name)
 		}
-		if err := vs.Set(v); err != nil {
-			return nil, fmt.Errorf("set BPF variable %s: %w", name, err)
+		if err := vs.Set(vars[name]); err != nil {
+			return fmt.Errorf("trace: set BPF variable %s: %w", name, err)
 		}
 	}
+	return nil
+}
 
+// load creates the maps and programs in the kernel and, for a cgroup
+// target, stores the cgroup in the filter map.
+func (t *Tracer) load(spec *ebpf.CollectionSpec, kspec *btf.Spec, tg target) error {
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
 		Programs: ebpf.ProgramOptions{KernelTypes: kspec},
 	})
 	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("load BPF programs (verifier): %+v", ve)
+			return fmt.Errorf("trace: load BPF programs (verifier): %+v", ve)
 		}
 		if errors.Is(err, unix.EPERM) {
-			return nil, fmt.Errorf("%w: load BPF programs: %w", ErrNotPrivileged, err)
+			return fmt.Errorf("%w: load BPF programs: %w", ErrNotPrivileged, err)
 		}
-		return nil, fmt.Errorf("load BPF programs: %w", err)
+		return fmt.Errorf("trace: load BPF programs: %w", err)
 	}
 	t.coll = coll
 	if tg.cgroup != nil {
 		if err := coll.Maps["cgroup_map"].Put(uint32(0), uint32(tg.cgroup.FD())); err != nil {
 			t.Close()
-			return nil, fmt.Errorf("store cgroup %s in the filter map: %w", tg.cgroup.Path, err)
+			return fmt.Errorf("trace: store cgroup %s in the filter map: %w", tg.cgroup.Path, err)
 		}
 	}
+	return nil
+}
 
-	for _, p := range tracepointPrograms {
-		prog := coll.Programs[p.prog]
+// attachTracepoints attaches every loaded tracepoint program; an optional
+// one that fails is recorded as unavailable.
+func (t *Tracer) attachTracepoints() error {
+	for _, p := range probes {
+		prog := t.coll.Programs[p.prog]
 		if prog == nil {
 			continue
 		}
 		l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
 			if p.required {
-				t.Close()
-				return nil, fmt.Errorf("attach %s to tracepoint %s: %w", p.prog, tracepointOf[p.prog], err)
+				return fmt.Errorf("trace: attach %s to tracepoint %s: %w", p.prog, p.tracepoint, err)
 			}
-			t.unavailable = append(t.unavailable, fmt.Sprintf("%s: %v", tracepointOf[p.prog], err))
+			t.unavailable = append(t.unavailable, fmt.Sprintf("%s: %v", p.tracepoint, err))
 			continue
 		}
 		t.links = append(t.links, l)
 	}
+	return nil
+}
 
-	t.attachEngine(tg, opts.Hooks, executables)
-
-	rd, err := ringbuf.NewReader(coll.Maps["events"])
+// startReader opens the event ring buffer and starts its reader goroutine.
+func (t *Tracer) startReader() error {
+	rd, err := ringbuf.NewReader(t.coll.Maps["events"])
 	if err != nil {
-		t.Close()
-		return nil, fmt.Errorf("open event ring buffer: %w", err)
+		return fmt.Errorf("trace: open event ring buffer: %w", err)
 	}
 	t.rd = rd
 	t.start = time.Now()
 	t.wg.Add(1)
 	go t.readEvents()
-	return t, nil
+	return nil
 }
 
 // reqFBufNode finds REQ_F_BUF_NODE (bit REQ_F_BUF_NODE_BIT of an anonymous
@@ -312,28 +350,35 @@ func (t *Tracer) attachEngine(tg target, hooks Hooks, executables []string) {
 	if len(executables) == 0 {
 		reasons = append(reasons, "no executable to probe")
 	}
-	t.engine.Reason = joinReasons(reasons)
+	t.engine.Reason = strings.Join(reasons, "; ")
 	if !t.engine.Present {
 		t.log.Debug("engine hooks absent", "reason", t.engine.Reason)
 	}
 }
 
-func joinReasons(r []string) string {
-	s := ""
-	for i, x := range r {
-		if i > 0 {
-			s += "; "
-		}
-		s += x
+// notELF explains why path cannot carry the hook symbols: a script (its
+// interpreter runs the code) or some other non-ELF file.
+func notELF(path string) error {
+	b := make([]byte, 2)
+	if f, err := os.Open(path); err == nil {
+		_, _ = io.ReadFull(f, b)
+		f.Close()
 	}
-	return s
+	if string(b) == "#!" {
+		return fmt.Errorf("%w: a script, not an ELF executable (name the program it runs with --engine-binary)", ErrEngineAbsent)
+	}
+	return fmt.Errorf("%w: not an ELF executable", ErrEngineAbsent)
 }
 
 // elfSymbols reports which of names the ELF file's symbol table defines.
 func elfSymbols(path string, names ...string) (map[string]bool, error) {
 	f, err := elf.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("not an ELF executable: %w", err)
+		var fe *elf.FormatError
+		if errors.As(err, &fe) {
+			return nil, notELF(path)
+		}
+		return nil, err
 	}
 	defer f.Close()
 	syms, err := f.Symbols()

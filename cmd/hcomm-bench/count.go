@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hcomm-go/hcomm/bpf"
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/internal/selftrace"
 	"github.com/hcomm-go/hcomm/trace"
@@ -73,23 +72,16 @@ func countInChild(o *options, w *workload, n int) (*counts, error) {
 func makeCounts(d *trace.Snapshot, n, bytes int, dev uint64) *counts {
 	c := &counts{Transfers: n, ByName: map[string]float64{}}
 	var total uint64
-	for nr := range d.Syscalls {
-		k := d.Syscalls[nr].Count
-		if k == 0 || k > 1<<62 { // a negative delta after the boundary fix-up
+	for name, k := range d.SyscallCounts() {
+		if k > 1<<62 { // a negative delta after the boundary fix-up
 			continue
 		}
 		total += k
-		c.ByName[trace.SyscallName(nr)] = float64(k) / float64(n)
+		c.ByName[name] = float64(k) / float64(n)
 	}
 	c.Host = float64(total-min(dev, total)) / float64(n)
 	c.Device = float64(dev) / float64(n)
-	var cp, direct uint64
-	for _, src := range []int{bpf.SrcSyscall, bpf.SrcURing} {
-		for _, dir := range []int{bpf.DirUserToKernel, bpf.DirKernelToUser} {
-			cp += d.CopyBytes(src, dir, bpf.ClassCopy)
-			direct += d.CopyBytes(src, dir, bpf.ClassDirect)
-		}
-	}
+	cp, direct := d.CopiedBytes(), d.DirectBytes()
 	// The engine's CPU path copies into device memory in user space,
 	// where no syscall sees it; its hook reports the bytes per path.
 	cp += d.Engine.PathBytes[engine.PathCPU] + d.Engine.PathBytes[engine.PathMemory]

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm/baseline"
-	"github.com/hcomm-go/hcomm/bpf"
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/internal/selftrace"
 	"github.com/hcomm-go/hcomm/trace"
@@ -262,21 +261,15 @@ func count(kind string, n int) (*tally, error) {
 	transfers := float64(2 * n)
 	t := &tally{byName: map[string]float64{}}
 	var total uint64
-	for nr := range d.Syscalls {
-		if k := d.Syscalls[nr].Count; k > 0 && k < 1<<62 {
+	for name, k := range d.SyscallCounts() {
+		if k < 1<<62 { // not a negative delta after the boundary fix-up
 			total += k
-			t.byName[trace.SyscallName(nr)] = float64(k) / transfers
+			t.byName[name] = float64(k) / transfers
 		}
 	}
 	t.device = float64(rep.Dev) / transfers
 	t.syscalls = float64(total-min(rep.Dev, total)) / transfers
-	var cp uint64
-	for _, src := range []int{bpf.SrcSyscall, bpf.SrcURing} {
-		for _, dir := range []int{bpf.DirUserToKernel, bpf.DirKernelToUser} {
-			cp += d.CopyBytes(src, dir, bpf.ClassCopy)
-		}
-	}
-	cp += d.Engine.PathBytes[engine.PathCPU]
+	cp := d.CopiedBytes() + d.Engine.PathBytes[engine.PathCPU]
 	t.copies = float64(cp) / transfers / blockSize
 	return t, nil
 }

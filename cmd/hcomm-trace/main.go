@@ -93,162 +93,193 @@ func newFlags(mode string, o *options, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// run is main without os.Exit, for tests.
+// run is main without os.Exit, for tests: it parses the arguments, starts
+// or attaches the trace, waits for its end and writes the report.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "run" && args[0] != "attach") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(stdout, usage)
-			return 0
-		}
-		fmt.Fprint(stderr, usage)
-		return 2
+	mode, o, argv, code := parseArgs(args, stdout, stderr)
+	if code >= 0 {
+		return code
 	}
-	mode := args[0]
-	var o options
-	fs := newFlags(mode, &o, stderr)
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
-	}
-	if o.output != "table" && o.output != "json" {
-		fmt.Fprintf(stderr, "hcomm-trace: -o %q: want table or json\n", o.output)
-		return 2
-	}
-	logLevel := slog.LevelWarn
-	if o.verbose {
-		logLevel = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel}))
-	topts := trace.Options{
-		Hooks:       trace.Hooks{SubmitBatch: o.hookSubmit, ReapBatch: o.hookReap},
-		Executables: o.engineBins,
-		Logger:      log,
-	}
-	if o.verbose {
-		topts.OnEvent = func(e trace.Event) { logEvent(log, e) }
-	}
-
-	out := stdout
+	c := &cli{mode: mode, o: o, stderr: stderr, out: stdout}
 	if o.outFile != "" {
 		f, err := os.Create(o.outFile)
 		if err != nil {
-			fmt.Fprintf(stderr, "hcomm-trace: %v\n", err)
-			return 1
+			return c.fail(err)
 		}
 		defer f.Close()
-		out = f
+		c.out = f
 	}
-
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
-
-	var sess *trace.Session
-	var err error
-	switch mode {
-	case "run":
-		argv := fs.Args()
-		if len(argv) == 0 {
-			fmt.Fprintln(stderr, "hcomm-trace run: no command (usage: hcomm-trace run [flags] -- CMD ARGS...)")
-			return 2
-		}
-		sess, err = trace.StartCommand(argv, trace.CommandIO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, topts)
-	case "attach":
-		if o.pid <= 0 || fs.NArg() > 0 {
-			fmt.Fprintln(stderr, "hcomm-trace attach: need -p PID and no other arguments")
-			return 2
-		}
-		sess, err = trace.Attach(o.pid, topts)
+	if err := c.start(argv); err != nil {
+		return c.fail(err)
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "hcomm-trace: %v\n", err)
-		return 1
-	}
-	closed := false
-	defer func() {
-		if !closed {
-			sess.Close()
-		}
-	}()
-	if st := sess.Engine(); !st.Present {
-		log.Debug("engine section absent", "reason", st.Reason)
-	}
-
-	var srv *http.Server
+	defer c.sess.Close()
 	if o.prometheus != "" {
-		srv, err = servePrometheus(o.prometheus, sess, stderr)
+		srv, err := servePrometheus(o.prometheus, c.sess, stderr)
 		if err != nil {
-			fmt.Fprintf(stderr, "hcomm-trace: --prometheus %s: %v\n", o.prometheus, err)
-			return 1
+			return c.fail(fmt.Errorf("--prometheus %s: %w", o.prometheus, err))
 		}
 		defer srv.Close()
 	}
+	code, werr := c.wait()
+	return c.finish(code, werr)
+}
 
+// cli is one invocation's state.
+type cli struct {
+	mode   string
+	o      options
+	out    io.Writer // the report
+	stderr io.Writer
+	log    *slog.Logger
+	sess   *trace.Session
+}
+
+func (c *cli) fail(err error) int {
+	fmt.Fprintf(c.stderr, "hcomm-trace: %v\n", err)
+	return 1
+}
+
+// parseArgs returns the subcommand, its options and the command to run; a
+// non-negative code means: exit with it now (usage printed).
+func parseArgs(args []string, stdout, stderr io.Writer) (mode string, o options, argv []string, code int) {
+	if len(args) == 0 || (args[0] != "run" && args[0] != "attach") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fmt.Fprint(stdout, usage)
+			return "", o, nil, 0
+		}
+		fmt.Fprint(stderr, usage)
+		return "", o, nil, 2
+	}
+	mode = args[0]
+	fs := newFlags(mode, &o, stderr)
+	if err := fs.Parse(args[1:]); err != nil {
+		return "", o, nil, 2
+	}
+	if o.output != "table" && o.output != "json" {
+		fmt.Fprintf(stderr, "hcomm-trace: -o %q: want table or json\n", o.output)
+		return "", o, nil, 2
+	}
+	switch mode {
+	case "run":
+		if fs.NArg() == 0 {
+			fmt.Fprintln(stderr, "hcomm-trace run: no command (usage: hcomm-trace run [flags] -- CMD ARGS...)")
+			return "", o, nil, 2
+		}
+	case "attach":
+		if o.pid <= 0 || fs.NArg() > 0 {
+			fmt.Fprintln(stderr, "hcomm-trace attach: need -p PID and no other arguments")
+			return "", o, nil, 2
+		}
+	}
+	return mode, o, fs.Args(), -1
+}
+
+// start starts the command (run) or attaches to the process (attach).
+func (c *cli) start(argv []string) error {
+	level := slog.LevelWarn
+	if c.o.verbose {
+		level = slog.LevelDebug
+	}
+	c.log = slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
+	topts := trace.Options{
+		Hooks:       trace.Hooks{SubmitBatch: c.o.hookSubmit, ReapBatch: c.o.hookReap},
+		Executables: c.o.engineBins,
+		Logger:      c.log,
+	}
+	if c.o.verbose {
+		topts.OnEvent = func(e trace.Event) { logEvent(c.log, e) }
+	}
+	var err error
+	if c.mode == "run" {
+		c.sess, err = trace.StartCommand(argv, trace.CommandIO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, topts)
+	} else {
+		c.sess, err = trace.Attach(c.o.pid, topts)
+	}
+	if err != nil {
+		return err
+	}
+	if st := c.sess.Engine(); !st.Present {
+		c.log.Debug("engine section absent", "reason", st.Reason)
+	}
+	return nil
+}
+
+// wait prints live deltas until the traced process ends (or, for attach,
+// the duration passes or a signal arrives); signals are forwarded to a
+// started command, whose exit ends the trace.
+func (c *cli) wait() (int, error) {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if o.duration > 0 {
-		ctx, cancel = context.WithTimeout(ctx, o.duration)
+	if c.o.duration > 0 {
+		ctx, cancel = context.WithTimeout(ctx, c.o.duration)
 		defer cancel()
 	}
 	stopLive := make(chan struct{})
 	liveDone := make(chan struct{})
 	go func() {
 		defer close(liveDone)
-		live(sess, o, out, stderr, stopLive)
+		live(c.sess, c.o, c.out, c.stderr, stopLive)
 	}()
+	defer func() { close(stopLive); <-liveDone }()
 
-	waitDone := make(chan struct{})
-	var code int
-	var werr error
+	type result struct {
+		code int
+		err  error
+	}
+	done := make(chan result, 1)
 	go func() {
-		defer close(waitDone)
-		code, werr = sess.Wait(ctx)
+		code, err := c.sess.Wait(ctx)
+		done <- result{code, err}
 	}()
-loop:
 	for {
 		select {
-		case <-waitDone:
-			break loop
+		case r := <-done:
+			return r.code, r.err
 		case sig := <-sigs:
-			if mode == "run" {
-				sess.Signal(sig) // CMD decides; its exit ends the trace
+			if c.mode == "run" {
+				c.sess.Signal(sig)
 			} else {
 				cancel()
 			}
 		}
 	}
-	close(stopLive)
-	<-liveDone
+}
 
-	snap, serr := sess.Snapshot()
+// finish reads the final counters, closes the session (so the exec list is
+// complete), writes the report and returns the exit status: the command's
+// for run, 0 for an attach that ended normally.
+func (c *cli) finish(code int, werr error) int {
+	snap, serr := c.sess.Snapshot()
 	var exit *int
 	status := 0
-	switch mode {
+	switch c.mode {
 	case "run":
 		if werr != nil {
-			fmt.Fprintf(stderr, "hcomm-trace: wait for command: %v\n", werr)
+			fmt.Fprintf(c.stderr, "hcomm-trace: wait for command: %v\n", werr)
 			status = 1
 		} else {
 			exit, status = &code, code
 		}
 	case "attach":
-		if werr != nil && !errors.Is(werr, trace.ErrProcessGone) && !errors.Is(werr, context.Canceled) && !errors.Is(werr, context.DeadlineExceeded) {
-			fmt.Fprintf(stderr, "hcomm-trace: %v\n", werr)
+		ended := errors.Is(werr, trace.ErrProcessGone) || errors.Is(werr, context.Canceled) || errors.Is(werr, context.DeadlineExceeded)
+		if werr != nil && !ended {
+			fmt.Fprintf(c.stderr, "hcomm-trace: %v\n", werr)
 			status = 1
 		}
 		if errors.Is(werr, trace.ErrProcessGone) {
-			fmt.Fprintf(stderr, "hcomm-trace: process %d exited\n", o.pid)
+			fmt.Fprintf(c.stderr, "hcomm-trace: process %d exited\n", c.o.pid)
 		}
 	}
-	sess.Close()
-	closed = true
+	c.sess.Close()
 	if serr != nil {
-		fmt.Fprintf(stderr, "hcomm-trace: read counters: %v\n", serr)
-		return 1
+		return c.fail(fmt.Errorf("read counters: %w", serr))
 	}
-	rep := trace.NewReport(snap, sess.Meta(exit))
-	if err := writeReport(out, rep, o, true); err != nil {
-		fmt.Fprintf(stderr, "hcomm-trace: write report: %v\n", err)
-		return 1
+	rep := trace.NewReport(snap, c.sess.Meta(exit))
+	if err := writeReport(c.out, rep, c.o, true); err != nil {
+		return c.fail(fmt.Errorf("write report: %w", err))
 	}
 	return status
 }
@@ -313,7 +344,7 @@ func compactJSON(r *trace.Report) string {
 func servePrometheus(addr string, sess *trace.Session, stderr io.Writer) (*http.Server, error) {
 	reg := prometheus.NewRegistry()
 	m := sess.Meta(nil)
-	reg.MustRegister(trace.NewCollector(sess.Snapshot, prometheus.Labels{"pid": strconv.Itoa(m.Process.PID), "comm": m.Process.Comm}))
+	reg.MustRegister(newCollector(sess.Snapshot, prometheus.Labels{"pid": strconv.Itoa(m.Process.PID), "comm": m.Process.Comm}))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err

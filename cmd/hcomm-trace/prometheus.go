@@ -1,15 +1,15 @@
-package trace
+package main
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hcomm-go/hcomm/bpf"
+	"github.com/hcomm-go/hcomm/trace"
 )
 
-// Collector serves a tracer's counters as Prometheus metrics. Every scrape
+// collector serves a tracer's counters as Prometheus metrics. Every scrape
 // reads the BPF maps afresh (Snapshot), so values are as current as the scrape.
-type Collector struct {
-	snap func() (*Snapshot, error)
+type collector struct {
+	snap func() (*trace.Snapshot, error)
 
 	syscalls, syscallErrors, syscallSeconds *prometheus.Desc
 	copyBytes                               *prometheus.Desc
@@ -21,13 +21,13 @@ type Collector struct {
 	scrapeErrors                            prometheus.Counter
 }
 
-// NewCollector returns a collector over snap (usually Tracer.Snapshot).
+// newCollector returns a collector over snap (usually Tracer.Snapshot).
 // labels are constant labels added to every metric (e.g. pid, comm).
-func NewCollector(snap func() (*Snapshot, error), labels prometheus.Labels) *Collector {
+func newCollector(snap func() (*trace.Snapshot, error), labels prometheus.Labels) *collector {
 	d := func(name, help string, vars ...string) *prometheus.Desc {
 		return prometheus.NewDesc("hcomm_trace_"+name, help, vars, labels)
 	}
-	return &Collector{
+	return &collector{
 		snap:            snap,
 		syscalls:        d("syscalls_total", "System calls completed by the traced process.", "syscall"),
 		syscallErrors:   d("syscall_errors_total", "System calls that returned an error.", "syscall"),
@@ -50,7 +50,7 @@ func NewCollector(snap func() (*Snapshot, error), labels prometheus.Labels) *Col
 }
 
 // Describe implements prometheus.Collector.
-func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.syscalls, c.syscallErrors, c.syscallSeconds, c.copyBytes,
 		c.uringSubmitted, c.uringCompleted, c.uringErrors, c.uringBytes, c.faults,
 		c.engineBatches, c.engineTransfers, c.engineBytes, c.engineReaped, c.engineErrors} {
@@ -60,7 +60,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	defer c.scrapeErrors.Collect(ch)
 	s, err := c.snap()
 	if err != nil {
@@ -75,27 +75,24 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if st.Count == 0 {
 			continue
 		}
-		name := SyscallName(nr)
+		name := trace.SyscallName(nr)
 		counter(c.syscalls, float64(st.Count), name)
 		counter(c.syscallErrors, float64(st.Errors), name)
 		counter(c.syscallSeconds, float64(st.TotalNs)/1e9, name)
 	}
-	srcs := []string{"syscall", "io_uring"}
-	dirs := []string{"user_to_kernel", "kernel_to_user"}
-	classes := []string{"copy", "direct", "zerocopy"}
-	for src := range srcs {
-		for dir := range dirs {
-			for class := range classes {
-				counter(c.copyBytes, float64(s.CopyBytes(src, dir, class)), srcs[src], dirs[dir], classes[class])
+	for _, src := range trace.Sources {
+		for _, dir := range trace.Directions {
+			for _, class := range trace.Classes {
+				counter(c.copyBytes, float64(s.Bytes(src, dir, class)), src.String(), dir.String(), class.String())
 			}
 		}
 	}
-	for op := 0; op < bpf.MaxOps; op++ {
+	for op := range s.URing {
 		u := &s.URing[op]
 		if u.Submitted == 0 && u.Completed == 0 {
 			continue
 		}
-		name := URingOpName(op)
+		name := trace.URingOpName(op)
 		counter(c.uringSubmitted, float64(u.Submitted), name)
 		counter(c.uringCompleted, float64(u.Completed), name)
 		counter(c.uringErrors, float64(u.Errors), name)
