@@ -17,12 +17,13 @@
 //   - MPSC: any number of producers (a CAS on the tail reserves a batch; a
 //     per-slot marker publishes it), one consumer — the engine's submission
 //     side.
-//   - CompletionRing / CompletionWriter: the two sides of an NVMe-style
-//     completion ring whose entries carry a phase bit (bit 0 of the
-//     little-endian uint16 at a given offset; HDMA: 16-byte entries, offset
-//     10). The phase written flips on every pass, so the consumer tells new
-//     entries from old without a shared index; it hands consumed slots back
-//     through Head, the value of a CQ_HEAD doorbell.
+//   - CompletionRing: the consumer (driver) side of an NVMe-style
+//     completion ring whose entries a device writes with a phase bit (bit 0
+//     of the little-endian uint16 at a given offset; HDMA: 16-byte entries,
+//     offset 10). The phase written flips on every pass, so the consumer
+//     tells new entries from old without a shared index; it hands consumed
+//     slots back through Head, the value of a CQ_HEAD doorbell. The
+//     device's side is the device's (vfio-mock writes its own entries).
 //
 // Memory ordering. Go's sync/atomic operations are sequentially consistent,
 // which is stronger than needed; the comments beside each atomic say which
@@ -37,5 +38,5 @@
 // contains it, which assumes a little-endian machine (amd64, arm64).
 //
 // Sentinel errors, for errors.Is: ErrGeometry, ErrFull, ErrEmpty,
-// ErrBatchSize, ErrCommit, ErrRelease, ErrHead, ErrEntrySize.
+// ErrBatchSize, ErrCommit, ErrRelease, ErrEntrySize.
 package ring

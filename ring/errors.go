@@ -16,9 +16,6 @@ var (
 	ErrCommit = errors.New("commit does not match a reservation")
 	// ErrRelease: more entries were released than were peeked as ready.
 	ErrRelease = errors.New("release exceeds ready entries")
-	// ErrHead: a consumer head value that the producer cannot accept
-	// (out of range, or beyond what was produced).
-	ErrHead = errors.New("invalid consumer head")
 	// ErrEntrySize: an entry of the wrong length was passed in.
 	ErrEntrySize = errors.New("entry has the wrong size")
 )

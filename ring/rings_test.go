@@ -535,15 +535,15 @@ func TestCompletionPhaseAndFlowControl(t *testing.T) {
 		t.Fatalf("head %d phase %d, want 3 and 1", cr.Head(), cr.Phase())
 	}
 	for _, bad := range []uint32{4, 100} {
-		if err := cw.SetHead(bad); !errors.Is(err, ErrHead) {
-			t.Errorf("SetHead(%d): %v, want ErrHead", bad, err)
+		if err := cw.SetHead(bad); !errors.Is(err, errHead) {
+			t.Errorf("SetHead(%d): %v, want errHead", bad, err)
 		}
 	}
 	if err := cw.SetHead(3); err != nil {
 		t.Fatal(err)
 	}
-	if err := cw.SetHead(2); !errors.Is(err, ErrHead) {
-		t.Fatalf("SetHead backwards past the tail: %v, want ErrHead", err)
+	if err := cw.SetHead(2); !errors.Is(err, errHead) {
+		t.Fatalf("SetHead backwards past the tail: %v, want errHead", err)
 	}
 	// Two more: slot 3 (phase 1), then slot 0 on the second pass (phase 0).
 	for i := 0; i < 2; i++ {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/hcomm-go/hcomm/baseline"
 	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/ring"
 )
 
 const (
@@ -431,26 +433,39 @@ func setupEngineFileReaper(o *options, write bool) (*runner, error) {
 	}
 	offs := offsets(o, offsRing)
 	// Completed blocks come back through a single-producer (the reaper)
-	// single-consumer (the submitter) ring of indices: no lock, so the
-	// reaper never waits for the submitter. The reaper signals room once
-	// per fileRefill completions, the only wake-up the submitter needs.
+	// single-consumer (the submitter) ring.SPSC of 4-byte block indices:
+	// no lock, so the reaper never waits for the submitter. The reaper
+	// signals room once per fileRefill completions, the only wake-up the
+	// submitter needs.
+	free, err := ring.NewSPSC(make([]byte, 2*fileQD*4), 4)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
 	var (
-		freeRing  [2 * fileQD]int32
-		freeHead  atomic.Uint64 // consumer
-		freeTail  atomic.Uint64 // producer
 		failed    atomic.Int64
 		firstErr  atomic.Pointer[error]
 		room      = make(chan struct{}, 1)
 		sinceWake int // reaper-private
 	)
-	for i := range blocks {
-		freeRing[i] = int32(i)
+	pushFree := func(bi uint64) error {
+		b, err := free.Reserve(1) // never full: it holds twice the blocks
+		if err != nil {
+			return err
+		}
+		binary.LittleEndian.PutUint32(b.Entry(0), uint32(bi))
+		return free.Commit(b)
 	}
-	freeTail.Store(uint64(len(blocks)))
+	for i := range blocks {
+		if err := pushFree(uint64(i)); err != nil {
+			closeAll()
+			return nil, err
+		}
+	}
 	cb := func(r engine.Result) {
-		t := freeTail.Load()
-		freeRing[t%uint64(len(freeRing))] = int32(r.User)
-		freeTail.Store(t + 1) // release: the index is written before it is counted
+		if err := pushFree(r.User); err != nil && r.Err == nil {
+			r.Err = fmt.Errorf("returning block %d to the free ring: %w", r.User, err)
+		}
 		if r.Err != nil {
 			failed.Add(1)
 			err := r.Err
@@ -477,14 +492,14 @@ func setupEngineFileReaper(o *options, write bool) (*runner, error) {
 		},
 		run: func(n int) error {
 			for submitted := 0; submitted < n; {
-				h := freeHead.Load()
-				k := min(int(freeTail.Load()-h), n-submitted)
+				fb := free.Peek(n - submitted)
+				k := fb.Len()
 				if k < fileRefill && k < n-submitted {
 					<-room
 					continue
 				}
 				for i := range k {
-					bi := int(freeRing[(h+uint64(i))%uint64(len(freeRing))])
+					bi := int(binary.LittleEndian.Uint32(fb.Entry(i)))
 					off := offs[(next+i)&(offsRing-1)]
 					if write {
 						ts[i] = engine.Transfer{Src: engine.Host(blocks[bi]), Dst: engine.FileAt(off), Len: fileBlock, Callback: cb, User: uint64(bi)}
@@ -493,7 +508,9 @@ func setupEngineFileReaper(o *options, write bool) (*runner, error) {
 					}
 				}
 				got, err := e.SubmitBatchContext(ctx, ts[:k], nil)
-				freeHead.Store(h + uint64(got)) // the rest stay free
+				if rerr := free.Release(got); rerr != nil { // the rest stay free
+					return rerr
+				}
 				next += got
 				submitted += got
 				if err != nil {
