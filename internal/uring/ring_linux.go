@@ -208,29 +208,90 @@ var modernSteps = []struct {
 	{SetupCQSize, "CQSIZE (Linux 5.5)"},
 }
 
-// New creates an io_uring instance with cfg (see Config and the
-// Ring threading model) and maps its rings. Fallbacks reports each flag
-// the kernel refused; Flags and Features report what it granted.
+// New creates an io_uring instance with cfg (see Config and the Ring
+// threading model) and maps its rings. Fallbacks reports each flag the
+// kernel refused; Flags and Features report what it granted. The phases:
+// check the config, bind the thread, io_uring_setup with flag fallback, map
+// the rings, probe the opcodes, register the ring fd.
 func New(cfg Config) (u *Ring, err error) {
+	entries, err := cfg.sqEntries()
+	if err != nil {
+		return nil, err
+	}
+	bound := !cfg.Unbound
+	if bound {
+		runtime.LockOSThread()
+		defer func() {
+			if err != nil {
+				runtime.UnlockOSThread()
+			}
+		}()
+	}
+	want, optional := cfg.setupFlags(bound)
+	s, err := setup(entries, cfg, want, optional)
+	if err != nil {
+		return nil, err
+	}
+	u = &Ring{
+		fd:        s.fd,
+		enterFd:   uintptr(s.fd),
+		flags:     s.flags,
+		features:  Features(s.params.Features),
+		sqpoll:    s.flags&SetupSQPoll != 0,
+		fallbacks: s.fallbacks,
+	}
+	defer func() {
+		if err != nil {
+			u.release()
+		}
+	}()
+	if err := u.mapRings(&s.params); err != nil {
+		return nil, err
+	}
+	if err := u.loadProbe(); err != nil {
+		// An old kernel without IORING_REGISTER_PROBE: report, carry on.
+		u.fallbacks = append(u.fallbacks, err)
+	}
+	u.locked = bound
+	if bound {
+		u.ownerTid = unix.Gettid()
+		if !cfg.NoModernFlags {
+			if err := u.registerRingFd(); err != nil {
+				u.fallbacks = append(u.fallbacks, err)
+			}
+		}
+	}
+	return u, nil
+}
+
+// sqEntries checks what the kernel would refuse with an EINVAL that New
+// would read as a refusal of each modern flag in turn, and returns the
+// submission queue size to ask for.
+func (cfg Config) sqEntries() (uint32, error) {
 	entries := cfg.Entries
 	if entries == 0 {
 		entries = 256
 	}
 	switch {
 	case !cfg.Clamp && (entries > maxSQEntries || cfg.CQEntries > maxCQEntries):
-		// The kernel's EINVAL would otherwise read as a refusal of each
-		// modern flag in turn (New drops them on EINVAL).
-		return nil, fmt.Errorf("io_uring config: %d entries (CQ %d): at most %d (CQ %d) without Clamp: %w",
+		return 0, fmt.Errorf("uring: config: %d entries (CQ %d): at most %d (CQ %d) without Clamp: %w",
 			entries, cfg.CQEntries, maxSQEntries, maxCQEntries, ErrConfig)
 	case cfg.SQThreadIdle < 0 || cfg.SQThreadIdle/time.Millisecond > 1<<32-1:
-		return nil, fmt.Errorf("io_uring config: SQThreadIdle %v out of range: %w", cfg.SQThreadIdle, ErrConfig)
+		return 0, fmt.Errorf("uring: config: SQThreadIdle %v out of range: %w", cfg.SQThreadIdle, ErrConfig)
 	case (cfg.PinSQThread || cfg.SQThreadIdle != 0) && !cfg.SQPoll:
-		return nil, fmt.Errorf("io_uring config: PinSQThread/SQThreadIdle without SQPoll: %w", ErrConfig)
+		return 0, fmt.Errorf("uring: config: PinSQThread/SQThreadIdle without SQPoll: %w", ErrConfig)
 	case cfg.CQEntries != 0 && cfg.CQEntries < entries && !cfg.Clamp:
-		return nil, fmt.Errorf("io_uring config: CQEntries %d smaller than Entries %d: %w", cfg.CQEntries, entries, ErrConfig)
+		return 0, fmt.Errorf("uring: config: CQEntries %d smaller than Entries %d: %w", cfg.CQEntries, entries, ErrConfig)
 	}
-	want := cfg.Flags
-	var optional SetupFlags
+	return entries, nil
+}
+
+// setupFlags returns the flags to request (want) and those of them New may
+// drop when the kernel refuses them (optional): the config's own, plus the
+// modern flags unless NoModernFlags. bound tells whether the ring is tied to
+// the calling thread (the per-thread flags need that).
+func (cfg Config) setupFlags(bound bool) (want, optional SetupFlags) {
+	want = cfg.Flags
 	if cfg.Clamp {
 		want |= SetupClamp
 	}
@@ -244,37 +305,38 @@ func New(cfg Config) (u *Ring, err error) {
 			want |= SetupSQAff
 		}
 	}
-	bound := !cfg.Unbound
+	if cfg.NoModernFlags {
+		return want, optional
+	}
+	modern := SetupNoSQArray
+	if !cfg.SQPoll {
+		// The kernel refuses the task-run flags with SQPOLL (EINVAL):
+		// completions are run by the SQ thread, not by this task.
+		modern |= SetupCoopTaskrun | SetupTaskrunFlag
+	}
 	if bound {
-		runtime.LockOSThread()
-		defer func() {
-			if err != nil {
-				runtime.UnlockOSThread()
-			}
-		}()
-	}
-	if !cfg.NoModernFlags {
-		modern := SetupNoSQArray
+		modern |= SetupSingleIssuer
 		if !cfg.SQPoll {
-			// The kernel refuses the task-run flags with SQPOLL (EINVAL):
-			// completions are run by the SQ thread, not by this task.
-			modern |= SetupCoopTaskrun | SetupTaskrunFlag
+			modern |= SetupDeferTaskrun
 		}
-		if bound {
-			modern |= SetupSingleIssuer
-			if !cfg.SQPoll {
-				modern |= SetupDeferTaskrun
-			}
-		}
-		want |= modern
-		optional |= modern
 	}
+	return want | modern, optional | modern
+}
 
-	var p uringParams
-	var fd int
+// setupResult is what io_uring_setup granted.
+type setupResult struct {
+	fd        int
+	params    uringParams
+	flags     SetupFlags // the flags the kernel accepted
+	fallbacks []error    // each optional flag it refused, in order
+}
+
+// setup calls io_uring_setup with want and, on EINVAL, drops the newest
+// optional flag still requested (modernSteps order) and retries.
+func setup(entries uint32, cfg Config, want, optional SetupFlags) (setupResult, error) {
 	var fallbacks []error
 	for step := 0; ; {
-		p = uringParams{
+		p := uringParams{
 			Flags:          uint32(want),
 			Sq_thread_cpu:  cfg.SQThreadCPU,
 			Sq_thread_idle: uint32(cfg.SQThreadIdle / time.Millisecond),
@@ -282,18 +344,16 @@ func New(cfg Config) (u *Ring, err error) {
 		}
 		r, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
 		if errno == 0 {
-			fd = int(r)
-			break
+			return setupResult{fd: int(r), params: p, flags: want, fallbacks: fallbacks}, nil
 		}
 		if errno != unix.EINVAL {
-			return nil, fmt.Errorf("io_uring_setup(%d entries, flags %v): %w", entries, want, errno)
+			return setupResult{}, fmt.Errorf("uring: io_uring_setup(%d entries, flags %v): %w", entries, want, errno)
 		}
-		// Drop the newest optional flag still requested and retry.
 		for step < len(modernSteps) && want&optional&modernSteps[step].flags == 0 {
 			step++
 		}
 		if step == len(modernSteps) {
-			return nil, fmt.Errorf("io_uring_setup(%d entries, flags %v; refused with more flags too: %w): %w",
+			return setupResult{}, fmt.Errorf("uring: io_uring_setup(%d entries, flags %v; refused with more flags too: %w): %w",
 				entries, want, errors.Join(fallbacks...), errno)
 		}
 		drop := modernSteps[step].flags & optional
@@ -304,37 +364,6 @@ func New(cfg Config) (u *Ring, err error) {
 		}
 		step++
 	}
-
-	u = &Ring{
-		fd:        fd,
-		enterFd:   uintptr(fd),
-		flags:     want,
-		features:  Features(p.Features),
-		sqpoll:    want&SetupSQPoll != 0,
-		fallbacks: fallbacks,
-	}
-	defer func() {
-		if err != nil {
-			u.release()
-		}
-	}()
-	if err := u.mapRings(&p); err != nil {
-		return nil, err
-	}
-	if err := u.loadProbe(); err != nil {
-		// An old kernel without IORING_REGISTER_PROBE: report, carry on.
-		u.fallbacks = append(u.fallbacks, err)
-	}
-	u.locked = bound
-	if bound {
-		u.ownerTid = unix.Gettid()
-	}
-	if bound && !cfg.NoModernFlags {
-		if err := u.registerRingFd(); err != nil {
-			u.fallbacks = append(u.fallbacks, err)
-		}
-	}
-	return u, nil
 }
 
 // mapRings maps the SQ and CQ rings (one mapping when the kernel offers
