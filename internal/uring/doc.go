@@ -24,11 +24,13 @@
 // the ring fd and probes the opcodes (Probe). GetSQE hands out a
 // kernel-shared entry, the SQE Prep methods fill it (NOP, READ/WRITE,
 // READ_FIXED/WRITE_FIXED, READV/WRITEV, FSYNC, SEND/RECV, SEND_ZC, POLL_ADD,
-// an eventfd READ; Ring.PrepTimeout and Ring.PrepLinkTimeout
+// ASYNC_CANCEL, an eventfd READ; Ring.PrepTimeout and Ring.PrepLinkTimeout
 // own their timespec memory), Submit publishes a batch with at most one
 // io_uring_enter, PeekCQEs reaps completions in batches, SubmitAndWait(Timeout)
 // sleeps for them. Stats counts submissions, completions and every
-// io_uring_enter. RegisterBuffers (hugepage arenas) and RegisterFiles
+// io_uring_enter. RegisterBuffers (hugepage arenas), RegisterBuffersSparse
+// with UpdateBuffers (a table whose slots are filled and cleared one at a
+// time, for a pool that grows and shrinks by arenas), and RegisterFiles
 // register fixed resources.
 //
 // Threading: by default the ring is bound to the OS thread of the goroutine

@@ -24,7 +24,7 @@ var (
 	// ErrUnsupported: the kernel lacks an io_uring feature, opcode or
 	// register operation; the message names it and the release that added
 	// it. It wraps errors.ErrUnsupported.
-	ErrUnsupported = fmt.Errorf("uring: feature not supported by the kernel: %w", errors.ErrUnsupported)
+	ErrUnsupported = fmt.Errorf("uring: not supported by the kernel (%w)", errors.ErrUnsupported)
 	// ErrConfig: a Config that cannot work (checked before the kernel is
 	// asked).
 	ErrConfig = errors.New("uring: invalid config")

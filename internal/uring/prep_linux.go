@@ -30,6 +30,7 @@ const (
 	OpSend        Opcode = opSend
 	OpRecv        Opcode = opRecv
 	OpSendZC      Opcode = opSendZC
+	OpAsyncCancel Opcode = opAsyncCancel
 )
 
 var opNames = map[Opcode]string{
@@ -110,6 +111,7 @@ const (
 	RecvsendPollFirst   = recvsendPollFirst   // PrepSend/Recv/SendZC: poll before trying
 	SendZCReportUsage   = sendZCReportUsage   // SEND_ZC notification reports whether data was copied
 	NotifUsageZCCopied  = notifUsageZCCopied  // in the notification's Res: the kernel copied after all
+	CancelAll           = asyncCancelAll      // PrepCancel: every match, not the first (Linux 5.19)
 )
 
 // SQE is one submission queue entry, the kernel-shared 64-byte slot that
@@ -269,6 +271,25 @@ func (e *SQE) PrepReadEventfd(efd int, counter *uint64) {
 	e.prepRW(OpRead, efd, uint64(uintptr(unsafe.Pointer(counter))), 8, 0)
 }
 
+// PrepCancel prepares IORING_OP_ASYNC_CANCEL (Linux 5.5) of the request
+// in flight whose user data is userData; flags 0 cancels the first match,
+// CancelAll every match. The cancelled request completes with -ECANCELED;
+// this entry's Res is 0 (one cancelled; with CancelAll, how many), -ENOENT
+// when none matched, or -EALREADY when the match is already running and
+// cannot be stopped (it completes on its own). A kernel that does not know
+// a flag answers -EINVAL in Res.
+func (e *SQE) PrepCancel(userData uint64, flags uint32) {
+	e.prepRW(OpAsyncCancel, -1, userData, 0, 0)
+	e.s.Rw_flags = flags // cancel_flags
+}
+
+// PrepCancelAny prepares the cancellation of every request in flight on
+// the ring, whatever its user data (IORING_ASYNC_CANCEL_ANY|ALL, Linux
+// 5.19; an older kernel answers -EINVAL in Res): Res is how many were
+// cancelled. For closing a ring with reads still pending (an empty pipe, a
+// quiet socket).
+func (e *SQE) PrepCancelAny() { e.PrepCancel(0, asyncCancelAny|asyncCancelAll) }
+
 // slot returns the index of e in the SQE array, or an error when e does not
 // belong to this ring.
 func (u *Ring) slot(e *SQE) (int, error) {
@@ -293,7 +314,7 @@ func (u *Ring) setTimespec(e *SQE, d time.Duration) (uint64, error) {
 		return 0, err
 	}
 	if d < 0 {
-		return 0, fmt.Errorf("io_uring timeout %v: negative: %w", d, unix.EINVAL)
+		return 0, fmt.Errorf("timeout %v: negative: %w", d, unix.EINVAL)
 	}
 	ts := &u.timespecs[i]
 	ts.Sec = int64(d / time.Second)
@@ -307,7 +328,7 @@ func (u *Ring) setTimespec(e *SQE, d time.Duration) (uint64, error) {
 func (u *Ring) PrepTimeout(e *SQE, d time.Duration, count uint32, flags uint32) error {
 	addr, err := u.setTimespec(e, d)
 	if err != nil {
-		return fmt.Errorf("prep TIMEOUT: %w", err)
+		return fmt.Errorf("uring: prep TIMEOUT: %w", err)
 	}
 	e.prepRW(OpTimeout, -1, addr, 1, uint64(count))
 	e.s.Rw_flags = flags
@@ -320,7 +341,7 @@ func (u *Ring) PrepTimeout(e *SQE, d time.Duration, count uint32, flags uint32) 
 func (u *Ring) PrepLinkTimeout(e *SQE, d time.Duration, flags uint32) error {
 	addr, err := u.setTimespec(e, d)
 	if err != nil {
-		return fmt.Errorf("prep LINK_TIMEOUT: %w", err)
+		return fmt.Errorf("uring: prep LINK_TIMEOUT: %w", err)
 	}
 	e.prepRW(OpLinkTimeout, -1, addr, 1, 0)
 	e.s.Rw_flags = flags

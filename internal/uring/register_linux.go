@@ -3,6 +3,7 @@ package uring
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -33,7 +34,7 @@ func (u *Ring) registerRingFd() error {
 	upd := rsrcUpdate{Offset: ^uint32(0), Data: uint64(u.fd)} // offset -1: any free slot
 	n, err := u.register(registerRingFds, unsafe.Pointer(&upd), 1)
 	if err != nil || n != 1 {
-		return fmt.Errorf("register ring fd (IORING_REGISTER_RING_FDS, Linux 5.18): registered %d: %w", n, u.threadErr(err))
+		return fmt.Errorf("uring: register ring fd (IORING_REGISTER_RING_FDS, Linux 5.18): registered %d: %w", n, u.threadErr(err))
 	}
 	u.enterFd = uintptr(upd.Offset)
 	u.enterFlags |= enterRegisteredRing
@@ -45,7 +46,7 @@ func (u *Ring) loadProbe() error {
 	const nOps = 256
 	var buf [sizeofProbeHeader + nOps*sizeofProbeOp]byte
 	if _, err := u.register(registerProbe, unsafe.Pointer(&buf[0]), nOps); err != nil {
-		return fmt.Errorf("probe opcodes (IORING_REGISTER_PROBE, Linux 5.6): %w", u.threadErr(err))
+		return fmt.Errorf("uring: probe opcodes (IORING_REGISTER_PROBE, Linux 5.6): %w", u.threadErr(err))
 	}
 	h := (*probeHeader)(unsafe.Pointer(&buf[0]))
 	u.probe.LastOp = Opcode(h.Last_op)
@@ -70,27 +71,112 @@ func (u *Ring) RegisterBuffers(bufs [][]byte) error {
 		return ErrClosed
 	}
 	if len(bufs) == 0 {
-		return fmt.Errorf("register buffers: none given: %w", unix.EINVAL)
+		return fmt.Errorf("uring: register buffers: none given: %w", unix.EINVAL)
 	}
 	iovs := make([]unix.Iovec, len(bufs))
 	total := 0
 	for i, b := range bufs {
 		if len(b) == 0 {
-			return fmt.Errorf("register buffer %d: empty: %w", i, unix.EINVAL)
+			return fmt.Errorf("uring: register buffer %d: empty: %w", i, unix.EINVAL)
 		}
 		iovs[i].Base = unsafe.SliceData(b)
 		iovs[i].SetLen(len(b))
 		total += len(b)
 	}
-	_, err := u.register(registerBuffers, unsafe.Pointer(&iovs[0]), uint32(len(iovs)))
-	if err != nil {
-		err = u.threadErr(err)
-		if errors.Is(err, unix.ENOMEM) {
-			return fmt.Errorf("register %d buffers (%d bytes): %w: %s: %w", len(bufs), total, ErrMemlock, memlockFacts(), err)
-		}
-		return fmt.Errorf("register %d buffers (%d bytes): %w", len(bufs), total, err)
+	if _, err := u.register(registerBuffers, unsafe.Pointer(&iovs[0]), uint32(len(iovs))); err != nil {
+		return u.bufferErr(fmt.Sprintf("register %d buffers (%d bytes)", len(bufs), total), err)
 	}
 	u.buffers = len(bufs)
+	return nil
+}
+
+// bufferErr wraps a failed buffer registration: ENOMEM is ErrMemlock, with
+// the limit and the capability state.
+func (u *Ring) bufferErr(what string, err error) error {
+	err = u.threadErr(err)
+	if errors.Is(err, unix.ENOMEM) {
+		return fmt.Errorf("%w: %s: %s: %w", ErrMemlock, what, memlockFacts(), err)
+	}
+	return fmt.Errorf("uring: %s: %w", what, err)
+}
+
+// maxRegBuffers is the kernel's limit on a buffer table
+// (IORING_MAX_REG_BUFFERS, io_uring/rsrc.h, not in the UAPI headers).
+const maxRegBuffers = 1 << 14
+
+// RegisterBuffersSparse registers a table of n empty fixed-buffer slots
+// (IORING_REGISTER_BUFFERS2 with IORING_RSRC_REGISTER_SPARSE, Linux 5.19),
+// to be filled and cleared one slot at a time with UpdateBuffers: a pool
+// that grows by whole arenas registers each new arena into its own slot
+// without re-registering (and re-pinning) the others. n is 1..16384. A
+// kernel without the operation or the flag answers EINVAL: that is
+// ErrUnsupported, naming both.
+func (u *Ring) RegisterBuffersSparse(n int) error {
+	if u.closed {
+		return ErrClosed
+	}
+	if n <= 0 || n > maxRegBuffers {
+		return fmt.Errorf("uring: register a sparse table of %d buffers: want 1..%d: %w", n, maxRegBuffers, unix.EINVAL)
+	}
+	rr := rsrcRegister{Nr: uint32(n), Flags: rsrcRegisterSparse}
+	if _, err := u.register(registerBuffers2, unsafe.Pointer(&rr), uint32(unsafe.Sizeof(rr))); err != nil {
+		if errors.Is(err, unix.EINVAL) {
+			// n is in range and the struct is the kernel's own: only an
+			// unknown opcode or flag is left.
+			return fmt.Errorf("%w: register a sparse table of %d buffers: needs "+
+				"IORING_REGISTER_BUFFERS2 (Linux 5.13) with IORING_RSRC_REGISTER_SPARSE (Linux 5.19): %w",
+				ErrUnsupported, n, err)
+		}
+		return u.bufferErr(fmt.Sprintf("register a sparse table of %d buffers", n), err)
+	}
+	u.buffers = n
+	return nil
+}
+
+// UpdateBuffers replaces fixed-buffer slots slot..slot+len(bufs)-1 with
+// bufs (IORING_REGISTER_BUFFERS_UPDATE, Linux 5.13): the kernel pins each
+// new buffer's pages and lets go of the old one once the operations using
+// it have completed. A nil or empty buffer clears its slot: a READ_FIXED or
+// WRITE_FIXED naming it then fails (EFAULT). The slots must lie inside the
+// table (RegisterBuffersSparse or RegisterBuffers); the buffers must stay
+// mapped while registered, as for RegisterBuffers.
+func (u *Ring) UpdateBuffers(slot int, bufs [][]byte) error {
+	if u.closed {
+		return ErrClosed
+	}
+	if u.buffers == 0 {
+		return fmt.Errorf("uring: update buffer slot %d: no buffer table registered (RegisterBuffersSparse first): %w",
+			slot, unix.ENXIO)
+	}
+	if len(bufs) == 0 || slot < 0 || slot+len(bufs) > u.buffers {
+		return fmt.Errorf("uring: update buffer slots %d..%d: outside the table's %d slots: %w",
+			slot, slot+len(bufs)-1, u.buffers, unix.EINVAL)
+	}
+	iovs := make([]unix.Iovec, len(bufs))
+	total := 0
+	for i, b := range bufs {
+		if len(b) > 0 {
+			iovs[i].Base = unsafe.SliceData(b)
+			iovs[i].SetLen(len(b))
+			total += len(b)
+		}
+	}
+	upd := rsrcUpdate2{Offset: uint32(slot), Data: uint64(uintptr(unsafe.Pointer(&iovs[0]))), Nr: uint32(len(bufs))}
+	n, err := u.register(registerBuffersUpdate, unsafe.Pointer(&upd), uint32(unsafe.Sizeof(upd)))
+	runtime.KeepAlive(iovs) // the kernel read them through upd.Data, a plain integer
+	what := fmt.Sprintf("update buffer slots %d..%d (%d bytes)", slot, slot+len(bufs)-1, total)
+	if err != nil {
+		if errors.Is(err, unix.EINVAL) {
+			// The range was checked above and a bad buffer is EFAULT:
+			// only an unknown opcode is left.
+			return fmt.Errorf("%w: %s: needs IORING_REGISTER_BUFFERS_UPDATE (Linux 5.13): %w",
+				ErrUnsupported, what, err)
+		}
+		return u.bufferErr(what, err)
+	}
+	if n != len(bufs) {
+		return fmt.Errorf("uring: %s: the kernel updated %d slots of %d: %w", what, n, len(bufs), unix.EIO)
+	}
 	return nil
 }
 
@@ -121,7 +207,7 @@ func (u *Ring) UnregisterBuffers() error {
 		return ErrClosed
 	}
 	if _, err := u.register(unregisterBuffers, nil, 0); err != nil {
-		return fmt.Errorf("unregister buffers: %w", u.threadErr(err))
+		return fmt.Errorf("uring: unregister buffers: %w", u.threadErr(err))
 	}
 	u.buffers = 0
 	return nil
@@ -134,10 +220,10 @@ func (u *Ring) RegisterFiles(fds []int32) error {
 		return ErrClosed
 	}
 	if len(fds) == 0 {
-		return fmt.Errorf("register files: none given: %w", unix.EINVAL)
+		return fmt.Errorf("uring: register files: none given: %w", unix.EINVAL)
 	}
 	if _, err := u.register(registerFiles, unsafe.Pointer(&fds[0]), uint32(len(fds))); err != nil {
-		return fmt.Errorf("register %d files: %w", len(fds), u.threadErr(err))
+		return fmt.Errorf("uring: register %d files: %w", len(fds), u.threadErr(err))
 	}
 	u.files = len(fds)
 	return nil
@@ -149,7 +235,7 @@ func (u *Ring) UnregisterFiles() error {
 		return ErrClosed
 	}
 	if _, err := u.register(unregisterFiles, nil, 0); err != nil {
-		return fmt.Errorf("unregister files: %w", u.threadErr(err))
+		return fmt.Errorf("uring: unregister files: %w", u.threadErr(err))
 	}
 	u.files = 0
 	return nil

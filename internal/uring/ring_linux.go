@@ -357,7 +357,7 @@ func setup(entries uint32, cfg Config, want, optional SetupFlags) (setupResult, 
 				entries, want, errors.Join(fallbacks...), errno)
 		}
 		drop := modernSteps[step].flags & optional
-		fallbacks = append(fallbacks, fmt.Errorf("io_uring_setup refused %s with flags %v: %w", modernSteps[step].why, want, errno))
+		fallbacks = append(fallbacks, fmt.Errorf("uring: io_uring_setup refused %s with flags %v: %w", modernSteps[step].why, want, errno))
 		want &^= drop
 		if drop&SetupSingleIssuer != 0 {
 			want &^= SetupDeferTaskrun // DEFER_TASKRUN requires SINGLE_ISSUER
@@ -381,20 +381,20 @@ func (u *Ring) mapRings(p *uringParams) error {
 	if u.features&FeatSingleMmap != 0 {
 		size := max(sqSize, cqSize)
 		if u.ringMem, err = unix.Mmap(u.fd, offSQRing, size, prot, flags); err != nil {
-			return fmt.Errorf("mmap io_uring rings (%d bytes): %w", size, err)
+			return fmt.Errorf("uring: mmap io_uring rings (%d bytes): %w", size, err)
 		}
 		u.cqMem = u.ringMem
 	} else {
 		if u.ringMem, err = unix.Mmap(u.fd, offSQRing, sqSize, prot, flags); err != nil {
-			return fmt.Errorf("mmap io_uring SQ ring (%d bytes): %w", sqSize, err)
+			return fmt.Errorf("uring: mmap io_uring SQ ring (%d bytes): %w", sqSize, err)
 		}
 		if u.cqMem, err = unix.Mmap(u.fd, offCQRing, cqSize, prot, flags); err != nil {
-			return fmt.Errorf("mmap io_uring CQ ring (%d bytes): %w", cqSize, err)
+			return fmt.Errorf("uring: mmap io_uring CQ ring (%d bytes): %w", cqSize, err)
 		}
 	}
 	sqeBytes := int(p.Sq_entries) * sizeofSQE
 	if u.sqeMem, err = unix.Mmap(u.fd, offSQEs, sqeBytes, prot, flags); err != nil {
-		return fmt.Errorf("mmap io_uring SQEs (%d bytes): %w", sqeBytes, err)
+		return fmt.Errorf("uring: mmap io_uring SQEs (%d bytes): %w", sqeBytes, err)
 	}
 
 	at := func(mem []byte, off uint32) *uint32 { return (*uint32)(unsafe.Pointer(&mem[off])) }
@@ -475,7 +475,7 @@ func (u *Ring) Close() error {
 		// would outlive Close.
 		upd := rsrcUpdate{Offset: uint32(u.enterFd)}
 		if _, err := u.register(unregisterRingFds, unsafe.Pointer(&upd), 1); err != nil {
-			errs = append(errs, fmt.Errorf("unregister ring fd %d: %w", u.enterFd, u.threadErr(err)))
+			errs = append(errs, fmt.Errorf("uring: unregister ring fd %d: %w", u.enterFd, u.threadErr(err)))
 		}
 		u.enterFlags &^= enterRegisteredRing
 	}
@@ -499,14 +499,14 @@ func (u *Ring) release() error {
 			continue
 		}
 		if err := unix.Munmap(*m); err != nil {
-			errs = append(errs, fmt.Errorf("munmap io_uring memory: %w", err))
+			errs = append(errs, fmt.Errorf("uring: munmap io_uring memory: %w", err))
 		}
 		*m = nil
 	}
 	u.sqes, u.cqes = nil, nil
 	if u.fd >= 0 {
 		if err := unix.Close(u.fd); err != nil {
-			errs = append(errs, fmt.Errorf("close io_uring fd %d: %w", u.fd, err))
+			errs = append(errs, fmt.Errorf("uring: close io_uring fd %d: %w", u.fd, err))
 		}
 		u.fd = -1
 	}

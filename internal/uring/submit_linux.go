@@ -151,7 +151,7 @@ func (u *Ring) SubmitAndWaitTimeout(waitNr int, d time.Duration) (int, error) {
 		return 0, ErrClosed
 	}
 	if u.features&FeatExtArg == 0 {
-		return 0, fmt.Errorf("wait with timeout needs IORING_FEAT_EXT_ARG (Linux 5.11): %w", ErrUnsupported)
+		return 0, fmt.Errorf("%w: wait with timeout: needs IORING_FEAT_EXT_ARG (Linux 5.11)", ErrUnsupported)
 	}
 	if waitNr <= 0 {
 		return u.Submit()
@@ -291,7 +291,7 @@ func (u *Ring) enterWait(toSubmit, minComplete, flags uint32, deadline time.Time
 			continue
 		}
 		if errno == unix.ETIME {
-			return 0, fmt.Errorf("io_uring_enter (wait %d): %w: %w", minComplete, ErrTimeout, errno)
+			return 0, fmt.Errorf("uring: io_uring_enter (wait %d): %w: %w", minComplete, ErrTimeout, errno)
 		}
 		if errno != 0 {
 			return 0, u.enterErr("submit and wait", toSubmit, minComplete, errno)
@@ -301,7 +301,7 @@ func (u *Ring) enterWait(toSubmit, minComplete, flags uint32, deadline time.Time
 }
 
 func (u *Ring) enterErr(what string, toSubmit, minComplete uint32, errno unix.Errno) error {
-	err := fmt.Errorf("io_uring_enter (%s %d, wait %d): %w", what, toSubmit, minComplete, errno)
+	err := fmt.Errorf("uring: io_uring_enter (%s %d, wait %d): %w", what, toSubmit, minComplete, errno)
 	if errno == unix.EBUSY || errno == unix.EAGAIN {
 		return fmt.Errorf("%w: %w", ErrBusy, err)
 	}

@@ -24,6 +24,8 @@ type cqringOffsets C.struct_io_cqring_offsets
 type probeHeader C.struct_io_uring_probe
 type probeOp C.struct_io_uring_probe_op
 type rsrcUpdate C.struct_io_uring_rsrc_update
+type rsrcRegister C.struct_io_uring_rsrc_register
+type rsrcUpdate2 C.struct_io_uring_rsrc_update2
 type kernelTimespec C.struct___kernel_timespec
 type geteventsArg C.struct_io_uring_getevents_arg
 
@@ -177,4 +179,15 @@ const (
 	registerProbe     = C.IORING_REGISTER_PROBE
 	registerRingFds   = C.IORING_REGISTER_RING_FDS
 	unregisterRingFds = C.IORING_UNREGISTER_RING_FDS
+
+	registerBuffers2      = C.IORING_REGISTER_BUFFERS2
+	registerBuffersUpdate = C.IORING_REGISTER_BUFFERS_UPDATE
+	rsrcRegisterSparse    = C.IORING_RSRC_REGISTER_SPARSE
+)
+
+// ASYNC_CANCEL flags.
+const (
+	asyncCancelAll = C.IORING_ASYNC_CANCEL_ALL
+	asyncCancelFd  = C.IORING_ASYNC_CANCEL_FD
+	asyncCancelAny = C.IORING_ASYNC_CANCEL_ANY
 )

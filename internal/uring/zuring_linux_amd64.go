@@ -74,6 +74,21 @@ type rsrcUpdate struct {
 	Resv   uint32
 	Data   uint64
 }
+type rsrcRegister struct {
+	Nr    uint32
+	Flags uint32
+	Resv2 uint64
+	Data  uint64
+	Tags  uint64
+}
+type rsrcUpdate2 struct {
+	Offset uint32
+	Resv   uint32
+	Data   uint64
+	Tags   uint64
+	Nr     uint32
+	Resv2  uint32
+}
 type kernelTimespec struct {
 	Sec  int64
 	Nsec int64
@@ -229,4 +244,14 @@ const (
 	registerProbe     = 0x8
 	registerRingFds   = 0x14
 	unregisterRingFds = 0x15
+
+	registerBuffers2      = 0xf
+	registerBuffersUpdate = 0x10
+	rsrcRegisterSparse    = 0x1
+)
+
+const (
+	asyncCancelAll = 0x1
+	asyncCancelFd  = 0x2
+	asyncCancelAny = 0x4
 )
