@@ -14,7 +14,7 @@ PKGS      ?= ./...
 BIN       := bin
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test lint-vet test-unit test-engine test-vm test-long bench bench-uring-nop bench-hcomm demo lint generate clean capi capi-valgrind capi-cgocheck2 capi-test bench-capi bpf-tools bpf-vmlinux check-generate
+.PHONY: all build test lint-vet test-unit test-engine test-vm test-long bench bench-uring-nop bench-hcomm demo lint generate clean capi capi-valgrind capi-cgocheck2 capi-test bench-capi bpf-tools bpf-vmlinux check-generate godefs-tools
 
 all: build
 
@@ -108,8 +108,18 @@ lint: lint-vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
 
-generate: bpf-tools
+generate: bpf-tools godefs-tools
 	$(GO) generate $(PKGS)
+
+# Kernel ABI files (internal/uring/zuring_*, vfio/zvfio_*): internal/cmd/godefs
+# runs `go tool cgo -godefs` over each package's types_linux.go, which needs a
+# C compiler and the kernel UAPI headers. Installed when missing (as root).
+GODEFS_APT := gcc linux-libc-dev
+GODEFS_PKGS := internal/uring vfio
+
+godefs-tools:
+	@missing=""; for p in $(GODEFS_APT); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 
 # eBPF toolchain (internal/bpf/, trace/): clang-14 compiles, llvm-14 strips, libbpf-dev
 # has bpf_helpers.h, bpftool dumps vmlinux.h, linux-libc-dev has the syscall
@@ -126,10 +136,11 @@ bpf-tools:
 bpf-vmlinux: bpf-tools
 	bpftool btf dump file /sys/kernel/btf/vmlinux format c > internal/bpf/vmlinux.h
 
-# CI: the committed eBPF objects and generated tables are byte for byte what
-# their sources produce (see internal/bpf/check-generate.sh).
-check-generate: bpf-tools
+# CI: the committed eBPF objects, generated tables and kernel ABI files
+# (godefs) are byte for byte what their sources produce (see internal/bpf/check-generate.sh).
+check-generate: bpf-tools godefs-tools
 	GO=$(GO) internal/bpf/check-generate.sh
+	GO=$(GO) $(GO) run ./internal/cmd/godefs -check $(GODEFS_PKGS)
 
 clean:
 	rm -rf $(BIN)

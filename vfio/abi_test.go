@@ -130,12 +130,12 @@ func TestGeneratedUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cgo -godefs: %v", err)
 	}
-	// mkzvfio.sh's header rewrite and gofmt.
+	// internal/cmd/godefs's header rewrite and gofmt.
 	lines := strings.SplitN(string(out), "\n", 3)
 	if len(lines) < 3 {
 		t.Fatalf("cgo -godefs printed %q", out)
 	}
-	lines[1] = "// cgo -godefs types_linux.go (mkzvfio.sh)"
+	lines[1] = "// cgo -godefs types_linux.go (internal/cmd/godefs)"
 	got, err := format.Source([]byte(strings.Join(lines, "\n")))
 	if err != nil {
 		t.Fatal(err)

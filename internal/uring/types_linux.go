@@ -1,12 +1,12 @@
 //go:build ignore
 
-// Input to `go tool cgo -godefs` (see gen.go): the io_uring structs and
-// constants of linux/io_uring.h, turned into the pure-Go
+// Input to internal/cmd/godefs (`go tool cgo -godefs`, see gen.go): the
+// io_uring structs and constants of linux/io_uring.h, turned into the pure-Go
 // zuring_linux_amd64.go, the way golang.org/x/sys/unix generates its types.
 // Nothing here is compiled into the package; regenerate with `make generate`
 // (needs gcc and the kernel headers, Debian's linux-libc-dev). Constants newer
-// than the installed headers (Debian bookworm ships 6.1) live, with the kernel
-// release that added each, in uring_newconst_linux.go.
+// than the headers the generator reads (Debian bookworm's are 6.1) live, with
+// the kernel release that added each, in newconst_linux.go.
 
 package uring
 
