@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hcomm-go/hcomm/internal/testutil"
 	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/edu"
 	"github.com/hcomm-go/hcomm/vfio/vfiotest"
@@ -18,7 +19,7 @@ import (
 // ("no VFIO in this kernel"), make test-vm runs them in the guest.
 
 func TestKernelOpenAndInfo(t *testing.T) {
-	before := vfiotest.OpenFDs(t)
+	before := testutil.SnapshotFDs(t)
 	addr := vfiotest.FindDevice(t, edu.VendorID, edu.DeviceID)
 	d, err := vfio.OpenPCI(addr)
 	if err != nil {
@@ -78,7 +79,7 @@ func TestKernelOpenAndInfo(t *testing.T) {
 	if _, err := d.Region(vfio.RegionBAR0); !errors.Is(err, vfio.ErrClosed) {
 		t.Errorf("Region after Close = %v, want ErrClosed", err)
 	}
-	if leaked := vfiotest.LeakedFDs(before, vfiotest.OpenFDs(t)); len(leaked) > 0 {
+	if leaked := before.Leaked(testutil.SnapshotFDs(t)); len(leaked) > 0 {
 		t.Errorf("file descriptors leaked by open+close: %v", leaked)
 	}
 	// Released for real: the group can be opened again at once.

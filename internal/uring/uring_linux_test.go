@@ -219,7 +219,7 @@ func TestZeroAllocs(t *testing.T) {
 func TestFileOps(t *testing.T) {
 	dir, why := directIODir(t)
 	if dir == "" {
-		testutil.RequireFeature(t, "O_DIRECT-capable file system", errors.New(why))
+		testutil.MissingPrivilege(t, "an O_DIRECT-capable file system: "+why)
 	}
 	arena := hugeArena(t, 4<<20)
 	mem := arena.Bytes()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm/hugepage"
+	"github.com/hcomm-go/hcomm/internal/testutil"
 	"github.com/hcomm-go/hcomm/internal/uring"
 	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/edu"
@@ -334,7 +335,7 @@ func TestVMUnmappedIOVA(t *testing.T) {
 // TestVMTeardown checks that closing leaves nothing behind: no DMA mapping,
 // no fd, and the device can be opened again.
 func TestVMTeardown(t *testing.T) {
-	before := vfiotest.OpenFDs(t)
+	before := testutil.SnapshotFDs(t)
 	addr := vfiotest.FindDevice(t, edu.VendorID, edu.DeviceID)
 	reserve(t, 1)
 	d, err := vfio.OpenPCI(addr)
@@ -384,7 +385,7 @@ func TestVMTeardown(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if leaked := vfiotest.LeakedFDs(before, vfiotest.OpenFDs(t)); len(leaked) > 0 {
+	if leaked := before.Leaked(testutil.SnapshotFDs(t)); len(leaked) > 0 {
 		t.Fatalf("leaked fds: %v", leaked)
 	}
 	d2, err := vfio.OpenPCI(addr)

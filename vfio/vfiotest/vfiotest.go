@@ -14,8 +14,6 @@ package vfiotest
 import (
 	"errors"
 	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/hcomm-go/hcomm/internal/testutil"
@@ -100,37 +98,6 @@ func OpenDevice(t testing.TB, vendor, device uint16) *vfio.KernelDevice {
 		}
 	})
 	return d
-}
-
-// OpenFDs lists the process's open file descriptors with their targets, for
-// leak checks around a test.
-func OpenFDs(t testing.TB) map[string]string {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatalf("list fds: %v", err)
-	}
-	out := map[string]string{}
-	for _, e := range ents {
-		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
-		if err != nil {
-			continue // the directory's own fd, closed by now
-		}
-		out[e.Name()] = target
-	}
-	return out
-}
-
-// LeakedFDs returns the fds open now that were not in before (ignoring
-// ones that only differ in target, which are reuses).
-func LeakedFDs(before, after map[string]string) []string {
-	var leaked []string
-	for fd, target := range after {
-		if _, ok := before[fd]; !ok && !strings.HasPrefix(target, "/proc/") {
-			leaked = append(leaked, fd+" → "+target)
-		}
-	}
-	return leaked
 }
 
 func hex4(v uint16) string {
