@@ -50,6 +50,15 @@ type Arena struct {
 // kernel grants. If none is granted, the error joins every refusal (each a
 // *BackingError wrapping a sentinel such as ErrNoHugepages).
 func NewArena(cfg ArenaConfig) (*Arena, error) {
+	a, err := newArena(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("hugepage: %w", err)
+	}
+	return a, nil
+}
+
+// newArena is NewArena for the pool, whose errors carry their own prefix.
+func newArena(cfg ArenaConfig) (*Arena, error) {
 	if cfg.Size <= 0 {
 		return nil, fmt.Errorf("new arena of %d bytes: %w", cfg.Size, ErrInvalidSize)
 	}
@@ -132,11 +141,11 @@ func (a *Arena) Close() error {
 	a.closed = true
 	var errs []error
 	if err := unix.MunmapPtr(a.base, uintptr(a.size)); err != nil {
-		errs = append(errs, fmt.Errorf("munmap arena %#x+%d: %w", uintptr(a.base), a.size, err))
+		errs = append(errs, fmt.Errorf("hugepage: munmap arena %#x+%d: %w", uintptr(a.base), a.size, err))
 	}
 	if a.fd >= 0 {
 		if err := unix.Close(a.fd); err != nil {
-			errs = append(errs, fmt.Errorf("close memfd %d: %w", a.fd, err))
+			errs = append(errs, fmt.Errorf("hugepage: close memfd %d: %w", a.fd, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hcomm-go/hcomm/internal/testutil"
 )
 
 func TestBackingNames(t *testing.T) {
@@ -105,7 +108,7 @@ func TestArena4K(t *testing.T) {
 
 func TestArenaTHP(t *testing.T) {
 	if err := thpAvailable(); err != nil {
-		testutilFeature(t, "transparent hugepages", err)
+		testutil.RequireFeature(t, "transparent hugepages", err)
 	}
 	a, err := NewArena(ArenaConfig{Size: 3 << 20, Backings: []Backing{BackingTHP}, Populate: true})
 	if err != nil {
@@ -178,7 +181,7 @@ func TestNoHugepagesTeaches(t *testing.T) {
 		t.Fatalf("error %v carries no *BackingError for hugetlb-2M", err)
 	}
 	msg := err.Error()
-	for _, want := range []string{nrHugepagesPath(size2M), "needs " + itoa(size/size2M) + " pages of 2 MiB", "cannot allocate memory"} {
+	for _, want := range []string{nrHugepagesPath(size2M), "needs " + strconv.Itoa(size/size2M) + " pages of 2 MiB", "cannot allocate memory"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not mention %q", msg, want)
 		}

@@ -33,9 +33,16 @@
 // offset in it, from which the engine derives the IOVA. Alloc and Free do not
 // allocate on the Go heap once the pool is warm.
 //
+// A pool grows by whole arenas up to PoolConfig.MaxSize and gives added
+// arenas back after PoolConfig.IdleRelease without a live block (or on
+// Trim). PoolConfig.OnGrow and OnRelease let a user map each added arena for
+// a device before its first block is handed out, and unmap it before it is
+// closed; Arena.Backing says what memory each arena got.
+//
 // # Errors
 //
-// Every error wraps one of these sentinels (test with errors.Is):
+// Every error starts with "hugepage: " and wraps one of these sentinels
+// (test with errors.Is):
 //
 //   - ErrInvalidSize: zero, negative or unrepresentable size
 //   - ErrInvalidBacking: unknown Backing value

@@ -24,11 +24,11 @@ const (
 // taken for an address. A page never touched returns ErrNotResident.
 func (a *Arena) PhysAddr(off int) (uint64, error) {
 	if off < 0 || off >= a.size {
-		return 0, fmt.Errorf("phys addr of offset %d in a %d-byte arena: %w", off, a.size, ErrOutOfRange)
+		return 0, fmt.Errorf("hugepage: physical address of offset %d in a %d-byte arena: %w", off, a.size, ErrOutOfRange)
 	}
 	runs, err := a.physRange(off&^(size4K-1), size4K)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("hugepage: physical address of offset %#x: %w", off, err)
 	}
 	return runs[0].Phys + uint64(off&(size4K-1)), nil
 }
@@ -37,7 +37,13 @@ func (a *Arena) PhysAddr(off int) (uint64, error) {
 // pages into runs: a 2 MiB hugetlb arena is one run per hugepage at least
 // (neighbouring hugepages may merge), a 1 GiB page is one run. The arena
 // must be resident (Populate).
-func (a *Arena) PhysRuns() ([]PhysRun, error) { return a.physRange(0, a.size) }
+func (a *Arena) PhysRuns() ([]PhysRun, error) {
+	runs, err := a.physRange(0, a.size)
+	if err != nil {
+		return nil, fmt.Errorf("hugepage: physical runs of arena %#x+%d: %w", a.Addr(), a.size, err)
+	}
+	return runs, nil
+}
 
 func (a *Arena) physRange(off, n int) ([]PhysRun, error) {
 	if a.isClosed() {

@@ -364,6 +364,22 @@ func TestContains(t *testing.T) {
 	if _, ok := p.Contains(large.Addr(), 1); ok {
 		t.Fatal("a freed block resolved")
 	}
+	// A smaller block now where the large one started: the units past its
+	// end still name that start in the ownership map, and must not resolve
+	// to it, even for an empty range.
+	smaller, err := p.Alloc(100 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if smaller.Addr() != large.Addr() {
+		t.Skipf("the 100 KiB block went to %#x, not to the freed %#x", smaller.Addr(), large.Addr())
+	}
+	for _, n := range []int{0, 1} {
+		if b, ok := p.Contains(large.Addr()+200<<10, n); ok {
+			t.Fatalf("Contains(free memory past a block, %d) resolved to %#x+%d", n, b.Addr(), b.Len())
+		}
+	}
+	p.Free(smaller)
 }
 
 func TestDebugPoison(t *testing.T) {

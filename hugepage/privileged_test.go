@@ -3,6 +3,7 @@ package hugepage
 import (
 	"errors"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 	"unsafe"
@@ -23,7 +24,7 @@ func reserve(t *testing.T, ps, n int) *Reservation {
 	}
 	r, err := Reserve(ps, n)
 	if errors.Is(err, ErrReserve) {
-		testutil.RequireFeature(t, itoa(n)+" hugetlb pages of "+fmtBytes(int64(ps))+" at run time", err)
+		testutil.RequireFeature(t, strconv.Itoa(n)+" hugetlb pages of "+fmtBytes(int64(ps))+" at run time", err)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -57,11 +57,20 @@ const procCompact = "/proc/sys/vm/compact_memory"
 // many it could have had. Release undoes exactly this reservation, even if
 // others changed the pool in between.
 func Reserve(pageSize int, n int) (*Reservation, error) {
+	r, err := reservePages(pageSize, n)
+	if err != nil {
+		return nil, fmt.Errorf("hugepage: reserve %d pages of %s: %w", n, fmtBytes(int64(pageSize)), err)
+	}
+	return r, nil
+}
+
+// reservePages is Reserve without the message prefix.
+func reservePages(pageSize int, n int) (*Reservation, error) {
 	if n <= 0 {
-		return nil, fmt.Errorf("reserve %d pages: %w", n, ErrInvalidSize)
+		return nil, ErrInvalidSize
 	}
 	if err := hugeSizeSupported(pageSize); err != nil {
-		return nil, fmt.Errorf("reserve %d pages of %d bytes: %w", n, pageSize, err)
+		return nil, err
 	}
 	unlock, err := lockPool(pageSize)
 	if err != nil {
@@ -76,7 +85,7 @@ func reserveLocked(pageSize, n int) (*Reservation, error) {
 	path := nrHugepagesPath(pageSize)
 	before, err := readPersistent(path)
 	if err != nil {
-		return nil, fmt.Errorf("reserve: %w", err)
+		return nil, err
 	}
 	got, err := setNrHugepages(path, before+n)
 	if err != nil {
@@ -92,14 +101,14 @@ func reserveLocked(pageSize, n int) (*Reservation, error) {
 	}
 	if got < before+n {
 		if _, rerr := setNrHugepages(path, before); rerr != nil {
-			return nil, fmt.Errorf("reserve: giving back a partial reservation: %w", rerr)
+			return nil, fmt.Errorf("giving back a partial reservation: %w", rerr)
 		}
 		hint := ""
 		if pageSize == size1G {
 			hint = "; 1 GiB pages need 1 GiB of physically contiguous free memory: reserve them at boot (kernel command line hugepagesz=1G hugepages=N) if run-time allocation fails"
 		}
-		return nil, fmt.Errorf("%w: asked the kernel for %d more pages of %s (%s %d -> %d), it found only %d even after compacting memory%s",
-			ErrReserve, n, fmtBytes(int64(pageSize)), path, before, before+n, got-before, hint)
+		return nil, fmt.Errorf("%w: asked the kernel for %d more pages (%s %d -> %d), it found only %d even after compacting memory%s",
+			ErrReserve, n, path, before, before+n, got-before, hint)
 	}
 	outstanding[pageSize] += n
 	return &Reservation{pageSize: pageSize, n: n, before: before, after: got}, nil
@@ -126,10 +135,13 @@ func (r *Reservation) Release() error {
 	}
 	unlock, err := lockPool(r.pageSize)
 	if err != nil {
-		return err
+		return fmt.Errorf("hugepage: release %d pages of %s: %w", r.n, fmtBytes(int64(r.pageSize)), err)
 	}
 	defer unlock()
-	return r.releaseLocked()
+	if err := r.releaseLocked(); err != nil {
+		return fmt.Errorf("hugepage: release %d pages of %s: %w", r.n, fmtBytes(int64(r.pageSize)), err)
+	}
+	return nil
 }
 
 // releaseLocked is Release with r.mu and the pool lock held.
@@ -137,15 +149,15 @@ func (r *Reservation) releaseLocked() error {
 	path := nrHugepagesPath(r.pageSize)
 	cur, err := readPersistent(path)
 	if err != nil {
-		return fmt.Errorf("release: %w", err)
+		return err
 	}
 	target := max(cur-r.n, 0)
 	got, err := setNrHugepages(path, target)
 	if err != nil {
-		return fmt.Errorf("release %d pages of %s: %w", r.n, fmtBytes(int64(r.pageSize)), err)
+		return err
 	}
 	if got != target {
-		return fmt.Errorf("%w: release %d pages of %s: the pool holds %d persistent pages, want %d", ErrReserve, r.n, fmtBytes(int64(r.pageSize)), got, target)
+		return fmt.Errorf("%w: the kernel's pool holds %d persistent pages, want %d", ErrReserve, got, target)
 	}
 	r.relBefore, r.relAfter = cur, got
 	r.released = true

@@ -35,7 +35,13 @@ type HugeCounts struct {
 func (c HugeCounts) Available() int { return max(c.Free-c.Resv, 0) }
 
 // ReadHugeCounts reads the hugetlb pool counters for page size ps (bytes).
-func ReadHugeCounts(ps int) (HugeCounts, error) { return readHugeCounts(ps) }
+func ReadHugeCounts(ps int) (HugeCounts, error) {
+	c, err := readHugeCounts(ps)
+	if err != nil {
+		return c, fmt.Errorf("hugepage: hugetlb counts for %s pages: %w", fmtBytes(int64(ps)), err)
+	}
+	return c, nil
+}
 
 func readHugeCounts(ps int) (HugeCounts, error) {
 	c := HugeCounts{PageSize: ps}
@@ -139,9 +145,13 @@ type Residency struct {
 // Residency reads /proc/self/smaps for the arena's address range.
 func (a *Arena) Residency() (Residency, error) {
 	if a.isClosed() {
-		return Residency{}, ErrClosed
+		return Residency{}, fmt.Errorf("hugepage: residency: %w", ErrClosed)
 	}
-	return readResidency(uintptr(a.base), uintptr(a.base)+uintptr(a.size))
+	r, err := readResidency(uintptr(a.base), uintptr(a.base)+uintptr(a.size))
+	if err != nil {
+		return r, fmt.Errorf("hugepage: residency of arena %#x+%d: %w", a.Addr(), a.size, err)
+	}
+	return r, nil
 }
 
 func readResidency(lo, hi uintptr) (Residency, error) {

@@ -9,6 +9,9 @@ import "math/bits"
 // (flags at each free span's first and last unit), also in O(1). All
 // metadata lives in Go slices beside the arena, never in the arena itself, so
 // an application writing past its block cannot corrupt the allocator.
+//
+// The pool uses it through alloc, setBlock, block, free, freeUnits and
+// largestFree only; the rest of this file is the allocator's own.
 
 const (
 	slBits  = 4
@@ -136,8 +139,8 @@ func (t *tlsf) find(n uint32) (uint32, bool) {
 }
 
 // alloc takes n units whose first byte is aligned to align (a power of two)
-// and marks them used with flags (fUsed, or fUsed|fSlab).
-func (t *tlsf) alloc(n uint32, align int, flags uint8) (uint32, bool) {
+// for a slab (slab true) or a large block, and returns the first unit.
+func (t *tlsf) alloc(n uint32, align int, slab bool) (uint32, bool) {
 	extra := uint32(0)
 	if align > unitSize {
 		extra = uint32(align/unitSize) - 1
@@ -164,11 +167,36 @@ func (t *tlsf) alloc(n uint32, align int, flags uint8) (uint32, bool) {
 	}
 	m := &t.meta[start]
 	m.len = n
-	m.flags = flags
+	m.flags = fUsed
+	if slab {
+		m.flags |= fSlab
+	}
 	return start, true
 }
 
-// free returns the span at u and merges it with free neighbours.
+// setBlock records the generation and the length in bytes of the large
+// block that alloc just placed at u.
+func (t *tlsf) setBlock(u, gen uint32, size int) {
+	m := &t.meta[u]
+	m.gen, m.n = gen, size
+}
+
+// block returns the generation and length in bytes of the large block
+// whose first unit is u; ok is false when no live large block starts at u
+// (a free unit, a slab, the inside of a span).
+func (t *tlsf) block(u uint32) (gen uint32, size int, ok bool) {
+	m := &t.meta[u]
+	if m.flags != fUsed || m.gen == 0 {
+		return 0, 0, false
+	}
+	return m.gen, m.n, true
+}
+
+// freeUnits is the number of free units.
+func (t *tlsf) freeUnits() uint32 { return t.freeU }
+
+// free returns the span at u (a slab or a large block) and merges it with
+// its free neighbours.
 func (t *tlsf) free(u uint32) {
 	m := &t.meta[u]
 	start, n := u, m.len
