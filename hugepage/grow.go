@@ -63,7 +63,7 @@ func (p *Pool) blockTaken(ar *poolArena) {
 // added arena, the idle-release timer starts.
 func (p *Pool) blockFreed(ar *poolArena) {
 	ar.live--
-	if ar.live == 0 && p.cfg.IdleRelease > 0 && ar != p.arenas[0] {
+	if ar.live == 0 && !ar.first && p.cfg.IdleRelease > 0 {
 		p.armIdle(ar)
 	}
 }
@@ -139,8 +139,8 @@ func (p *Pool) Trim() int {
 		return 0
 	}
 	n := 0
-	for _, ar := range slices.Clone(p.arenas[1:]) {
-		if ar.live == 0 {
+	for _, ar := range slices.Clone(p.arenas) {
+		if ar.live == 0 && !ar.first {
 			p.releaseArena(ar)
 			n++
 		}

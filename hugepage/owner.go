@@ -17,48 +17,44 @@ func (ar *poolArena) setOwner(u, n, owner uint32) {
 	}
 }
 
-// slot is a live block found by lookup, with where its state is kept.
-type slot struct {
-	b   Block
-	s   *slab  // the block's slab, or nil for a large block
-	idx uint32 // the block's object index in s
-}
-
 // lookup returns the live block of ar holding the byte at off (0 <= off <
-// the arena's length), or false when no live block holds it.
-func (p *Pool) lookup(ar *poolArena, off int) (slot, bool) {
+// the arena's length): its offset, length and generation, and its slab and
+// object index (s nil for a large block). gen is 0 when no live block holds
+// the byte. (Scalars, not a struct: they come back in registers on the
+// Alloc/Free path.)
+func (p *Pool) lookup(ar *poolArena, off int) (start, n int, gen uint32, s *slab, idx uint32) {
 	u := uint32(off >> unitShift)
 	o := ar.own[u]
 	if o&slabBit != 0 {
 		id := o &^ slabBit
 		if int(id) >= len(p.slabs) {
-			return slot{}, false
+			return 0, 0, 0, nil, 0
 		}
-		s := p.slabs[id]
+		s = p.slabs[id]
 		if s == nil || s.ar != ar || off < s.off {
-			return slot{}, false
+			return 0, 0, 0, nil, 0
 		}
 		cs := classSizes[s.class]
-		idx := (off - s.off) / cs
-		if idx >= len(s.objs) {
-			return slot{}, false
+		i := (off - s.off) / cs
+		if i >= len(s.objs) {
+			return 0, 0, 0, nil, 0
 		}
-		om := s.objs[idx]
-		b := Block{ar: ar, off: s.off + idx*cs, n: int(om.x), gen: om.gen}
-		if om.gen == 0 || off-b.off >= b.n {
-			return slot{}, false
+		om := s.objs[i]
+		start = s.off + i*cs
+		if om.gen == 0 || off-start >= int(om.x) {
+			return 0, 0, 0, nil, 0
 		}
-		return slot{b: b, s: s, idx: uint32(idx)}, true
+		return start, int(om.x), om.gen, s, uint32(i)
 	}
 	if o > u {
-		return slot{}, false
+		return 0, 0, 0, nil, 0
 	}
 	gen, n, ok := ar.t.block(o)
-	b := Block{ar: ar, off: int(o) << unitShift, n: n, gen: gen}
-	if !ok || off-b.off >= b.n {
-		return slot{}, false
+	start = int(o) << unitShift
+	if !ok || off-start >= n {
+		return 0, 0, 0, nil, 0
 	}
-	return slot{b: b}, true
+	return start, n, gen, nil, 0
 }
 
 // Contains resolves the range [addr, addr+n) to the live block holding it
@@ -76,14 +72,14 @@ func (p *Pool) Contains(addr uintptr, n int) (Block, bool) {
 			continue
 		}
 		off := int(addr - base)
-		sl, ok := p.lookup(ar, off)
-		// off ≥ b.off here; compare lengths, not ends: off+n overflows int
+		start, size, gen, _, _ := p.lookup(ar, off)
+		// off ≥ start here; compare lengths, not ends: off+n overflows int
 		// for a hostile n (a C caller's length), and the wrapped sum would
 		// pass.
-		if !ok || n > sl.b.n-(off-sl.b.off) {
+		if gen == 0 || n > size-(off-start) {
 			return Block{}, false
 		}
-		return sl.b, true
+		return Block{ar: ar, off: start, n: size, gen: gen}, true
 	}
 	return Block{}, false
 }

@@ -107,12 +107,13 @@ type Pool struct {
 
 // poolArena is an arena under the pool's allocators.
 type poolArena struct {
-	a    *Arena
-	pool *Pool
-	t    *tlsf    // the large allocator, which also hands out slab spans
-	own  []uint32 // the ownership map, one entry per unit (owner.go)
-	live int      // live blocks
-	dead atomic.Bool
+	a     *Arena
+	pool  *Pool
+	t     *tlsf    // the large allocator, which also hands out slab spans
+	own   []uint32 // the ownership map, one entry per unit (owner.go)
+	live  int      // live blocks
+	first bool     // NewPool's arena: never released before Close
+	dead  atomic.Bool
 
 	idle   *time.Timer // IdleRelease timer, created the first time the arena becomes idle
 	idleAt time.Time   // when the last block was freed
@@ -145,7 +146,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	if p.growBy == 0 {
 		p.growBy = cfg.Size
 	}
-	p.addArena(a)
+	p.addArena(a).first = true
 	p.maxBlock = int64(a.Len())
 	if cfg.MaxSize > int64(a.Len()) {
 		p.maxBlock = max(p.maxBlock, cfg.MaxSize-int64(a.Len()))
@@ -273,16 +274,16 @@ func (p *Pool) free(b Block) error {
 	if b.off < 0 || b.off >= ar.a.size || b.n <= 0 || b.gen == 0 {
 		return errForged
 	}
-	sl, ok := p.lookup(ar, b.off)
+	start, n, gen, s, idx := p.lookup(ar, b.off)
 	switch {
-	case !ok || sl.b.gen != b.gen:
+	case gen == 0 || gen != b.gen:
 		return errStale
-	case sl.b.off != b.off || sl.b.n != b.n:
+	case start != b.off || n != b.n:
 		return errForged
 	}
 	p.poison(b)
-	if sl.s != nil {
-		p.freeSmall(sl.s, sl.idx)
+	if s != nil {
+		p.freeSmall(s, idx)
 	} else {
 		p.freeLarge(b)
 	}
