@@ -1,0 +1,229 @@
+package nvme
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of the driver itself, for errors.Is.
+var (
+	// ErrNotNVMe: the device is not an NVMe controller this driver can run
+	// (no NVM command set, a minimum page size above 4 KiB, no namespace).
+	ErrNotNVMe = errors.New("nvme: not a usable NVMe controller")
+	// ErrNotReady: CSTS.RDY did not follow CC.EN within CAP.TO.
+	ErrNotReady = errors.New("nvme: controller did not become ready within CAP.TO")
+	// ErrFatal: the controller reports a fatal status (CSTS.CFS).
+	ErrFatal = errors.New("nvme: controller fatal status")
+	// ErrBadTransfer: a transfer the driver refuses before building a
+	// command (LBA alignment or range, MDTS, buffer alignment).
+	ErrBadTransfer = errors.New("nvme: invalid transfer")
+	// ErrQueueFull: no free command slot on the queue.
+	ErrQueueFull = errors.New("nvme: queue full")
+	// ErrTimeout: a command did not complete in time.
+	ErrTimeout = errors.New("nvme: command timed out")
+	// ErrReset: the command was outstanding when the controller was reset;
+	// it completes with this error exactly once (its data may or may not
+	// have moved).
+	ErrReset = errors.New("nvme: command ended by a controller reset")
+	// ErrClosed: the controller or queue is closed.
+	ErrClosed = errors.New("nvme: closed")
+	// ErrNoCMB: the controller has no usable Controller Memory Buffer.
+	ErrNoCMB = errors.New("nvme: no controller memory buffer")
+	// ErrUnsupported: the controller does not offer the command (ONCS).
+	ErrUnsupported = errors.New("nvme: not supported by the controller")
+
+	// ErrStatus matches every error completion the controller posted
+	// (StatusError); the sentinels below match particular status codes.
+	ErrStatus = errors.New("nvme: error status")
+
+	// Generic command status (SCT 0).
+	ErrInvalidOpcode     = errors.New("nvme: invalid command opcode")
+	ErrInvalidField      = errors.New("nvme: invalid field in command")
+	ErrCommandIDConflict = errors.New("nvme: command ID conflict")
+	ErrDataTransfer      = errors.New("nvme: data transfer error")
+	ErrAborted           = errors.New("nvme: command aborted")
+	ErrInternal          = errors.New("nvme: internal error")
+	ErrInvalidNamespace  = errors.New("nvme: invalid namespace or format")
+	ErrCommandSequence   = errors.New("nvme: command sequence error")
+	ErrInvalidPRPOffset  = errors.New("nvme: invalid PRP offset")
+	ErrLBAOutOfRange     = errors.New("nvme: LBA out of range")
+	ErrCapacityExceeded  = errors.New("nvme: capacity exceeded")
+	ErrNamespaceNotReady = errors.New("nvme: namespace not ready")
+
+	// Command specific status (SCT 1): every one matches
+	// ErrCommandSpecific, the queue-creation ones their own sentinel too.
+	ErrCommandSpecific       = errors.New("nvme: command specific error")
+	ErrInvalidQueue          = errors.New("nvme: invalid queue identifier, size or completion queue")
+	ErrInvalidInterruptVec   = errors.New("nvme: invalid interrupt vector")
+	ErrAbortLimitExceeded    = errors.New("nvme: abort command limit exceeded")
+	ErrWriteToReadOnlyRange  = errors.New("nvme: attempted write to read only range")
+	ErrConflictingAttributes = errors.New("nvme: conflicting attributes")
+
+	// Media and data integrity errors (SCT 2): every one matches ErrMedia.
+	ErrMedia           = errors.New("nvme: media or data integrity error")
+	ErrWriteFault      = errors.New("nvme: write fault")
+	ErrUnrecoveredRead = errors.New("nvme: unrecovered read error")
+	ErrProtection      = errors.New("nvme: end-to-end protection check error")
+	ErrCompareFailure  = errors.New("nvme: compare failure")
+	ErrAccessDenied    = errors.New("nvme: access denied")
+
+	// Path related status (SCT 3).
+	ErrPath = errors.New("nvme: path related error")
+)
+
+// Status is the 15-bit status field of a completion (DW3 bits 31:17):
+// SC in bits 7:0, SCT in 10:8, CRD in 12:11, More in 13, DNR in 14. Bit 15
+// is never set by a controller; the driver uses it for completions it
+// makes up itself (StatusReset, StatusTimeout).
+type Status uint16
+
+// Status code types.
+const (
+	SCTGeneric         = 0
+	SCTCommandSpecific = 1
+	SCTMedia           = 2
+	SCTPath            = 3
+	SCTVendor          = 7
+)
+
+// Statuses the driver posts itself.
+const (
+	StatusOK Status = 0
+	// StatusReset: outstanding when the controller was reset (ErrReset).
+	StatusReset Status = 1<<15 | 1
+	// StatusTimeout: given up on (ErrTimeout).
+	StatusTimeout Status = 1<<15 | 2
+)
+
+// SC is the status code, SCT the status code type.
+func (s Status) SC() uint8  { return uint8(s) }
+func (s Status) SCT() uint8 { return uint8(s>>8) & 7 }
+
+// CRD is the command retry delay index, More says there is more in the
+// error log, DNR says a retry will fail too.
+func (s Status) CRD() uint8 { return uint8(s>>11) & 3 }
+func (s Status) More() bool { return s>>13&1 != 0 }
+func (s Status) DNR() bool  { return s>>14&1 != 0 }
+
+// OK reports success: SCT and SC zero (CRD, More and DNR do not matter).
+func (s Status) OK() bool { return s&0x87ff == 0 }
+
+// Err is nil for success, else the error the status stands for (a
+// *StatusError, or ErrReset / ErrTimeout for the driver's own).
+func (s Status) Err() error {
+	switch {
+	case s.OK():
+		return nil
+	case s == StatusReset:
+		return ErrReset
+	case s == StatusTimeout:
+		return ErrTimeout
+	}
+	return &StatusError{Status: s}
+}
+
+// StatusError is an error completion posted by the controller. errors.Is
+// matches ErrStatus, the sentinel of its code (see Sentinel) and, for
+// command specific and media errors, the class sentinel.
+type StatusError struct {
+	Status Status
+	// Opcode and CID say which command, when known (0 otherwise).
+	Opcode uint8
+	CID    uint16
+}
+
+func (e *StatusError) Error() string {
+	s := e.Status
+	msg := "nvme: status"
+	if sent := Sentinel(s); sent != nil {
+		msg = sent.Error()
+	}
+	dnr := ""
+	if s.DNR() {
+		dnr = ", do not retry"
+	}
+	return fmt.Sprintf("%s (SCT %#x SC %#02x%s)", msg, s.SCT(), s.SC(), dnr)
+}
+
+// Is matches ErrStatus, the status's sentinel and its class sentinel.
+func (e *StatusError) Is(target error) bool {
+	if target == ErrStatus {
+		return true
+	}
+	if target == Sentinel(e.Status) {
+		return true
+	}
+	switch e.Status.SCT() {
+	case SCTCommandSpecific:
+		return target == ErrCommandSpecific
+	case SCTMedia:
+		return target == ErrMedia
+	}
+	return false
+}
+
+// Sentinel returns the sentinel error for a status code, or nil when the
+// driver has none for it (the error still matches ErrStatus).
+func Sentinel(s Status) error {
+	sc := s.SC()
+	switch s.SCT() {
+	case SCTGeneric:
+		switch sc {
+		case 0x01:
+			return ErrInvalidOpcode
+		case 0x02:
+			return ErrInvalidField
+		case 0x03:
+			return ErrCommandIDConflict
+		case 0x04:
+			return ErrDataTransfer
+		case 0x05, 0x07, 0x08, 0x1b: // power loss, requested, SQ deletion, preempt and abort
+			return ErrAborted
+		case 0x06:
+			return ErrInternal
+		case 0x0b:
+			return ErrInvalidNamespace
+		case 0x0c:
+			return ErrCommandSequence
+		case 0x13:
+			return ErrInvalidPRPOffset
+		case 0x80:
+			return ErrLBAOutOfRange
+		case 0x81:
+			return ErrCapacityExceeded
+		case 0x82:
+			return ErrNamespaceNotReady
+		}
+	case SCTCommandSpecific:
+		switch sc {
+		case 0x00, 0x01, 0x02:
+			return ErrInvalidQueue
+		case 0x03:
+			return ErrAbortLimitExceeded
+		case 0x08:
+			return ErrInvalidInterruptVec
+		case 0x80:
+			return ErrConflictingAttributes
+		case 0x82:
+			return ErrWriteToReadOnlyRange
+		}
+		return ErrCommandSpecific
+	case SCTMedia:
+		switch sc {
+		case 0x80:
+			return ErrWriteFault
+		case 0x81:
+			return ErrUnrecoveredRead
+		case 0x82, 0x83, 0x84:
+			return ErrProtection
+		case 0x85:
+			return ErrCompareFailure
+		case 0x86:
+			return ErrAccessDenied
+		}
+		return ErrMedia
+	case SCTPath:
+		return ErrPath
+	}
+	return nil
+}
