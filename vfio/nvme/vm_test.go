@@ -808,7 +808,7 @@ func openBlock(t *testing.T, blk string) *os.File {
 // TestVMTeardown: closing leaves no mapping, no fd, no interrupt, and the
 // controller opens again at once.
 func TestVMTeardown(t *testing.T) {
-	before := vfiotest.OpenFDs(t)
+	before := testutil.SnapshotFDs(t)
 	addr := vfiotest.FindDevice(t, qemuVendor, qemuNVMe)
 	e := &env{addr: addr}
 	t.Cleanup(func() { e.close(t) })
@@ -830,7 +830,7 @@ func TestVMTeardown(t *testing.T) {
 			t.Fatalf("cycle %d: %d mappings after the controller closed, want the data arena only: %#x", i, len(m), m)
 		}
 		e.close(t)
-		if leaked := vfiotest.LeakedFDs(before, vfiotest.OpenFDs(t)); len(leaked) > 0 {
+		if leaked := before.Leaked(testutil.SnapshotFDs(t)); len(leaked) > 0 {
 			t.Fatalf("cycle %d: leaked fds: %v", i, leaked)
 		}
 	}
