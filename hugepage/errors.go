@@ -60,6 +60,14 @@ var (
 	ErrForeignBlock = errors.New("block not from this pool")
 )
 
+// Free's refusals, made once so that a refused Free allocates only the
+// message that wraps them.
+var (
+	errForged = fmt.Errorf("%w: the block does not match any allocation", ErrForeignBlock)
+	errStale  = fmt.Errorf("%w (or the copy is stale)", ErrDoubleFree)
+	errGone   = fmt.Errorf("%w: its arena was released", ErrDoubleFree)
+)
+
 // BackingError is one refusal of a backing: why NewArena did not use it.
 // Arena.Fallbacks returns these, and NewArena returns them joined when no
 // backing of the policy could be used. Like *os.PathError it describes one

@@ -259,12 +259,6 @@ func (p *Pool) Free(b Block) error {
 	return nil
 }
 
-var (
-	errForged = fmt.Errorf("%w: the block does not match any allocation", ErrForeignBlock)
-	errStale  = fmt.Errorf("%w (or the copy is stale)", ErrDoubleFree)
-	errGone   = fmt.Errorf("%w: its arena was released", ErrDoubleFree)
-)
-
 // free checks b against the live block at its offset and frees it.
 func (p *Pool) free(b Block) error {
 	ar := b.ar
@@ -276,7 +270,7 @@ func (p *Pool) free(b Block) error {
 	}
 	start, n, gen, s, idx := p.lookup(ar, b.off)
 	switch {
-	case gen == 0 || gen != b.gen:
+	case gen != b.gen: // b.gen != 0, so this includes "no live block here"
 		return errStale
 	case start != b.off || n != b.n:
 		return errForged
@@ -321,6 +315,7 @@ func (p *Pool) Close() error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
+		p.timers.Wait() // a concurrent first Close may still be waiting
 		return nil
 	}
 	p.closed = true

@@ -3,6 +3,7 @@ package hugepage
 import (
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -514,4 +515,59 @@ func TestZeroAllocs(t *testing.T) {
 			t.Errorf("Alloc+Free of %d bytes: %v heap allocations per run, want 0", n, allocs)
 		}
 	}
+}
+
+// TestErrorPrefix: every error the package returns starts with
+// "hugepage: " and carries the prefix once, whichever layer it comes from.
+func TestErrorPrefix(t *testing.T) {
+	p := newTestPool(t, PoolConfig{Size: 1 << 20, MaxSize: 2 << 20, OnGrow: func(*Arena) error { return errors.New("refused") }})
+	full, err := p.Alloc(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, err := NewArena(ArenaConfig{Size: 4096, Backings: []Backing{Backing4K}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	tests := []struct {
+		name string
+		err  func() error
+	}{
+		{"NewPool size", func() error { _, err := NewPool(PoolConfig{}); return err }},
+		{"NewPool backing", func() error {
+			_, err := NewPool(PoolConfig{Size: 4096, Arena: ArenaConfig{Backings: []Backing{Backing(9)}}})
+			return err
+		}},
+		{"NewArena refused", func() error {
+			_, err := NewArena(ArenaConfig{Size: 3 << 20, Backings: []Backing{BackingMemfd2M}})
+			return err
+		}},
+		{"Alloc align", func() error { _, err := p.AllocAligned(64, 3); return err }},
+		{"Alloc too large", func() error { _, err := p.Alloc(4 << 20); return err }},
+		{"Alloc growth refused", func() error { _, err := p.Alloc(64); return err }},
+		{"Alloc2D", func() error { _, err := p.Alloc2D(0, 1, 64); return err }},
+		{"Free zero", func() error { return p.Free(Block{}) }},
+		{"Free stale", func() error {
+			b := full
+			b.gen++
+			return p.Free(b)
+		}},
+		{"PhysAddr", func() error { _, err := closed.PhysAddr(-1); return err }},
+		{"PhysRuns closed", func() error { _, err := closed.PhysRuns(); return err }},
+		{"Residency closed", func() error { _, err := closed.Residency(); return err }},
+		{"Reserve", func() error { _, err := Reserve(size2M, 0); return err }},
+		{"ReadHugeCounts", func() error { _, err := ReadHugeCounts(12345); return err }},
+	}
+	for _, tc := range tests {
+		err := tc.err()
+		if err == nil {
+			t.Errorf("%s: no error", tc.name)
+			continue
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "hugepage: ") || strings.Count(msg, "hugepage:") != 1 {
+			t.Errorf("%s: %q does not start with one \"hugepage: \"", tc.name, msg)
+		}
+	}
+	p.Free(full)
 }
