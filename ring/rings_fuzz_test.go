@@ -16,7 +16,7 @@ func FuzzRingOps(f *testing.F) {
 	f.Add([]byte{0, 8, 0, 8, 1, 1, 2, 16, 3, 16, 0, 1})
 	f.Add([]byte{0, 200, 3, 7, 2, 0, 1, 0, 0})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		for name, r := range newRingsTB(t, 8, 8) {
+		for name, r := range newRings(t, 8, 8) {
 			var model []uint64 // published, unconsumed
 			var pending []Batch
 			var next, peeked uint64

@@ -93,11 +93,7 @@ type producerRing interface {
 	Pop(dst []byte) error
 }
 
-func newRings(t *testing.T, entries, size int) map[string]producerRing {
-	return newRingsTB(t, entries, size)
-}
-
-func newRingsTB(t testing.TB, entries, size int) map[string]producerRing {
+func newRings(t testing.TB, entries, size int) map[string]producerRing {
 	t.Helper()
 	s, err := NewSPSC(make([]byte, entries*size), size)
 	if err != nil {

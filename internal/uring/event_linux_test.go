@@ -1,6 +1,7 @@
 package uring
 
 import (
+	"encoding/binary"
 	"errors"
 	"syscall"
 	"testing"
@@ -21,7 +22,7 @@ func newEventfd(t *testing.T) int {
 
 func signalEventfd(t *testing.T, efd int, v uint64) {
 	var b [8]byte
-	*(*uint64)(unsafePointer(&b[0])) = v
+	binary.NativeEndian.PutUint64(b[:], v) // eventfd(2): a host-order uint64
 	if _, err := unix.Write(efd, b[:]); err != nil {
 		t.Error(err)
 	}

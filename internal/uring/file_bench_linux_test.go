@@ -17,7 +17,7 @@ import (
 // depth 1 and 64. Reports kIOPS and enters per read.
 func BenchmarkRandRead4K(b *testing.B) {
 	const fileSize, blk = 64 << 20, 4096
-	dir, why := directIODirTB(b)
+	dir, why := directIODir(b)
 	if dir == "" {
 		b.Skip(why)
 	}

@@ -69,9 +69,7 @@ func byUserData(t *testing.T, cqes []CQE) map[uint64]CQE {
 // (not tmpfs, whose O_DIRECT goes through the page cache), proving it by a
 // misaligned O_DIRECT read being refused with EINVAL; ok false and the
 // reason when none is found.
-func directIODir(t *testing.T) (dir string, why string) { return directIODirTB(t) }
-
-func directIODirTB(t testing.TB) (dir string, why string) {
+func directIODir(t testing.TB) (dir string, why string) {
 	t.Helper()
 	candidates := []string{t.TempDir()}
 	if d, err := os.MkdirTemp("/var/tmp", "hcomm-ring-"); err == nil {

@@ -8,12 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
-
-func unsafePointer(p *byte) unsafe.Pointer { return unsafe.Pointer(p) }
 
 // TestCloseLeavesNothing: after Close, no fd and no mapping of the ring
 // is left (counted in /proc/self/fd and /proc/self/maps), for each kind of

@@ -214,7 +214,7 @@ func TestZeroAllocs(t *testing.T) {
 }
 
 // TestFileOps runs every file opcode against a real O_DIRECT file on a
-// file system where O_DIRECT is real (ext4 here), with the data in a
+// file system where O_DIRECT is real (ext4 or xfs, not tmpfs), with the data in a
 // hugepage arena registered as fixed buffers.
 func TestFileOps(t *testing.T) {
 	dir, why := directIODir(t)
