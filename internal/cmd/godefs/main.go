@@ -148,18 +148,11 @@ func checkTools(in string, text []byte) error {
 }
 
 // goCommand is the go command to run cgo with: $GO (as the Makefile sets
-// it), else the toolchain that built this program, else go from PATH.
+// it), else go from PATH (go run and go generate put the toolchain that
+// runs them first on PATH).
 func goCommand() string {
 	if g := os.Getenv("GO"); g != "" {
 		return g
 	}
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
-	}
 	return "go"
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
