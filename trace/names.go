@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/hcomm-go/hcomm/internal/bpf"
@@ -16,6 +17,20 @@ func SyscallName(nr int) string {
 		return "other"
 	}
 	return "syscall_" + strconv.Itoa(nr)
+}
+
+// ParseSyscalls returns the numbers of the named syscalls; an unknown name
+// is an error that says so.
+func ParseSyscalls(names []string) ([]int, error) {
+	nrs := make([]int, 0, len(names))
+	for _, n := range names {
+		nr := SyscallNumber(n)
+		if nr < 0 || nr >= bpf.MaxSyscalls {
+			return nil, fmt.Errorf("trace: unknown syscall %q", n)
+		}
+		nrs = append(nrs, nr)
+	}
+	return nrs, nil
 }
 
 // SyscallNumber is the inverse of SyscallName (-1 when unknown).

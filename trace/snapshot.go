@@ -1,6 +1,8 @@
 package trace
 
 import (
+	"cmp"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -12,15 +14,39 @@ import (
 type Snapshot struct {
 	Taken    time.Time
 	Syscalls [bpf.MaxSyscalls]bpf.HcommSysStat
-	Copy     [bpf.CopySlots]bpf.HcommCopyStat
-	URing    [bpf.MaxOps]bpf.HcommUringStat
-	Faults   bpf.HcommFaultStat
-	Engine   bpf.HcommEngineStat
-	Misc     bpf.HcommMiscStat
+	// MinMax is the fastest and slowest call of each syscall since the
+	// tracer started (0: none); Sub keeps the later snapshot's.
+	MinMax [bpf.MaxSyscalls]bpf.HcommSysMinmax
+	// Tasks is the per-process or per-thread breakdown of the syscall table
+	// (Options.By), ordered by ID then syscall number; nil when off.
+	Tasks  []TaskCount
+	Copy   [bpf.CopySlots]bpf.HcommCopyStat
+	URing  [bpf.MaxOps]bpf.HcommUringStat
+	Faults bpf.HcommFaultStat
+	Engine bpf.HcommEngineStat
+	Misc   bpf.HcommMiscStat
 	// ProgramMisses counts probe runs the kernel skipped because the same
 	// program was already running on that CPU (recursion protection); a
 	// non-zero value means counts are low by up to that much.
 	ProgramMisses uint64
+}
+
+// TaskCount is one process's (or thread's) calls of one syscall.
+type TaskCount struct {
+	ID      int    // thread group id (ByProcess) or thread id (ByThread)
+	TGID    int    // its thread group
+	Comm    string // the task's name at its first counted call
+	Nr      int    // syscall number
+	Count   uint64
+	Errors  uint64
+	TotalNs uint64
+}
+
+func compareTasks(a, b TaskCount) int {
+	if c := cmp.Compare(a.ID, b.ID); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Nr, b.Nr)
 }
 
 // words views a struct made only of uint64 fields and arrays (every map
@@ -59,11 +85,33 @@ func (s *Snapshot) Sub(prev *Snapshot) *Snapshot {
 	for i := range d.URing {
 		subWords(&d.URing[i], &prev.URing[i])
 	}
+	d.Tasks = subTasks(s.Tasks, prev.Tasks)
 	subWords(&d.Faults, &prev.Faults)
 	subWords(&d.Engine, &prev.Engine)
 	subWords(&d.Misc, &prev.Misc)
 	d.ProgramMisses -= prev.ProgramMisses
 	return &d
+}
+
+// subTasks returns cur minus prev per (ID, syscall), dropping rows that did
+// not change. Both are ordered by compareTasks.
+func subTasks(cur, prev []TaskCount) []TaskCount {
+	if cur == nil {
+		return nil
+	}
+	out := make([]TaskCount, 0, len(cur))
+	for _, c := range cur {
+		if i, ok := slices.BinarySearchFunc(prev, c, compareTasks); ok {
+			p := prev[i]
+			c.Count -= p.Count
+			c.Errors -= p.Errors
+			c.TotalNs -= p.TotalNs
+		}
+		if c.Count != 0 {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Source says which mechanism moved bytes: the copying system calls or
@@ -93,14 +141,21 @@ type Direction int
 const (
 	UserToKernel Direction = bpf.DirUserToKernel // write, send
 	KernelToUser Direction = bpf.DirKernelToUser // read, recv
+	// KernelToKernel is data the kernel moved on the process's behalf with
+	// no user buffer: copy_file_range, sendfile, splice (and io_uring
+	// SPLICE). Counted in class ClassCopy.
+	KernelToKernel Direction = bpf.DirKernelToKernel
 )
 
 // Directions lists every Direction, for loops.
-var Directions = []Direction{UserToKernel, KernelToUser}
+var Directions = []Direction{UserToKernel, KernelToUser, KernelToKernel}
 
 func (d Direction) String() string {
-	if d == KernelToUser {
+	switch d {
+	case KernelToUser:
 		return "kernel_to_user"
+	case KernelToKernel:
+		return "kernel_to_kernel"
 	}
 	return "user_to_kernel"
 }
@@ -177,6 +232,14 @@ func (s *Snapshot) DirectBytes() uint64 {
 // io_uring SEND_ZC, SENDMSG_ZC, RECV_ZC).
 func (s *Snapshot) ZeroCopyBytes() uint64 {
 	return s.bothSources(UserToKernel, ClassZeroCopy) + s.bothSources(KernelToUser, ClassZeroCopy)
+}
+
+// KernelCopyBytes is the bytes the kernel moved for the process without a
+// user buffer (copy_file_range, sendfile, splice, io_uring SPLICE): data
+// that never crossed the user/kernel boundary, whatever the kernel did
+// with it inside (a copy, a page reference, a reflink).
+func (s *Snapshot) KernelCopyBytes() uint64 {
+	return s.bothSources(KernelToKernel, ClassCopy)
 }
 
 // SyscallCount is the number of completed calls of syscall nr.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -35,6 +36,47 @@ type Options struct {
 	OnEvent func(Event)
 	// Logger receives diagnostics; nil means slog.Default().
 	Logger *slog.Logger
+	// Filter selects the calls the syscall table counts (default: all).
+	Filter Filter
+	// By breaks the syscall table down per process or per thread
+	// (Snapshot.Tasks); the default is one table for everything traced.
+	By Breakdown
+}
+
+// Filter selects the system calls the syscall table (and its per-task
+// breakdown) counts; copies, io_uring, page faults and the engine are
+// counted whatever it says. The filter runs in the kernel.
+type Filter struct {
+	// Syscalls, if not empty, are the only syscall names counted (as
+	// SyscallName spells them; see ParseSyscalls).
+	Syscalls []string
+	// Failed counts only calls that returned an error.
+	Failed bool
+	// Errno, if not 0, counts only calls that failed with it.
+	Errno unix.Errno
+}
+
+// IsZero reports whether f selects every call.
+func (f Filter) IsZero() bool { return len(f.Syscalls) == 0 && !f.Failed && f.Errno == 0 }
+
+// Breakdown says how the syscall table is split.
+type Breakdown int
+
+// Breakdowns.
+const (
+	ByNone    Breakdown = 0
+	ByProcess Breakdown = bpf.ByProcess // per thread group
+	ByThread  Breakdown = bpf.ByThread  // per thread
+)
+
+func (b Breakdown) String() string {
+	switch b {
+	case ByProcess:
+		return "process"
+	case ByThread:
+		return "thread"
+	}
+	return ""
 }
 
 // EventType tells ring-buffer events apart.
@@ -83,6 +125,7 @@ type Tracer struct {
 	unavailable []string
 	log         *slog.Logger
 	onEvent     func(Event)
+	by          Breakdown
 	start       time.Time
 	wg          sync.WaitGroup
 
@@ -106,6 +149,7 @@ var probes = []probe{
 	{"uring_complete", "io_uring_complete", false},
 	{"page_fault_user", "page_fault_user", false},
 	{"process_exec", "sched_process_exec", false},
+	{"process_fork", "sched_process_fork", false},
 }
 
 // target selects what the programs count: a thread group or a cgroup.
@@ -126,7 +170,7 @@ func newTracer(tg target, opts Options, executables []string) (*Tracer, error) {
 	if opts.Hooks == (Hooks{}) {
 		opts.Hooks = DefaultHooks
 	}
-	t := &Tracer{log: opts.Logger, onEvent: opts.OnEvent}
+	t := &Tracer{log: opts.Logger, onEvent: opts.OnEvent, by: opts.By}
 	if t.log == nil {
 		t.log = slog.Default()
 	}
@@ -144,7 +188,7 @@ func newTracer(tg target, opts Options, executables []string) (*Tracer, error) {
 	if err := t.dropMissingTracepoints(spec, kspec); err != nil {
 		return nil, err
 	}
-	if err := configure(spec, kspec, tg); err != nil {
+	if err := t.configure(spec, kspec, tg, opts); err != nil {
 		return nil, err
 	}
 	if err := t.load(spec, kspec, tg); err != nil {
@@ -178,12 +222,18 @@ func (t *Tracer) dropMissingTracepoints(spec *ebpf.CollectionSpec, kspec *btf.Sp
 }
 
 // configure sets the programs' read-only variables: the filter (cgroup or
-// thread group, with the PID namespace when it is not the initial one) and
-// the kernel's REQ_F_BUF_NODE bit.
-func configure(spec *ebpf.CollectionSpec, kspec *btf.Spec, tg target) error {
-	vars := map[string]any{"req_f_buf_node": reqFBufNode(kspec)}
+// thread group, with the PID namespace when it is not the initial one),
+// counting from the command's exec, the syscall filter, the per-task
+// breakdown and the kernel's REQ_F_BUF_NODE bit.
+func (t *Tracer) configure(spec *ebpf.CollectionSpec, kspec *btf.Spec, tg target, opts Options) error {
+	vars := map[string]any{"req_f_buf_node": reqFBufNode(kspec), "by_task": uint32(opts.By)}
 	if tg.cgroup != nil {
 		vars["filter_mode"] = uint32(bpf.FilterCgroup)
+		if spec.Programs["process_exec"] != nil && spec.Programs["process_fork"] != nil {
+			vars["arm_on_exec"] = uint32(1)
+		} else {
+			t.unavailable = append(t.unavailable, "counting from the command's execve (needs sched_process_exec and sched_process_fork): the launcher's calls before it are counted too")
+		}
 	} else {
 		vars["filter_mode"] = uint32(bpf.FilterTGID)
 		vars["target_tgid"] = uint32(tg.pid)
@@ -194,6 +244,9 @@ func configure(spec *ebpf.CollectionSpec, kspec *btf.Spec, tg target) error {
 		if !init {
 			vars["pidns_dev"], vars["pidns_ino"] = dev, ino
 		}
+	}
+	if err := filterVars(opts.Filter, vars); err != nil {
+		return err
 	}
 	names := make([]string, 0, len(vars))
 	for name := range vars {
@@ -209,6 +262,33 @@ func configure(spec *ebpf.CollectionSpec, kspec *btf.Spec, tg target) error {
 			return fmt.Errorf("trace: set BPF variable %s: %w", name, err)
 		}
 	}
+	return nil
+}
+
+// filterVars translates f into the sys_filter, syscall_set and
+// filter_errno variables.
+func filterVars(f Filter, vars map[string]any) error {
+	var mode uint32
+	if len(f.Syscalls) > 0 {
+		nrs, err := ParseSyscalls(f.Syscalls)
+		if err != nil {
+			return err
+		}
+		var set [bpf.MaxSyscalls / 64]uint64
+		for _, nr := range nrs {
+			set[nr/64] |= 1 << (nr % 64)
+		}
+		mode |= bpf.SysFilterNames
+		vars["syscall_set"] = set
+	}
+	if f.Failed {
+		mode |= bpf.SysFilterFailed
+	}
+	if f.Errno != 0 {
+		mode |= bpf.SysFilterErrno
+		vars["filter_errno"] = int64(f.Errno)
+	}
+	vars["sys_filter"] = mode
 	return nil
 }
 
@@ -452,23 +532,19 @@ func (t *Tracer) Started() time.Time { return t.start }
 // Snapshot reads every counter map and sums the per-CPU values.
 func (t *Tracer) Snapshot() (*Snapshot, error) {
 	s := &Snapshot{Taken: time.Now()}
-	if err := readPerCPU(t.coll.Maps["sys_stats"], s.Syscalls[:]); err != nil {
-		return nil, err
-	}
-	if err := readPerCPU(t.coll.Maps["copy_stats"], s.Copy[:]); err != nil {
-		return nil, err
-	}
-	if err := readPerCPU(t.coll.Maps["uring_stats"], s.URing[:]); err != nil {
-		return nil, err
-	}
-	if err := readPerCPU(t.coll.Maps["fault_stats"], unsafeOne(&s.Faults)); err != nil {
-		return nil, err
-	}
-	if err := readPerCPU(t.coll.Maps["engine_stats"], unsafeOne(&s.Engine)); err != nil {
-		return nil, err
-	}
-	if err := readPerCPU(t.coll.Maps["misc_stats"], unsafeOne(&s.Misc)); err != nil {
-		return nil, err
+	for _, r := range []func() error{
+		func() error { return readPerCPU(t.coll.Maps["sys_stats"], s.Syscalls[:]) },
+		func() error { return readMinMax(t.coll.Maps["sys_minmax"], s.MinMax[:]) },
+		func() error { return readPerCPU(t.coll.Maps["copy_stats"], s.Copy[:]) },
+		func() error { return readPerCPU(t.coll.Maps["uring_stats"], s.URing[:]) },
+		func() error { return readPerCPU(t.coll.Maps["fault_stats"], unsafeOne(&s.Faults)) },
+		func() error { return readPerCPU(t.coll.Maps["engine_stats"], unsafeOne(&s.Engine)) },
+		func() error { return readPerCPU(t.coll.Maps["misc_stats"], unsafeOne(&s.Misc)) },
+		func() (err error) { s.Tasks, err = t.readTasks(); return err },
+	} {
+		if err := r(); err != nil {
+			return nil, err
+		}
 	}
 	stats, err := t.ProgramStats()
 	if err != nil {
@@ -487,7 +563,7 @@ func readPerCPU[T any](m *ebpf.Map, out []T) error {
 	var vals []T
 	for i := range out {
 		if err := m.Lookup(uint32(i), &vals); err != nil {
-			return fmt.Errorf("read map %s[%d]: %w", m.String(), i, err)
+			return fmt.Errorf("trace: read map %s[%d]: %w", m.String(), i, err)
 		}
 		var zero T
 		out[i] = zero
@@ -496,6 +572,50 @@ func readPerCPU[T any](m *ebpf.Map, out []T) error {
 		}
 	}
 	return nil
+}
+
+// readMinMax fills out[i] with the minimum (of the non-zero) and maximum
+// over CPUs of key i.
+func readMinMax(m *ebpf.Map, out []bpf.HcommSysMinmax) error {
+	var vals []bpf.HcommSysMinmax
+	for i := range out {
+		if err := m.Lookup(uint32(i), &vals); err != nil {
+			return fmt.Errorf("trace: read map %s[%d]: %w", m.String(), i, err)
+		}
+		out[i] = bpf.HcommSysMinmax{}
+		for _, v := range vals {
+			if v.MinNs != 0 && (out[i].MinNs == 0 || v.MinNs < out[i].MinNs) {
+				out[i].MinNs = v.MinNs
+			}
+			out[i].MaxNs = max(out[i].MaxNs, v.MaxNs)
+		}
+	}
+	return nil
+}
+
+// readTasks reads the per-task breakdown, ordered by task then syscall;
+// nil when it is off.
+func (t *Tracer) readTasks() ([]TaskCount, error) {
+	if t.by == ByNone {
+		return nil, nil
+	}
+	var (
+		k    bpf.HcommTaskKey
+		v    bpf.HcommTaskStat
+		rows []TaskCount
+	)
+	it := t.coll.Maps["task_sys"].Iterate()
+	for it.Next(&k, &v) {
+		rows = append(rows, TaskCount{
+			ID: int(k.Id), TGID: int(v.Tgid), Comm: cstring(v.Comm[:]), Nr: int(k.Nr),
+			Count: v.Count, Errors: v.Errors, TotalNs: v.TotalNs,
+		})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("trace: read map task_sys: %w", err)
+	}
+	slices.SortFunc(rows, compareTasks)
+	return rows, nil
 }
 
 // Close detaches every probe, drains the ring buffer and frees the maps.

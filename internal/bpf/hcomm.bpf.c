@@ -37,6 +37,27 @@ const volatile __u64 pidns_ino = 0;
 // (REQ_F_BUF_NODE); the loader reads it from the kernel's BTF because it is
 // an anonymous enum that CO-RE cannot relocate. 0 = unknown.
 const volatile __u64 req_f_buf_node = 0;
+// Cgroup mode: count a thread group only once it, or the process that forked
+// it, exec'd inside the cgroup. The command is started by a launcher that runs
+// code of its own in the cgroup between clone and execve (Go's fork-to-exec
+// path: signal handlers, fds); with this set, only its successful execve and
+// what follows is counted, as strace counts the command.
+const volatile __u32 arm_on_exec = 0;
+
+// Which system calls the per-syscall tables (sys_stats, sys_minmax,
+// task_sys) count; copies, io_uring and faults are not filtered.
+#define SF_NAMES 1  // only the numbers set in syscall_set
+#define SF_FAILED 2 // only calls that failed (-4095 <= ret < 0)
+#define SF_ERRNO 4  // only calls that failed with filter_errno
+const volatile __u32 sys_filter = 0;
+const volatile __u64 syscall_set[8] = {}; // bit nr%64 of word nr/64
+const volatile __s64 filter_errno = 0;
+
+// Per-task breakdown of the syscall table (task_sys): 0 off, 1 by process
+// (thread group id), 2 by thread.
+#define BY_PROCESS 1
+#define BY_THREAD 2
+const volatile __u32 by_task = 0;
 
 // ---- shared layout (mirrored in bpf/layout.go) ----
 
@@ -46,15 +67,16 @@ const volatile __u64 req_f_buf_node = 0;
 #define OP_AUX 63
 #define MAX_PATHS 8 // engine paths
 
-// copy_stats index: (source*2 + dir)*3 + class
+// copy_stats index: (source*3 + dir)*3 + class
 #define SRC_SYSCALL 0
 #define SRC_URING 1
 #define DIR_U2K 0 // user to kernel (write, send)
 #define DIR_K2U 1 // kernel to user (read, recv)
+#define DIR_K2K 2 // inside the kernel, no user buffer (copy_file_range, sendfile, splice)
 #define CLASS_COPY 0
 #define CLASS_DIRECT 1   // O_DIRECT on a regular file or block device: DMA, no CPU copy
 #define CLASS_ZEROCOPY 2 // MSG_ZEROCOPY / SEND_ZC / RECV_ZC
-#define COPY_SLOTS 12
+#define COPY_SLOTS 18
 
 #define EV_ENGINE_SUBMIT 1
 #define EV_ENGINE_REAP 2
@@ -66,6 +88,28 @@ struct sys_stat {
 	__u64 total_ns;
 	__u64 bytes;
 	__u64 hist[HIST_SLOTS];
+};
+
+// Fastest and slowest call of a syscall, ns (0: none yet); the loader takes
+// the minimum and maximum over CPUs.
+struct sys_minmax {
+	__u64 min_ns;
+	__u64 max_ns;
+};
+
+// One (task, syscall) pair of the per-task breakdown.
+struct task_key {
+	__u32 id; // thread group id (BY_PROCESS) or thread id (BY_THREAD)
+	__u32 nr;
+};
+
+struct task_stat {
+	__u64 count;
+	__u64 errors;
+	__u64 total_ns;
+	__u32 tgid;
+	__u32 _pad;
+	char comm[16]; // at the first call counted
 };
 
 struct copy_stat {
@@ -108,6 +152,7 @@ struct misc_stat {
 	__u64 events_lost;      // ring buffer full
 	__u64 inflight_lost;    // syscall / io_uring in-flight table full
 	__u64 uring_unmatched;  // completions of traced rings without a matching submit
+	__u64 task_lost;        // per-task table full
 };
 
 struct event {
@@ -132,6 +177,12 @@ struct sys_inflight {
 	__u8 _pad[2];
 };
 
+// Kept on a thread group's leader: the group exec'd (or was forked by a
+// group that had) inside the cgroup, see arm_on_exec.
+struct armed {
+	__u8 yes;
+};
+
 struct uring_inflight {
 	__u64 ts;
 };
@@ -154,6 +205,20 @@ struct {
 	__type(key, __u32);
 	__type(value, struct sys_stat);
 } sys_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_SYSCALLS);
+	__type(key, __u32);
+	__type(value, struct sys_minmax);
+} sys_minmax SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct task_key);
+	__type(value, struct task_stat);
+} task_sys SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -203,6 +268,13 @@ struct {
 // requests that never post a CQE (IOSQE_CQE_SKIP_SUCCESS) cannot fill it;
 // per-CPU LRU lists (BPF_F_NO_COMMON_LRU) avoid a global lock on submit.
 struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct armed);
+} armed SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(map_flags, BPF_F_NO_COMMON_LRU);
 	__uint(max_entries, 65536);
@@ -227,7 +299,8 @@ struct {
 
 // ---- helpers ----
 
-static __always_inline bool traced(void)
+// in_set: is the current task the traced thread group, or in the cgroup?
+static __always_inline bool in_set(void)
 {
 	if (filter_mode == FILTER_CGROUP)
 		return bpf_current_task_under_cgroup(&cgroup_map, 0) == 1;
@@ -241,6 +314,24 @@ static __always_inline bool traced(void)
 		return (bpf_get_current_pid_tgid() >> 32) == target_tgid;
 	}
 	return false;
+}
+
+// is_armed: has the current thread group exec'd (see arm_on_exec)? Kept
+// on the group leader, so threads, io_uring workers included, share it.
+static __always_inline bool is_armed(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct armed *a;
+
+	if (!arm_on_exec)
+		return true;
+	a = bpf_task_storage_get(&armed, task->group_leader, 0, 0);
+	return a && a->yes;
+}
+
+static __always_inline bool traced(void)
+{
+	return in_set() && is_armed();
 }
 
 // log2 bucket: 0 -> 0, [2^(i-1), 2^i) -> i, clamped to HIST_SLOTS-1.
@@ -273,8 +364,10 @@ static __always_inline void misc_add(int which)
 		ADD(m->events_lost, 1);
 	else if (which == 1)
 		ADD(m->inflight_lost, 1);
-	else
+	else if (which == 2)
 		ADD(m->uring_unmatched, 1);
+	else
+		ADD(m->task_lost, 1);
 }
 
 #define O_DIRECT_FLAG 040000 // x86-64
@@ -330,7 +423,7 @@ static __always_inline struct file *fd_file(long fd)
 
 static __always_inline void copy_add(__u32 src, __u32 dir, __u32 class, __u64 bytes)
 {
-	__u32 k = (src * 2 + dir) * 3 + class;
+	__u32 k = (src * 3 + dir) * 3 + class;
 	struct copy_stat *c;
 	if (k >= COPY_SLOTS)
 		return;
@@ -344,19 +437,99 @@ static __always_inline void copy_add(__u32 src, __u32 dir, __u32 class, __u64 by
 // ---- system calls ----
 
 #define MSG_ZEROCOPY_ 0x4000000
+#define NR_EXIT 60
+#define NR_EXIT_GROUP 231
+#define NR_EXECVE 59
+#define NR_EXECVEAT 322
+
+// selected: does the per-syscall table count this call (sys_filter)?
+// ret is ignored for exit and exit_group, which never return.
+static __always_inline bool selected(__u32 nr, long ret, bool returns)
+{
+	if (sys_filter & SF_NAMES) {
+		if (nr >= MAX_SYSCALLS || !(syscall_set[(nr / 64) & 7] & (1ULL << (nr % 64))))
+			return false;
+	}
+	if (sys_filter & (SF_FAILED | SF_ERRNO)) {
+		if (!returns || !(ret < 0 && ret >= -4095))
+			return false;
+		if ((sys_filter & SF_ERRNO) && ret != -filter_errno)
+			return false;
+	}
+	return true;
+}
+
+// task_add counts one call in the per-task breakdown (by_task).
+static __always_inline void task_add(__u32 nr, bool failed, __u64 d)
+{
+	__u64 pt = bpf_get_current_pid_tgid();
+	struct task_key k = {.nr = nr};
+	struct task_stat *t;
+
+	k.id = by_task == BY_THREAD ? (__u32)pt : pt >> 32;
+	t = bpf_map_lookup_elem(&task_sys, &k);
+	if (!t) {
+		struct task_stat zero = {.tgid = pt >> 32};
+		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
+		if (bpf_map_update_elem(&task_sys, &k, &zero, BPF_NOEXIST) && !bpf_map_lookup_elem(&task_sys, &k)) {
+			misc_add(3);
+			return;
+		}
+		t = bpf_map_lookup_elem(&task_sys, &k);
+		if (!t)
+			return;
+	}
+	ADD(t->count, 1);
+	if (failed)
+		ADD(t->errors, 1);
+	ADD(t->total_ns, d);
+}
+
+// minmax_add folds d into the fastest and slowest call of nr. The value is
+// per CPU; the compare-and-swap keeps it right if a preempted program
+// interleaves with another on the same CPU.
+static __always_inline void minmax_add(__u32 nr, __u64 d)
+{
+	struct sys_minmax *m = bpf_map_lookup_elem(&sys_minmax, &nr);
+	__u64 cur;
+
+	if (!m)
+		return;
+	for (int i = 0; i < 4; i++) {
+		cur = m->min_ns;
+		if (cur && cur <= d)
+			break;
+		if (__sync_val_compare_and_swap(&m->min_ns, cur, d) == cur)
+			break;
+	}
+	for (int i = 0; i < 4; i++) {
+		cur = m->max_ns;
+		if (cur >= d)
+			break;
+		if (__sync_val_compare_and_swap(&m->max_ns, cur, d) == cur)
+			break;
+	}
+}
 
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
 	struct sys_inflight in = {}, *slot_;
 
-	if (!traced())
+	if (!in_set())
 		return 0;
-	if (id == 60 || id == 231) { // exit, exit_group: no sys_exit follows
+	if (!is_armed() && id != NR_EXECVE && id != NR_EXECVEAT)
+		return 0; // the launcher's code before the command's execve
+	if (id == NR_EXIT || id == NR_EXIT_GROUP) { // no sys_exit follows
 		__u32 nr = id;
-		struct sys_stat *s = bpf_map_lookup_elem(&sys_stats, &nr);
+		struct sys_stat *s;
+		if (!selected(nr, 0, false))
+			return 0;
+		s = bpf_map_lookup_elem(&sys_stats, &nr);
 		if (s)
 			ADD(s->count, 1); // counted, no duration
+		if (by_task)
+			task_add(nr, false, 0);
 		return 0;
 	}
 	in.ts = bpf_ktime_get_ns();
@@ -402,6 +575,11 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		if (BPF_CORE_READ(regs, r10) & MSG_ZEROCOPY_)
 			in.class = CLASS_ZEROCOPY;
 		break;
+	case 40:  // sendfile
+	case 275: // splice
+	case 326: // copy_file_range
+		in.dir = DIR_K2K + 1;
+		break;
 	}
 	slot_ = bpf_task_storage_get(&sys_inflight, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!slot_) {
@@ -421,14 +599,19 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
 	struct sys_inflight *in;
 	struct sys_stat *s;
-	__u64 now, bytes = 0;
+	__u64 now, d, bytes = 0;
 	__u32 nr;
+	bool failed;
 
-	if (!traced())
+	if (!in_set())
 		return 0;
 	in = bpf_task_storage_get(&sys_inflight, bpf_get_current_task_btf(), 0, 0);
 	if (!in || !in->ts)
 		return 0; // entered before tracing started
+	if (!is_armed()) {
+		in->ts = 0; // a failed execve of the launcher
+		return 0;
+	}
 	now = bpf_ktime_get_ns();
 	nr = in->nr;
 	if (nr >= MAX_SYSCALLS)
@@ -450,11 +633,15 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		}
 		copy_add(SRC_SYSCALL, in->dir - 1, in->class, bytes);
 	}
+	d = now - in->ts;
+	in->ts = 0;
+	if (!selected(nr, ret, true))
+		return 0;
+	failed = ret < 0 && ret >= -4095;
 	s = bpf_map_lookup_elem(&sys_stats, &nr);
 	if (s) {
-		__u64 d = now - in->ts;
 		ADD(s->count, 1);
-		if (ret < 0 && ret >= -4095)
+		if (failed)
 			ADD(s->errors, 1);
 		ADD(s->total_ns, d);
 		ADD(s->bytes, bytes);
@@ -462,7 +649,9 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		if (sl < HIST_SLOTS)
 			ADD(s->hist[sl], 1);
 	}
-	in->ts = 0;
+	minmax_add(nr, d);
+	if (by_task)
+		task_add(nr, failed, d);
 	return 0;
 }
 
@@ -492,6 +681,8 @@ static __always_inline int op_dir(__u8 op) // DIR_* + 1, or 0 for no data
 	case 58: // RECV_ZC
 	case 60: // READV_FIXED
 		return DIR_K2U + 1;
+	case 30: // SPLICE
+		return DIR_K2K + 1;
 	}
 	return 0;
 }
@@ -639,15 +830,24 @@ int BPF_PROG(page_fault_user, unsigned long address, struct pt_regs *regs, unsig
 	return 0;
 }
 
-// ---- process exec (which programs ran in the traced set) ----
+// ---- process exec and fork (which programs ran; arming, see arm_on_exec) ----
 
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	struct event *e;
 
-	if (!traced())
+	if (!in_set())
 		return 0;
+	if (arm_on_exec) {
+		// After de_thread the exec'ing task leads its thread group.
+		struct armed *a = bpf_task_storage_get(&armed, p->group_leader, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!a) {
+			misc_add(1);
+			return 0;
+		}
+		a->yes = 1;
+	}
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		misc_add(0);
@@ -661,6 +861,27 @@ int BPF_PROG(process_exec, struct task_struct *p, pid_t old_pid, struct linux_bi
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), p->comm);
 	bpf_probe_read_kernel_str(e->file, sizeof(e->file), BPF_CORE_READ(bprm, filename));
 	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+// A process forked by an armed thread group is armed from its first
+// instruction (threads share their group's mark and need nothing). The
+// child has not run yet: the tracepoint fires before it is woken.
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	struct armed *a;
+
+	if (!arm_on_exec || !in_set() || !is_armed())
+		return 0;
+	if (child->pid != child->tgid)
+		return 0; // a thread
+	a = bpf_task_storage_get(&armed, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!a) {
+		misc_add(1);
+		return 0;
+	}
+	a->yes = 1;
 	return 0;
 }
 

@@ -13,6 +13,11 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type HcommArmed struct {
+	_   structs.HostLayout
+	Yes uint8
+}
+
 type HcommCopyStat struct {
 	_     structs.HostLayout
 	Ops   uint64
@@ -59,6 +64,7 @@ type HcommMiscStat struct {
 	EventsLost     uint64
 	InflightLost   uint64
 	UringUnmatched uint64
+	TaskLost       uint64
 }
 
 type HcommSysInflight struct {
@@ -71,6 +77,12 @@ type HcommSysInflight struct {
 	Pad   [2]uint8
 }
 
+type HcommSysMinmax struct {
+	_     structs.HostLayout
+	MinNs uint64
+	MaxNs uint64
+}
+
 type HcommSysStat struct {
 	_       structs.HostLayout
 	Count   uint64
@@ -78,6 +90,22 @@ type HcommSysStat struct {
 	TotalNs uint64
 	Bytes   uint64
 	Hist    [40]uint64
+}
+
+type HcommTaskKey struct {
+	_  structs.HostLayout
+	Id uint32
+	Nr uint32
+}
+
+type HcommTaskStat struct {
+	_       structs.HostLayout
+	Count   uint64
+	Errors  uint64
+	TotalNs uint64
+	Tgid    uint32
+	Pad     uint32
+	Comm    [16]int8
 }
 
 type HcommUringInflight struct {
@@ -102,6 +130,7 @@ type HcommUringStat struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	HcommMapArmed          = "armed"
 	HcommMapCgroupMap      = "cgroup_map"
 	HcommMapCopyStats      = "copy_stats"
 	HcommMapEngineStats    = "engine_stats"
@@ -109,7 +138,9 @@ const (
 	HcommMapFaultStats     = "fault_stats"
 	HcommMapMiscStats      = "misc_stats"
 	HcommMapSysInflight    = "sys_inflight"
+	HcommMapSysMinmax      = "sys_minmax"
 	HcommMapSysStats       = "sys_stats"
+	HcommMapTaskSys        = "task_sys"
 	HcommMapUringInflight  = "uring_inflight"
 	HcommMapUringRings     = "uring_rings"
 	HcommMapUringStats     = "uring_stats"
@@ -117,15 +148,21 @@ const (
 	HcommProgEngineSubmit  = "engine_submit"
 	HcommProgPageFaultUser = "page_fault_user"
 	HcommProgProcessExec   = "process_exec"
+	HcommProgProcessFork   = "process_fork"
 	HcommProgSysEnter      = "sys_enter"
 	HcommProgSysExit       = "sys_exit"
 	HcommProgUringComplete = "uring_complete"
 	HcommProgUringCreate   = "uring_create"
 	HcommProgUringSubmit   = "uring_submit"
+	HcommVarArmOnExec      = "arm_on_exec"
+	HcommVarByTask         = "by_task"
+	HcommVarFilterErrno    = "filter_errno"
 	HcommVarFilterMode     = "filter_mode"
 	HcommVarPidnsDev       = "pidns_dev"
 	HcommVarPidnsIno       = "pidns_ino"
 	HcommVarReqF_bufNode   = "req_f_buf_node"
+	HcommVarSysFilter      = "sys_filter"
+	HcommVarSyscallSet     = "syscall_set"
 	HcommVarTargetTgid     = "target_tgid"
 	HcommVarUnusedEvent    = "unused_event"
 )
@@ -176,6 +213,7 @@ type HcommProgramSpecs struct {
 	EngineSubmit  *ebpf.ProgramSpec `ebpf:"engine_submit"`
 	PageFaultUser *ebpf.ProgramSpec `ebpf:"page_fault_user"`
 	ProcessExec   *ebpf.ProgramSpec `ebpf:"process_exec"`
+	ProcessFork   *ebpf.ProgramSpec `ebpf:"process_fork"`
 	SysEnter      *ebpf.ProgramSpec `ebpf:"sys_enter"`
 	SysExit       *ebpf.ProgramSpec `ebpf:"sys_exit"`
 	UringComplete *ebpf.ProgramSpec `ebpf:"uring_complete"`
@@ -187,6 +225,7 @@ type HcommProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type HcommMapSpecs struct {
+	Armed         *ebpf.MapSpec `ebpf:"armed"`
 	CgroupMap     *ebpf.MapSpec `ebpf:"cgroup_map"`
 	CopyStats     *ebpf.MapSpec `ebpf:"copy_stats"`
 	EngineStats   *ebpf.MapSpec `ebpf:"engine_stats"`
@@ -194,7 +233,9 @@ type HcommMapSpecs struct {
 	FaultStats    *ebpf.MapSpec `ebpf:"fault_stats"`
 	MiscStats     *ebpf.MapSpec `ebpf:"misc_stats"`
 	SysInflight   *ebpf.MapSpec `ebpf:"sys_inflight"`
+	SysMinmax     *ebpf.MapSpec `ebpf:"sys_minmax"`
 	SysStats      *ebpf.MapSpec `ebpf:"sys_stats"`
+	TaskSys       *ebpf.MapSpec `ebpf:"task_sys"`
 	UringInflight *ebpf.MapSpec `ebpf:"uring_inflight"`
 	UringRings    *ebpf.MapSpec `ebpf:"uring_rings"`
 	UringStats    *ebpf.MapSpec `ebpf:"uring_stats"`
@@ -204,10 +245,15 @@ type HcommMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type HcommVariableSpecs struct {
+	ArmOnExec    *ebpf.VariableSpec `ebpf:"arm_on_exec"`
+	ByTask       *ebpf.VariableSpec `ebpf:"by_task"`
+	FilterErrno  *ebpf.VariableSpec `ebpf:"filter_errno"`
 	FilterMode   *ebpf.VariableSpec `ebpf:"filter_mode"`
 	PidnsDev     *ebpf.VariableSpec `ebpf:"pidns_dev"`
 	PidnsIno     *ebpf.VariableSpec `ebpf:"pidns_ino"`
 	ReqF_bufNode *ebpf.VariableSpec `ebpf:"req_f_buf_node"`
+	SysFilter    *ebpf.VariableSpec `ebpf:"sys_filter"`
+	SyscallSet   *ebpf.VariableSpec `ebpf:"syscall_set"`
 	TargetTgid   *ebpf.VariableSpec `ebpf:"target_tgid"`
 	UnusedEvent  *ebpf.VariableSpec `ebpf:"unused_event"`
 }
@@ -232,6 +278,7 @@ func (o *HcommObjects) Close() error {
 //
 // It can be passed to LoadHcommObjects or ebpf.CollectionSpec.LoadAndAssign.
 type HcommMaps struct {
+	Armed         *ebpf.Map `ebpf:"armed"`
 	CgroupMap     *ebpf.Map `ebpf:"cgroup_map"`
 	CopyStats     *ebpf.Map `ebpf:"copy_stats"`
 	EngineStats   *ebpf.Map `ebpf:"engine_stats"`
@@ -239,7 +286,9 @@ type HcommMaps struct {
 	FaultStats    *ebpf.Map `ebpf:"fault_stats"`
 	MiscStats     *ebpf.Map `ebpf:"misc_stats"`
 	SysInflight   *ebpf.Map `ebpf:"sys_inflight"`
+	SysMinmax     *ebpf.Map `ebpf:"sys_minmax"`
 	SysStats      *ebpf.Map `ebpf:"sys_stats"`
+	TaskSys       *ebpf.Map `ebpf:"task_sys"`
 	UringInflight *ebpf.Map `ebpf:"uring_inflight"`
 	UringRings    *ebpf.Map `ebpf:"uring_rings"`
 	UringStats    *ebpf.Map `ebpf:"uring_stats"`
@@ -247,6 +296,7 @@ type HcommMaps struct {
 
 func (m *HcommMaps) Close() error {
 	return _HcommClose(
+		m.Armed,
 		m.CgroupMap,
 		m.CopyStats,
 		m.EngineStats,
@@ -254,7 +304,9 @@ func (m *HcommMaps) Close() error {
 		m.FaultStats,
 		m.MiscStats,
 		m.SysInflight,
+		m.SysMinmax,
 		m.SysStats,
+		m.TaskSys,
 		m.UringInflight,
 		m.UringRings,
 		m.UringStats,
@@ -265,10 +317,15 @@ func (m *HcommMaps) Close() error {
 //
 // It can be passed to LoadHcommObjects or ebpf.CollectionSpec.LoadAndAssign.
 type HcommVariables struct {
+	ArmOnExec    *ebpf.Variable `ebpf:"arm_on_exec"`
+	ByTask       *ebpf.Variable `ebpf:"by_task"`
+	FilterErrno  *ebpf.Variable `ebpf:"filter_errno"`
 	FilterMode   *ebpf.Variable `ebpf:"filter_mode"`
 	PidnsDev     *ebpf.Variable `ebpf:"pidns_dev"`
 	PidnsIno     *ebpf.Variable `ebpf:"pidns_ino"`
 	ReqF_bufNode *ebpf.Variable `ebpf:"req_f_buf_node"`
+	SysFilter    *ebpf.Variable `ebpf:"sys_filter"`
+	SyscallSet   *ebpf.Variable `ebpf:"syscall_set"`
 	TargetTgid   *ebpf.Variable `ebpf:"target_tgid"`
 	UnusedEvent  *ebpf.Variable `ebpf:"unused_event"`
 }
@@ -281,6 +338,7 @@ type HcommPrograms struct {
 	EngineSubmit  *ebpf.Program `ebpf:"engine_submit"`
 	PageFaultUser *ebpf.Program `ebpf:"page_fault_user"`
 	ProcessExec   *ebpf.Program `ebpf:"process_exec"`
+	ProcessFork   *ebpf.Program `ebpf:"process_fork"`
 	SysEnter      *ebpf.Program `ebpf:"sys_enter"`
 	SysExit       *ebpf.Program `ebpf:"sys_exit"`
 	UringComplete *ebpf.Program `ebpf:"uring_complete"`
@@ -294,6 +352,7 @@ func (p *HcommPrograms) Close() error {
 		p.EngineSubmit,
 		p.PageFaultUser,
 		p.ProcessExec,
+		p.ProcessFork,
 		p.SysEnter,
 		p.SysExit,
 		p.UringComplete,

@@ -31,18 +31,32 @@ const (
 	SrcSyscall = 0
 	SrcURing   = 1
 
-	DirUserToKernel = 0
-	DirKernelToUser = 1
+	DirUserToKernel   = 0
+	DirKernelToUser   = 1
+	DirKernelToKernel = 2 // no user buffer: copy_file_range, sendfile, splice
 
 	ClassCopy     = 0 // a CPU copied the bytes
 	ClassDirect   = 1 // O_DIRECT on a regular file or block device: DMA
 	ClassZeroCopy = 2 // MSG_ZEROCOPY, SEND_ZC, RECV_ZC
 
-	CopySlots = 12
+	CopySlots = 18
 )
 
 // CopyIndex is the copy_stats key of (source, direction, class).
-func CopyIndex(src, dir, class int) uint32 { return uint32((src*2+dir)*3 + class) }
+func CopyIndex(src, dir, class int) uint32 { return uint32((src*3+dir)*3 + class) }
+
+// Syscall filter bits (the sys_filter variable).
+const (
+	SysFilterNames  = 1 // only the numbers set in syscall_set
+	SysFilterFailed = 2 // only calls that failed
+	SysFilterErrno  = 4 // only calls that failed with filter_errno
+)
+
+// Per-task breakdown (the by_task variable).
+const (
+	ByProcess = 1
+	ByThread  = 2
+)
 
 // Ring buffer event types (HcommEvent.Type).
 const (
