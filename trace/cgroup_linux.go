@@ -78,13 +78,16 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-// NewCgroup creates a fresh cgroup named name (made unique) at the root of
-// the cgroup v2 hierarchy.
+// NewCgroup creates a fresh cgroup named name (made unique: name-PID-N) at
+// the root of the cgroup v2 hierarchy. It first removes the empty cgroups
+// of that name that tracers which no longer run left behind (one killed
+// with SIGKILL cannot remove its own).
 func NewCgroup(name string) (*Cgroup, error) {
 	mnt, err := Cgroup2Mount()
 	if err != nil {
 		return nil, err
 	}
+	RemoveStaleCgroups(mnt, name)
 	var dir string
 	for i := 0; ; i++ {
 		dir = filepath.Join(mnt, fmt.Sprintf("%s-%d-%d", name, os.Getpid(), i))
@@ -109,6 +112,36 @@ func NewCgroup(name string) (*Cgroup, error) {
 		return nil, fmt.Errorf("stat cgroup %s: %w", dir, err)
 	}
 	return &Cgroup{Path: dir, ID: st.Ino, fd: fd}, nil
+}
+
+// RemoveStaleCgroups removes the cgroups name-PID-N under mnt whose PID is
+// not a running process and that are empty, and returns their paths. A
+// cgroup with processes inside is left alone (rmdir refuses it).
+func RemoveStaleCgroups(mnt, name string) []string {
+	entries, err := os.ReadDir(mnt)
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), name+"-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidStr, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidStr)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
+			continue // its tracer (or a process reusing its PID) runs
+		}
+		dir := filepath.Join(mnt, e.Name())
+		if unix.Rmdir(dir) == nil {
+			removed = append(removed, dir)
+		}
+	}
+	return removed
 }
 
 // FD is the open directory of the cgroup (for SysProcAttr.CgroupFD and the

@@ -22,7 +22,10 @@
 //
 //   - ErrNotPrivileged: the capabilities to load tracing programs are missing
 //     (the message names which).
-//   - ErrProcessGone: the process to attach to does not exist (or exited).
+//   - ErrProcessGone: the process to attach to does not exist, exited, or is
+//     a zombie.
+//   - ErrNotProcess: the PID to attach to is a thread of another process
+//     (the message names the process).
 //   - ErrNoCgroup2: no cgroup v2 hierarchy is mounted, or it is not writable.
 //   - ErrEngineAbsent: the traced binary lacks the engine hook symbols; the
 //     rest of the trace still works and the report marks the engine absent.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -38,9 +39,11 @@ func WriteTable(w io.Writer, r *Report, o TableOptions) error {
 	}
 	names := r.TopSyscalls(o.Top)
 	writeSyscalls(ew, r, names)
+	writeTasks(ew, r, o.Top)
 	writeCopies(ew, r)
 	writeURing(ew, r)
-	fmt.Fprintf(ew, "PAGE FAULTS: %d (%d on write, %d on instruction fetch)\n\n", r.PageFaults.Total, r.PageFaults.Write, r.PageFaults.Instr)
+	fmt.Fprintf(ew, "PAGE FAULTS: %d (%d on read, %d on write, %d on instruction fetch)\n\n",
+		r.PageFaults.Total, r.PageFaults.Read, r.PageFaults.Write, r.PageFaults.Instr)
 	writeEngine(ew, r.Engine)
 	writeLost(ew, r)
 	if o.Histograms {
@@ -66,13 +69,20 @@ func writeHeader(w io.Writer, r *Report) {
 	fmt.Fprintln(w)
 }
 
+// us formats nanoseconds as microseconds, the one unit of the syscall
+// tables.
+func us(ns uint64) string { return strconv.FormatFloat(float64(ns)/1e3, 'f', 1, 64) }
+
 // writeSyscalls prints the rows of names (already ordered) and the total.
 func writeSyscalls(w io.Writer, r *Report, names []string) {
+	if f := r.Filter; f != nil {
+		fmt.Fprintf(w, "filter:%s\n", filterText(f))
+	}
 	tw := newTable(w)
-	fmt.Fprintln(tw, "SYSCALL\tCOUNT\tERRORS\tTOTAL (us)\tAVG (ns)\t")
+	fmt.Fprintln(tw, "SYSCALL\tCOUNT\tERRORS\tTOTAL (us)\tMIN (us)\tAVG (us)\tMAX (us)\t")
 	for _, n := range names {
 		s := r.Syscalls[n]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%d\t\n", n, s.Count, s.Errors, float64(s.TotalNs)/1e3, s.AvgNs)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t\n", n, s.Count, s.Errors, us(s.TotalNs), us(s.MinNs), us(s.AvgNs), us(s.MaxNs))
 	}
 	tw.Flush()
 	if rest := len(r.Syscalls) - len(names); rest > 0 {
@@ -85,19 +95,83 @@ func writeSyscalls(w io.Writer, r *Report, names []string) {
 	fmt.Fprintf(w, "%d syscalls in total\n\n", calls)
 }
 
+func filterText(f *FilterReport) string {
+	var b strings.Builder
+	if len(f.Syscalls) > 0 {
+		fmt.Fprintf(&b, " syscalls %s", strings.Join(f.Syscalls, ","))
+	}
+	if f.Errno != "" {
+		fmt.Fprintf(&b, " failed with %s", f.Errno)
+	} else if f.Failed {
+		b.WriteString(" failed calls only")
+	}
+	return b.String()
+}
+
+// writeTasks prints the per-process (or per-thread) breakdown: each task's
+// top syscalls by total time, tasks in ID order.
+func writeTasks(w io.Writer, r *Report, top int) {
+	if r.By == "" {
+		return
+	}
+	id := "PID"
+	if r.By == "thread" {
+		id = "TID"
+	}
+	tw := newTable(w)
+	fmt.Fprintf(tw, "%s\tCOMM\tSYSCALL\tCOUNT\tERRORS\tTOTAL (us)\t\n", id)
+	for _, t := range r.Tasks {
+		for i, n := range topTaskSyscalls(t, top) {
+			s := t.Syscalls[n]
+			if i == 0 {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t\n", t.ID, t.Comm, n, s.Count, s.Errors, us(s.TotalNs))
+			} else {
+				fmt.Fprintf(tw, "\t\t%s\t%d\t%d\t%s\t\n", n, s.Count, s.Errors, us(s.TotalNs))
+			}
+		}
+	}
+	tw.Flush()
+	plural := map[string]string{"process": "processes", "thread": "threads"}
+	fmt.Fprintf(w, "%d %s\n\n", len(r.Tasks), plural[r.By])
+}
+
+// topTaskSyscalls orders a task's syscalls like TopSyscalls.
+func topTaskSyscalls(t TaskReport, n int) []string {
+	names := make([]string, 0, len(t.Syscalls))
+	for k := range t.Syscalls {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		a, b := t.Syscalls[names[i]], t.Syscalls[names[j]]
+		if a.TotalNs != b.TotalNs {
+			return a.TotalNs > b.TotalNs
+		}
+		if a.Count != b.Count {
+			return a.Count > b.Count
+		}
+		return names[i] < names[j]
+	})
+	if n > 0 && len(names) > n {
+		names = names[:n]
+	}
+	return names
+}
+
 func writeCopies(w io.Writer, r *Report) {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "COPY (bytes)\tuser->kernel\tkernel->user\tdirect (DMA)\tzero-copy\tops\t")
+	fmt.Fprintln(tw, "COPY (bytes)\tuser->kernel\tkernel->user\tdirect (DMA)\tzero-copy\tin-kernel\tops\t")
 	for _, row := range []struct {
 		name string
 		c    CopySplit
 	}{{"syscalls", r.Copy.Syscalls}, {"io_uring", r.Copy.IOURing}} {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t\n", row.name, row.c.UserToKernelBytes, row.c.KernelToUserBytes,
-			row.c.DirectWriteBytes+row.c.DirectReadBytes, row.c.ZeroCopyBytes, row.c.Ops)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", row.name, row.c.UserToKernelBytes, row.c.KernelToUserBytes,
+			row.c.DirectWriteBytes+row.c.DirectReadBytes, row.c.ZeroCopyBytes, row.c.KernelCopyBytes, row.c.Ops)
 	}
-	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t\t\n", r.Copy.UserToKernelBytes, r.Copy.KernelToUserBytes, r.Copy.DirectBytes, r.Copy.ZeroCopyBytes)
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t%d\t\t\n", r.Copy.UserToKernelBytes, r.Copy.KernelToUserBytes, r.Copy.DirectBytes,
+		r.Copy.ZeroCopyBytes, r.Copy.KernelCopyBytes)
 	tw.Flush()
-	fmt.Fprintln(w, "(user->kernel and kernel->user: bytes a CPU copied; direct: O_DIRECT, moved by DMA)")
+	fmt.Fprintln(w, "(user->kernel and kernel->user: bytes a CPU copied; direct: O_DIRECT, moved by DMA;")
+	fmt.Fprintln(w, " in-kernel: copy_file_range, sendfile, splice, with no user buffer)")
 	fmt.Fprintln(w)
 }
 
@@ -252,4 +326,14 @@ func (e *errWriter) Write(p []byte) (int, error) {
 	n, err := e.w.Write(p)
 	e.err = err
 	return n, err
+}
+
+// WriteJSONLine writes v as one compact JSON line (the -i intervals).
+func WriteJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
 }

@@ -3,26 +3,66 @@ package trace
 import (
 	"sort"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Report is what hcomm-trace prints: the JSON object of `-o json` (schema in
 // docs/tracing.md) and the source of the table. Counters are totals over the
 // report's window (the whole trace, or one interval for live deltas).
 type Report struct {
-	Process    ProcessInfo              `json:"process"`
-	Mode       string                   `json:"mode"` // "run" or "attach"
-	DurationNs int64                    `json:"duration_ns"`
-	ExitCode   *int                     `json:"exit_code,omitempty"`
-	Syscalls   map[string]SyscallReport `json:"syscalls"`
-	Copy       CopyReport               `json:"copy"`
-	IOURing    map[string]URingReport   `json:"io_uring"`
-	PageFaults FaultReport              `json:"page_faults"`
-	Engine     EngineReport             `json:"engine"`
-	Execs      []Exec                   `json:"execs,omitempty"`
-	Lost       LostReport               `json:"lost"`
+	// SchemaVersion is ReportSchemaVersion; it changes when a key changes
+	// meaning or disappears (new keys do not change it).
+	SchemaVersion int                      `json:"schema_version"`
+	Process       ProcessInfo              `json:"process"`
+	Mode          string                   `json:"mode"` // "run" or "attach"
+	DurationNs    int64                    `json:"duration_ns"`
+	ExitCode      *int                     `json:"exit_code,omitempty"`
+	Syscalls      map[string]SyscallReport `json:"syscalls"`
+	Copy          CopyReport               `json:"copy"`
+	IOURing       map[string]URingReport   `json:"io_uring"`
+	PageFaults    FaultReport              `json:"page_faults"`
+	Engine        EngineReport             `json:"engine"`
+	// Filter is the syscall filter the syscall table was counted with
+	// (absent: every call).
+	Filter *FilterReport `json:"filter,omitempty"`
+	// By is "process" or "thread" when Tasks breaks the syscall table down.
+	By    string       `json:"by,omitempty"`
+	Tasks []TaskReport `json:"tasks,omitempty"`
+	Execs []Exec       `json:"execs,omitempty"`
+	Lost  LostReport   `json:"lost"`
 	// Unavailable lists probes that could not be attached (with reasons);
 	// their sections read zero.
 	Unavailable []string `json:"unavailable,omitempty"`
+}
+
+// ReportSchemaVersion is the version of the JSON report's schema
+// (docs/tracing.md). Version 2 added schema_version, min_ns/max_ns,
+// kernel_copy_bytes, filter, by/tasks, page_faults.read and lost.task_entries,
+// and counts from the command's own execve.
+const ReportSchemaVersion = 2
+
+// FilterReport echoes Options.Filter.
+type FilterReport struct {
+	Syscalls []string `json:"syscalls,omitempty"`
+	Failed   bool     `json:"failed,omitempty"`
+	Errno    string   `json:"errno,omitempty"` // e.g. "ENOENT"
+}
+
+// TaskReport is one process's (or thread's) share of the syscall table.
+type TaskReport struct {
+	ID       int                    `json:"id"`   // PID, or TID with by=thread
+	TGID     int                    `json:"tgid"` // the process of a thread
+	Comm     string                 `json:"comm"`
+	Count    uint64                 `json:"count"` // all its calls
+	Syscalls map[string]TaskSyscall `json:"syscalls"`
+}
+
+// TaskSyscall is one syscall's line of a TaskReport.
+type TaskSyscall struct {
+	Count   uint64 `json:"count"`
+	Errors  uint64 `json:"errors"`
+	TotalNs uint64 `json:"total_ns"`
 }
 
 // ProcessInfo identifies the traced process.
@@ -39,7 +79,9 @@ type SyscallReport struct {
 	Count     uint64    `json:"count"`
 	Errors    uint64    `json:"errors"`
 	TotalNs   uint64    `json:"total_ns"`
+	MinNs     uint64    `json:"min_ns"` // fastest call (0: exit, exit_group)
 	AvgNs     uint64    `json:"avg_ns"`
+	MaxNs     uint64    `json:"max_ns"`          // slowest call
 	Bytes     uint64    `json:"bytes,omitempty"` // copying syscalls: bytes moved (all classes)
 	LatencyNs Histogram `json:"latency_ns"`
 }
@@ -47,12 +89,15 @@ type SyscallReport struct {
 // CopyReport splits data moved between user and kernel space by whether a
 // CPU copied it. UserToKernelBytes and KernelToUserBytes count only CPU
 // copies; DirectBytes were moved by DMA (O_DIRECT on a regular file or block
-// device); ZeroCopyBytes went through MSG_ZEROCOPY / SEND_ZC / RECV_ZC.
+// device); ZeroCopyBytes went through MSG_ZEROCOPY / SEND_ZC / RECV_ZC;
+// KernelCopyBytes the kernel moved with no user buffer (copy_file_range,
+// sendfile, splice).
 type CopyReport struct {
 	UserToKernelBytes uint64    `json:"user_to_kernel_bytes"`
 	KernelToUserBytes uint64    `json:"kernel_to_user_bytes"`
 	DirectBytes       uint64    `json:"direct_bytes"`
 	ZeroCopyBytes     uint64    `json:"zerocopy_bytes"`
+	KernelCopyBytes   uint64    `json:"kernel_copy_bytes"`
 	Syscalls          CopySplit `json:"syscalls"`
 	IOURing           CopySplit `json:"io_uring"`
 }
@@ -64,6 +109,7 @@ type CopySplit struct {
 	DirectWriteBytes  uint64 `json:"direct_write_bytes"`
 	DirectReadBytes   uint64 `json:"direct_read_bytes"`
 	ZeroCopyBytes     uint64 `json:"zerocopy_bytes"`
+	KernelCopyBytes   uint64 `json:"kernel_copy_bytes"`
 	Ops               uint64 `json:"ops"` // calls or requests that moved data
 }
 
@@ -81,9 +127,10 @@ type URingReport struct {
 	LatencyNs     Histogram `json:"latency_ns"` // submit -> complete
 }
 
-// FaultReport counts user page faults.
+// FaultReport counts user page faults by access: Read + Write + Instr = Total.
 type FaultReport struct {
 	Total uint64 `json:"total"`
+	Read  uint64 `json:"read"`
 	Write uint64 `json:"write"`
 	Instr uint64 `json:"instruction"`
 }
@@ -117,6 +164,7 @@ type LostReport struct {
 	InflightEntries uint64 `json:"inflight_entries"` // in-flight tables full
 	URingUnmatched  uint64 `json:"io_uring_unmatched"`
 	ProgramMisses   uint64 `json:"program_misses"` // probe runs skipped by the kernel's recursion guard
+	TaskEntries     uint64 `json:"task_entries"`   // per-task table full: calls missing from tasks
 }
 
 // Bucket is one log2 histogram bucket: values in [Lo, Hi).
@@ -168,59 +216,84 @@ type Meta struct {
 	Engine      EngineStatus
 	Execs       []Exec
 	Unavailable []string
+	Filter      Filter
+	By          Breakdown
 }
 
 // NewReport builds a report from a snapshot (or a delta of two).
 func NewReport(s *Snapshot, m Meta) *Report {
 	r := &Report{
-		Process: m.Process, Mode: m.Mode, DurationNs: m.Duration.Nanoseconds(), ExitCode: m.ExitCode,
-		Syscalls: map[string]SyscallReport{}, IOURing: map[string]URingReport{},
-		Execs: m.Execs, Unavailable: m.Unavailable,
+		SchemaVersion: ReportSchemaVersion,
+		Process:       m.Process, Mode: m.Mode, DurationNs: m.Duration.Nanoseconds(), ExitCode: m.ExitCode,
+		Execs: m.Execs, Unavailable: m.Unavailable, By: m.By.String(),
 	}
+	r.Syscalls = syscallReports(s)
+	r.Copy = copyReport(s)
+	r.IOURing = uringReports(s)
+	f := s.Faults
+	r.PageFaults = FaultReport{Total: f.Total, Read: f.Total - min(f.Total, f.Write+f.Instr), Write: f.Write, Instr: f.Instr}
+	r.Engine = engineReport(s, m.Engine)
+	r.Filter = filterReport(m.Filter)
+	r.Tasks = taskReports(s.Tasks, m.Execs)
+	r.Lost = LostReport{Events: s.Misc.EventsLost, InflightEntries: s.Misc.InflightLost, URingUnmatched: s.Misc.UringUnmatched,
+		ProgramMisses: s.ProgramMisses, TaskEntries: s.Misc.TaskLost}
+	return r
+}
+
+func syscallReports(s *Snapshot) map[string]SyscallReport {
+	out := map[string]SyscallReport{}
 	for nr := range s.Syscalls {
 		st := &s.Syscalls[nr]
 		if st.Count == 0 {
 			continue
 		}
-		r.Syscalls[SyscallName(nr)] = SyscallReport{
+		out[SyscallName(nr)] = SyscallReport{
 			Nr: nr, Count: st.Count, Errors: st.Errors, TotalNs: st.TotalNs, AvgNs: st.TotalNs / st.Count,
-			Bytes: st.Bytes, LatencyNs: NewHistogram(st.Hist[:]),
+			MinNs: s.MinMax[nr].MinNs, MaxNs: s.MinMax[nr].MaxNs, Bytes: st.Bytes, LatencyNs: NewHistogram(st.Hist[:]),
 		}
 	}
+	return out
+}
+
+func copyReport(s *Snapshot) CopyReport {
 	split := func(src Source) CopySplit {
-		var c CopySplit
-		c.UserToKernelBytes = s.Bytes(src, UserToKernel, ClassCopy)
-		c.KernelToUserBytes = s.Bytes(src, KernelToUser, ClassCopy)
-		c.DirectWriteBytes = s.Bytes(src, UserToKernel, ClassDirect)
-		c.DirectReadBytes = s.Bytes(src, KernelToUser, ClassDirect)
-		c.ZeroCopyBytes = s.Bytes(src, UserToKernel, ClassZeroCopy) +
-			s.Bytes(src, KernelToUser, ClassZeroCopy)
-		c.Ops = s.Ops(src)
-		return c
+		return CopySplit{
+			UserToKernelBytes: s.Bytes(src, UserToKernel, ClassCopy),
+			KernelToUserBytes: s.Bytes(src, KernelToUser, ClassCopy),
+			DirectWriteBytes:  s.Bytes(src, UserToKernel, ClassDirect),
+			DirectReadBytes:   s.Bytes(src, KernelToUser, ClassDirect),
+			ZeroCopyBytes:     s.Bytes(src, UserToKernel, ClassZeroCopy) + s.Bytes(src, KernelToUser, ClassZeroCopy),
+			KernelCopyBytes:   s.Bytes(src, KernelToKernel, ClassCopy),
+			Ops:               s.Ops(src),
+		}
 	}
-	r.Copy.Syscalls = split(SourceSyscall)
-	r.Copy.IOURing = split(SourceIOURing)
-	for _, c := range []CopySplit{r.Copy.Syscalls, r.Copy.IOURing} {
-		r.Copy.UserToKernelBytes += c.UserToKernelBytes
-		r.Copy.KernelToUserBytes += c.KernelToUserBytes
-		r.Copy.DirectBytes += c.DirectWriteBytes + c.DirectReadBytes
-		r.Copy.ZeroCopyBytes += c.ZeroCopyBytes
+	return CopyReport{
+		UserToKernelBytes: s.UserToKernelBytes(), KernelToUserBytes: s.KernelToUserBytes(),
+		DirectBytes: s.DirectBytes(), ZeroCopyBytes: s.ZeroCopyBytes(), KernelCopyBytes: s.KernelCopyBytes(),
+		Syscalls: split(SourceSyscall), IOURing: split(SourceIOURing),
 	}
+}
+
+func uringReports(s *Snapshot) map[string]URingReport {
+	out := map[string]URingReport{}
 	for op := range s.URing {
 		u := &s.URing[op]
 		if u.Submitted == 0 && u.Completed == 0 {
 			continue
 		}
-		r.IOURing[URingOpName(op)] = URingReport{
+		out[URingOpName(op)] = URingReport{
 			Op: op, Submitted: u.Submitted, Completed: u.Completed, Errors: u.Errors, Bytes: u.Bytes,
 			FixedRequests: u.FixedReqs, FixedBytes: u.FixedBytes, DirectBytes: u.DirectBytes,
 			ZeroCopyBytes: u.ZerocopyBytes, LatencyNs: NewHistogram(u.Hist[:]),
 		}
 	}
-	r.PageFaults = FaultReport{Total: s.Faults.Total, Write: s.Faults.Write, Instr: s.Faults.Instr}
+	return out
+}
+
+func engineReport(s *Snapshot, st EngineStatus) EngineReport {
 	e := &s.Engine
-	r.Engine = EngineReport{
-		Present: m.Engine.Present, Reason: m.Engine.Reason, Binaries: m.Engine.Binaries,
+	r := EngineReport{
+		Present: st.Present, Reason: st.Reason, Binaries: st.Binaries,
 		Batches: e.SubmitBatches, Transfers: e.SubmitTransfers, Bytes: e.SubmitBytes,
 		ReapedBatches: e.ReapBatches, Completions: e.ReapCompletions, CompletedBytes: e.ReapBytes,
 		Errors: e.ReapErrors, BatchTransfers: NewHistogram(e.BatchHist[:]),
@@ -229,13 +302,50 @@ func NewReport(s *Snapshot, m Meta) *Report {
 		if e.PathBatches[p] == 0 {
 			continue
 		}
-		if r.Engine.Paths == nil {
-			r.Engine.Paths = map[string]EnginePath{}
+		if r.Paths == nil {
+			r.Paths = map[string]EnginePath{}
 		}
-		r.Engine.Paths[EnginePathName(p)] = EnginePath{Batches: e.PathBatches[p], Bytes: e.PathBytes[p]}
+		r.Paths[EnginePathName(p)] = EnginePath{Batches: e.PathBatches[p], Bytes: e.PathBytes[p]}
 	}
-	r.Lost = LostReport{Events: s.Misc.EventsLost, InflightEntries: s.Misc.InflightLost, URingUnmatched: s.Misc.UringUnmatched, ProgramMisses: s.ProgramMisses}
 	return r
+}
+
+func filterReport(f Filter) *FilterReport {
+	if f.IsZero() {
+		return nil
+	}
+	r := &FilterReport{Syscalls: f.Syscalls, Failed: f.Failed}
+	if f.Errno != 0 {
+		r.Errno = unix.ErrnoName(f.Errno)
+	}
+	return r
+}
+
+// taskReports groups the per-task rows by task, named after the task's
+// last exec when it had one (a forked child keeps its parent's name until
+// it execs), else after the name it had at its first counted call.
+func taskReports(rows []TaskCount, execs []Exec) []TaskReport {
+	if len(rows) == 0 {
+		return nil
+	}
+	execComm := map[int]string{}
+	for _, e := range execs {
+		execComm[e.PID] = e.Comm
+	}
+	var out []TaskReport
+	for _, row := range rows {
+		if len(out) == 0 || out[len(out)-1].ID != row.ID {
+			comm, ok := execComm[row.ID]
+			if !ok {
+				comm = row.Comm
+			}
+			out = append(out, TaskReport{ID: row.ID, TGID: row.TGID, Comm: comm, Syscalls: map[string]TaskSyscall{}})
+		}
+		t := &out[len(out)-1]
+		t.Count += row.Count
+		t.Syscalls[SyscallName(row.Nr)] = TaskSyscall{Count: row.Count, Errors: row.Errors, TotalNs: row.TotalNs}
+	}
+	return out
 }
 
 // TopSyscalls returns the syscall names ordered by total time, then count,

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +28,7 @@ type Session struct {
 	pidfd   int
 	started time.Time
 	comm    string // attach: /proc/PID/comm when attached
+	opts    Options
 }
 
 // CommandIO is where a started command's standard streams go (nil: the
@@ -51,7 +54,8 @@ func StartCommand(argv []string, stdio CommandIO, opts Options) (*Session, error
 	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
-		return nil, fmt.Errorf("command %q: %w", argv[0], err)
+		// exec.ErrNotFound or fs.ErrPermission: shells exit 127 or 126.
+		return nil, fmt.Errorf("trace: command %q: %w", argv[0], err)
 	}
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
@@ -71,7 +75,7 @@ func StartCommand(argv []string, stdio CommandIO, opts Options) (*Session, error
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
 	cmd.Env, cmd.Dir = stdio.Env, stdio.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cg.FD()}
-	s := &Session{Tracer: tr, Mode: "run", Argv: argv, Cgroup: cg, cmd: cmd, pidfd: -1}
+	s := &Session{Tracer: tr, Mode: "run", Argv: argv, Cgroup: cg, cmd: cmd, pidfd: -1, opts: opts}
 	if err := cmd.Start(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("start %s in cgroup %s: %w", path, cg.Path, err)
@@ -82,12 +86,17 @@ func StartCommand(argv []string, stdio CommandIO, opts Options) (*Session, error
 }
 
 // Attach traces the running thread group pid (only it: not its children).
-// Its executable (/proc/PID/exe) is probed for the engine hooks.
+// Its executable (/proc/PID/exe) is probed for the engine hooks. A zombie
+// is ErrProcessGone; a thread id that is not its process's is
+// ErrNotProcess, naming the process to attach to instead.
 func Attach(pid int, opts Options) (*Session, error) {
 	if pid <= 0 {
 		return nil, fmt.Errorf("%w: invalid PID %d", ErrProcessGone, pid)
 	}
 	if err := CheckPrivileges(); err != nil {
+		return nil, err
+	}
+	if err := checkAttachable(pid); err != nil {
 		return nil, err
 	}
 	pidfd, err := unix.PidfdOpen(pid, 0)
@@ -104,7 +113,7 @@ func Attach(pid int, opts Options) (*Session, error) {
 		unix.Close(pidfd)
 		return nil, err
 	}
-	s := &Session{Tracer: tr, Mode: "attach", PID: pid, pidfd: pidfd, started: time.Now()}
+	s := &Session{Tracer: tr, Mode: "attach", PID: pid, pidfd: pidfd, started: time.Now(), opts: opts}
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
 		s.Argv = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 	}
@@ -117,6 +126,37 @@ func Attach(pid int, opts Options) (*Session, error) {
 		return nil, fmt.Errorf("%w: PID %d exited while attaching", ErrProcessGone, pid)
 	}
 	return s, nil
+}
+
+// checkAttachable reads /proc/PID/status: the PID must name a live
+// process, not a zombie and not a thread of another process.
+func checkAttachable(pid int) error {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("%w: PID %d: no such process", ErrProcessGone, pid)
+		}
+		return fmt.Errorf("trace: read /proc/%d/status: %w", pid, err)
+	}
+	st := parseStatus(string(b))
+	if strings.HasPrefix(st["State"], "Z") || strings.HasPrefix(st["State"], "X") {
+		return fmt.Errorf("%w: PID %d is a zombie: it has exited and waits for its parent to reap it; there is nothing left to trace", ErrProcessGone, pid)
+	}
+	if tgid := st["Tgid"]; tgid != "" && tgid != strconv.Itoa(pid) {
+		return fmt.Errorf("%w: %d is a thread of process %s: attach -p %s traces the process with all its threads", ErrNotProcess, pid, tgid, tgid)
+	}
+	return nil
+}
+
+// parseStatus splits /proc/PID/status into its "Key:\tvalue" lines.
+func parseStatus(s string) map[string]string {
+	m := map[string]string{}
+	for line := range strings.Lines(s) {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			m[k] = strings.TrimSpace(v)
+		}
+	}
+	return m
 }
 
 func (s *Session) alive() bool {
@@ -217,5 +257,6 @@ func (s *Session) Meta(exitCode *int) Meta {
 	return Meta{
 		Process: p, Mode: s.Mode, Duration: time.Since(s.started), ExitCode: exitCode,
 		Engine: s.Engine(), Execs: execs, Unavailable: s.Unavailable(),
+		Filter: s.opts.Filter, By: s.opts.By,
 	}
 }

@@ -395,7 +395,8 @@ func (t *Tracer) attachEngine(tg target, hooks Hooks, executables []string) {
 		seen[path] = true
 		has, err := elfSymbols(path, hooks.SubmitBatch, hooks.ReapBatch)
 		if err != nil {
-			reasons = append(reasons, fmt.Sprintf("%s: %v", path, err))
+			// The reason is read by people: the sentinel's text stays out.
+			reasons = append(reasons, fmt.Sprintf("%s: %s", path, strings.TrimPrefix(err.Error(), ErrEngineAbsent.Error()+": ")))
 			continue
 		}
 		if !has[hooks.SubmitBatch] {

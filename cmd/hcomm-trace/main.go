@@ -1,34 +1,34 @@
 // Command hcomm-trace shows, for one process, what the kernel saw it do:
-// system calls (count, errors, time), bytes copied between user and kernel
-// space versus moved by DMA, io_uring requests per opcode, page faults and
-// hcomm engine batches. It uses eBPF (package trace) and needs root, or
-// CAP_BPF and CAP_PERFMON.
+// system calls (count, errors, time, min/avg/max latency), bytes copied
+// between user and kernel space versus moved by DMA or inside the kernel,
+// io_uring requests per opcode, page faults and hcomm engine batches. It
+// uses eBPF (package trace) and needs root, or CAP_BPF and CAP_PERFMON.
 //
 //	hcomm-trace run [flags] -- CMD ARGS...   start CMD in a fresh cgroup, trace it and its children
 //	hcomm-trace attach -p PID [-d DURATION] [flags]
+//	hcomm-trace version
 //
-// See docs/tracing.md for the output and the JSON schema.
+// See docs/tracing.md for the flags, the output, the JSON schema and the
+// Prometheus metrics.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sys/unix"
 
 	"github.com/hcomm-go/hcomm/trace"
 )
@@ -36,13 +36,17 @@ import (
 const usage = `usage:
   hcomm-trace run [flags] -- CMD ARGS...
   hcomm-trace attach -p PID [-d DURATION] [flags]
+  hcomm-trace version        (or --version)
+  hcomm-trace help           (or -h: this text)
 
-run starts CMD in a fresh cgroup (CMD and its children are traced from their
-first instruction), prints the report when CMD exits and exits with CMD's
-status. attach traces the running process PID (not its children) until it
-exits, DURATION passes or SIGINT.
+run starts CMD in a fresh cgroup and counts CMD and its children from CMD's
+own execve on, prints the report to standard error when CMD exits (like
+strace; -out FILE or -out - for standard output) and exits with CMD's status
+(127 when CMD is not found, 126 when it cannot be executed).
 
-flags:
+attach traces the running process PID (all its threads, not its children)
+until it exits, DURATION passes or SIGINT, and prints the report to standard
+output.
 `
 
 type options struct {
@@ -51,8 +55,16 @@ type options struct {
 	interval   time.Duration
 	top        int
 	hist       bool
+	syscalls   listFlag
+	failed     bool
+	errno      string
+	perProcess bool
+	perThread  bool
+	by         string
 	prometheus string
-	engineBins stringList
+	promPID    bool
+	linger     time.Duration
+	engineBins listFlag
 	hookSubmit string
 	hookReap   string
 	verbose    bool
@@ -60,10 +72,18 @@ type options struct {
 	duration   time.Duration
 }
 
-type stringList []string
+// listFlag is a repeatable flag whose values may also be comma lists.
+type listFlag []string
 
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+func (s *listFlag) String() string { return strings.Join(*s, ",") }
+func (s *listFlag) Set(v string) error {
+	for _, x := range strings.Split(v, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			*s = append(*s, x)
+		}
+	}
+	return nil
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -72,12 +92,26 @@ func main() {
 func newFlags(mode string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("hcomm-trace "+mode, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.output, "o", "table", "output format: table or json")
-	fs.StringVar(&o.outFile, "out", "", "write the report to this file instead of standard output")
-	fs.DurationVar(&o.interval, "i", 0, "print deltas every INTERVAL while tracing (json: compact lines on standard error)")
-	fs.IntVar(&o.top, "top", 20, "syscalls shown in the table (0: all)")
+	fs.StringVar(&o.output, "o", "table", "report format: table or json")
+	outDefault := "standard output"
+	if mode == "run" {
+		outDefault = "standard error, as strace"
+	}
+	fs.StringVar(&o.outFile, "out", "", "write the report to FILE (- for standard output; default: "+outDefault+")")
+	fs.DurationVar(&o.interval, "i", 0, "print a compact line of what changed every INTERVAL while tracing (json: one object per line)")
+	fs.IntVar(&o.top, "top", 20, "syscalls shown in the table, per process with -P/-T (0: all)")
 	fs.BoolVar(&o.hist, "hist", true, "print log2 latency histograms in the table")
-	fs.StringVar(&o.prometheus, "prometheus", "", "serve the counters as Prometheus metrics on ADDR (e.g. :9464) while tracing")
+	fs.Var(&o.syscalls, "e", "count only these syscalls in the syscall table (comma list or repeated; also --syscall)")
+	fs.Var(&o.syscalls, "syscall", "same as -e")
+	fs.BoolVar(&o.failed, "x", false, "count only failed calls in the syscall table (also --failed)")
+	fs.BoolVar(&o.failed, "failed", false, "same as -x")
+	fs.StringVar(&o.errno, "errno", "", "count only calls that failed with this errno (a name such as ENOENT, or a number)")
+	fs.BoolVar(&o.perProcess, "P", false, "break the syscall table down per process (--by process)")
+	fs.BoolVar(&o.perThread, "T", false, "break the syscall table down per thread (--by thread)")
+	fs.StringVar(&o.by, "by", "", "break the syscall table down: process or thread")
+	fs.StringVar(&o.prometheus, "prometheus", "", "serve the counters as Prometheus metrics on ADDR (e.g. :9464; /metrics) while tracing; checked before CMD starts")
+	fs.BoolVar(&o.promPID, "prometheus-pid", false, "add a pid label to every metric (off: a new series every run)")
+	fs.DurationVar(&o.linger, "linger", 0, "keep serving the final metrics for DURATION after the trace ends (with --prometheus)")
 	fs.Var(&o.engineBins, "engine-binary", "another executable to probe for the engine hooks (repeatable)")
 	fs.StringVar(&o.hookSubmit, "hook-submit", trace.HookSubmitBatch, "symbol of the engine's submit-batch hook")
 	fs.StringVar(&o.hookReap, "hook-reap", trace.HookReapBatch, "symbol of the engine's reap-batch hook")
@@ -88,50 +122,212 @@ func newFlags(mode string, o *options, stderr io.Writer) *flag.FlagSet {
 	}
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
+		fmt.Fprintf(stderr, "\n%s flags:\n", mode)
 		fs.PrintDefaults()
 	}
 	return fs
 }
 
+// writeHelp prints the usage and the flags of every subcommand.
+func writeHelp(w io.Writer) {
+	fmt.Fprint(w, usage)
+	for _, mode := range []string{"run", "attach"} {
+		var o options
+		fs := newFlags(mode, &o, w)
+		fmt.Fprintf(w, "\n%s flags:\n", mode)
+		fs.PrintDefaults()
+	}
+}
+
 // run is main without os.Exit, for tests: it parses the arguments, starts
 // or attaches the trace, waits for its end and writes the report.
 func run(args []string, stdout, stderr io.Writer) int {
-	mode, o, argv, code := parseArgs(args, stdout, stderr)
-	if code >= 0 {
+	inv, code := parseArgs(args, stdout, stderr)
+	if inv == nil {
 		return code
 	}
-	c := &cli{mode: mode, o: o, stderr: stderr, out: stdout}
-	if o.outFile != "" {
-		f, err := os.Create(o.outFile)
+	c := &cli{invocation: inv, stderr: stderr, out: stderr}
+	if inv.mode == "attach" || inv.o.outFile == "-" {
+		c.out = stdout
+	}
+	if f := inv.o.outFile; f != "" && f != "-" {
+		file, err := os.Create(f)
 		if err != nil {
 			return c.fail(err)
 		}
-		defer f.Close()
-		c.out = f
+		defer file.Close()
+		c.out = file
 	}
-	if err := c.start(argv); err != nil {
-		return c.fail(err)
+	// The metrics address is taken before the command starts: a busy
+	// port must not cost a run.
+	if inv.o.prometheus != "" {
+		m, err := listenMetrics(inv.o.prometheus)
+		if err != nil {
+			return c.fail(fmt.Errorf("--prometheus %s: %w", inv.o.prometheus, err))
+		}
+		defer m.Close()
+		c.metrics = m
+	}
+	if err := c.start(); err != nil {
+		code := c.fail(err)
+		switch {
+		case errors.Is(err, exec.ErrNotFound):
+			code = 127
+		case errors.Is(err, fs.ErrPermission):
+			code = 126
+		}
+		return code
 	}
 	defer c.sess.Close()
-	if o.prometheus != "" {
-		srv, err := servePrometheus(o.prometheus, c.sess, stderr)
-		if err != nil {
-			return c.fail(fmt.Errorf("--prometheus %s: %w", o.prometheus, err))
-		}
-		defer srv.Close()
+	if c.metrics != nil {
+		c.metrics.serve(c.sess, inv.o.promPID, stderr)
 	}
 	code, werr := c.wait()
 	return c.finish(code, werr)
 }
 
+// invocation is what the command line asks for.
+type invocation struct {
+	mode string // "run" or "attach"
+	o    options
+	argv []string // run: the command
+	opts trace.Options
+}
+
+// parseArgs checks the command line; a nil invocation means: exit with
+// code now (usage, version or an error already printed).
+func parseArgs(args []string, stdout, stderr io.Writer) (*invocation, int) {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return nil, 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		writeHelp(stdout)
+		return nil, 0
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, versionString())
+		return nil, 0
+	case "run", "attach":
+	default:
+		fmt.Fprintf(stderr, "hcomm-trace: unknown subcommand %q (want run, attach, version or help)\n", args[0])
+		return nil, 2
+	}
+	inv := &invocation{mode: args[0]}
+	o := &inv.o
+	fs := newFlags(inv.mode, o, stderr)
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, 0
+		}
+		return nil, 2
+	}
+	if err := o.check(inv.mode, fs.NArg()); err != nil {
+		fmt.Fprintf(stderr, "hcomm-trace %s: %v\n", inv.mode, err)
+		return nil, 2
+	}
+	var err error
+	if inv.opts, err = o.traceOptions(); err != nil {
+		fmt.Fprintf(stderr, "hcomm-trace %s: %v\n", inv.mode, err)
+		return nil, 2
+	}
+	inv.argv = fs.Args()
+	return inv, -1
+}
+
+// check refuses values that mean nothing: negative durations and counts,
+// an unknown format or breakdown, a missing command or PID.
+func (o *options) check(mode string, nargs int) error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"-i", o.interval}, {"-d", o.duration}, {"--linger", o.linger}} {
+		if d.v < 0 {
+			return fmt.Errorf("%s %s: a duration cannot be negative", d.flag, d.v)
+		}
+	}
+	if o.top < 0 {
+		return fmt.Errorf("-top %d: cannot be negative (0 shows all)", o.top)
+	}
+	if o.output != "table" && o.output != "json" {
+		return fmt.Errorf("-o %q: want table or json", o.output)
+	}
+	if o.linger > 0 && o.prometheus == "" {
+		return errors.New("--linger needs --prometheus")
+	}
+	switch mode {
+	case "run":
+		if nargs == 0 {
+			return errors.New("no command (usage: hcomm-trace run [flags] -- CMD ARGS...)")
+		}
+	case "attach":
+		if o.pid <= 0 || nargs > 0 {
+			return errors.New("need -p PID and no other arguments")
+		}
+	}
+	return nil
+}
+
+// traceOptions turns the flags into trace.Options.
+func (o *options) traceOptions() (trace.Options, error) {
+	opts := trace.Options{
+		Hooks:       trace.Hooks{SubmitBatch: o.hookSubmit, ReapBatch: o.hookReap},
+		Executables: o.engineBins,
+		Filter:      trace.Filter{Syscalls: o.syscalls, Failed: o.failed},
+	}
+	if _, err := trace.ParseSyscalls(o.syscalls); err != nil {
+		return opts, err
+	}
+	if o.errno != "" {
+		e, err := parseErrno(o.errno)
+		if err != nil {
+			return opts, err
+		}
+		opts.Filter.Errno = e
+	}
+	by := o.by
+	switch {
+	case o.perProcess && o.perThread:
+		return opts, errors.New("-P and -T: choose one")
+	case o.perProcess:
+		by = "process"
+	case o.perThread:
+		by = "thread"
+	}
+	switch by {
+	case "":
+	case "process":
+		opts.By = trace.ByProcess
+	case "thread":
+		opts.By = trace.ByThread
+	default:
+		return opts, fmt.Errorf("--by %q: want process or thread", by)
+	}
+	return opts, nil
+}
+
+// parseErrno accepts an errno name (ENOENT) or number (2).
+func parseErrno(s string) (unix.Errno, error) {
+	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 4096 {
+		return unix.Errno(n), nil
+	}
+	name := strings.ToUpper(s)
+	for e := unix.Errno(1); e < 4096; e++ {
+		if unix.ErrnoName(e) == name {
+			return e, nil
+		}
+	}
+	return 0, fmt.Errorf("--errno %q: not an errno name (ENOENT) or number", s)
+}
+
 // cli is one invocation's state.
 type cli struct {
-	mode   string
-	o      options
-	out    io.Writer // the report
-	stderr io.Writer
-	log    *slog.Logger
-	sess   *trace.Session
+	*invocation
+	out     io.Writer // the report
+	stderr  io.Writer
+	log     *slog.Logger
+	sess    *trace.Session
+	metrics *metricsServer
 }
 
 func (c *cli) fail(err error) int {
@@ -139,61 +335,22 @@ func (c *cli) fail(err error) int {
 	return 1
 }
 
-// parseArgs returns the subcommand, its options and the command to run; a
-// non-negative code means: exit with it now (usage printed).
-func parseArgs(args []string, stdout, stderr io.Writer) (mode string, o options, argv []string, code int) {
-	if len(args) == 0 || (args[0] != "run" && args[0] != "attach") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(stdout, usage)
-			return "", o, nil, 0
-		}
-		fmt.Fprint(stderr, usage)
-		return "", o, nil, 2
-	}
-	mode = args[0]
-	fs := newFlags(mode, &o, stderr)
-	if err := fs.Parse(args[1:]); err != nil {
-		return "", o, nil, 2
-	}
-	if o.output != "table" && o.output != "json" {
-		fmt.Fprintf(stderr, "hcomm-trace: -o %q: want table or json\n", o.output)
-		return "", o, nil, 2
-	}
-	switch mode {
-	case "run":
-		if fs.NArg() == 0 {
-			fmt.Fprintln(stderr, "hcomm-trace run: no command (usage: hcomm-trace run [flags] -- CMD ARGS...)")
-			return "", o, nil, 2
-		}
-	case "attach":
-		if o.pid <= 0 || fs.NArg() > 0 {
-			fmt.Fprintln(stderr, "hcomm-trace attach: need -p PID and no other arguments")
-			return "", o, nil, 2
-		}
-	}
-	return mode, o, fs.Args(), -1
-}
-
 // start starts the command (run) or attaches to the process (attach).
-func (c *cli) start(argv []string) error {
+func (c *cli) start() error {
 	level := slog.LevelWarn
 	if c.o.verbose {
 		level = slog.LevelDebug
 	}
 	c.log = slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
-	topts := trace.Options{
-		Hooks:       trace.Hooks{SubmitBatch: c.o.hookSubmit, ReapBatch: c.o.hookReap},
-		Executables: c.o.engineBins,
-		Logger:      c.log,
-	}
+	c.opts.Logger = c.log
 	if c.o.verbose {
-		topts.OnEvent = func(e trace.Event) { logEvent(c.log, e) }
+		c.opts.OnEvent = func(e trace.Event) { logEvent(c.log, e) }
 	}
 	var err error
 	if c.mode == "run" {
-		c.sess, err = trace.StartCommand(argv, trace.CommandIO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, topts)
+		c.sess, err = trace.StartCommand(c.argv, trace.CommandIO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, c.opts)
 	} else {
-		c.sess, err = trace.Attach(c.o.pid, topts)
+		c.sess, err = trace.Attach(c.o.pid, c.opts)
 	}
 	if err != nil {
 		return err
@@ -204,7 +361,7 @@ func (c *cli) start(argv []string) error {
 	return nil
 }
 
-// wait prints live deltas until the traced process ends (or, for attach,
+// wait prints live intervals until the traced process ends (or, for attach,
 // the duration passes or a signal arrives); signals are forwarded to a
 // started command, whose exit ends the trace.
 func (c *cli) wait() (int, error) {
@@ -221,7 +378,7 @@ func (c *cli) wait() (int, error) {
 	liveDone := make(chan struct{})
 	go func() {
 		defer close(liveDone)
-		live(c.sess, c.o, c.out, c.stderr, stopLive)
+		c.live(stopLive)
 	}()
 	defer func() { close(stopLive); <-liveDone }()
 
@@ -248,9 +405,52 @@ func (c *cli) wait() (int, error) {
 	}
 }
 
+// live prints one compact line (json: one object) per interval, of what
+// changed in it, until stop closes.
+func (c *cli) live(stop chan struct{}) {
+	if c.o.interval <= 0 {
+		return
+	}
+	t := time.NewTicker(c.o.interval)
+	defer t.Stop()
+	prev, err := c.sess.Snapshot()
+	if err != nil {
+		fmt.Fprintf(c.stderr, "hcomm-trace: read counters: %v\n", err)
+		return
+	}
+	top := c.o.top
+	if top == 0 || top > 5 {
+		top = 5
+	}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		cur, err := c.sess.Snapshot()
+		if err != nil {
+			fmt.Fprintf(c.stderr, "hcomm-trace: read counters: %v\n", err)
+			continue
+		}
+		iv := trace.NewInterval(cur.Sub(prev), cur.Taken.Sub(prev.Taken))
+		prev = cur
+		if c.o.output == "json" {
+			err = trace.WriteJSONLine(c.out, iv)
+		} else {
+			err = iv.WriteLine(c.out, top)
+		}
+		if err != nil {
+			fmt.Fprintf(c.stderr, "hcomm-trace: write interval: %v\n", err)
+			return
+		}
+	}
+}
+
 // finish reads the final counters, closes the session (so the exec list is
-// complete), writes the report and returns the exit status: the command's
-// for run, 0 for an attach that ended normally.
+// complete), writes the report, lingers for the metrics' last scrape and
+// returns the exit status: the command's for run, 0 for an attach that
+// ended normally.
 func (c *cli) finish(code int, werr error) int {
 	snap, serr := c.sess.Snapshot()
 	var exit *int
@@ -273,88 +473,29 @@ func (c *cli) finish(code int, werr error) int {
 			fmt.Fprintf(c.stderr, "hcomm-trace: process %d exited\n", c.o.pid)
 		}
 	}
-	c.sess.Close()
 	if serr != nil {
+		c.sess.Close()
 		return c.fail(fmt.Errorf("read counters: %w", serr))
 	}
+	if c.metrics != nil {
+		c.metrics.freeze(snap)
+	}
+	c.sess.Close()
 	rep := trace.NewReport(snap, c.sess.Meta(exit))
-	if err := writeReport(c.out, rep, c.o, true); err != nil {
+	if err := c.writeReport(rep); err != nil {
 		return c.fail(fmt.Errorf("write report: %w", err))
+	}
+	if c.metrics != nil && c.o.linger > 0 {
+		c.metrics.linger(c.o.linger, c.stderr)
 	}
 	return status
 }
 
-func writeReport(w io.Writer, r *trace.Report, o options, final bool) error {
-	if o.output == "json" {
-		return trace.WriteJSON(w, r)
+func (c *cli) writeReport(r *trace.Report) error {
+	if c.o.output == "json" {
+		return trace.WriteJSON(c.out, r)
 	}
-	return trace.WriteTable(w, r, trace.TableOptions{Top: o.top, Histograms: o.hist && final, Header: true})
-}
-
-// live prints the change since the previous interval until stop closes.
-func live(sess *trace.Session, o options, out, stderr io.Writer, stop chan struct{}) {
-	if o.interval <= 0 {
-		return
-	}
-	t := time.NewTicker(o.interval)
-	defer t.Stop()
-	prev, err := sess.Snapshot()
-	if err != nil {
-		return
-	}
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		cur, err := sess.Snapshot()
-		if err != nil {
-			fmt.Fprintf(stderr, "hcomm-trace: read counters: %v\n", err)
-			continue
-		}
-		m := sess.Meta(nil)
-		m.Duration = cur.Taken.Sub(prev.Taken)
-		m.Execs = nil
-		r := trace.NewReport(cur.Sub(prev), m)
-		prev = cur
-		if o.output == "json" {
-			// Standard output carries exactly one object, the final one.
-			r.Mode += "-interval"
-			fmt.Fprintln(stderr, compactJSON(r))
-			continue
-		}
-		fmt.Fprintf(out, "--- %s: last %s ---\n", time.Now().Format("15:04:05"), o.interval)
-		top := o.top
-		if top == 0 || top > 10 {
-			top = 10
-		}
-		trace.WriteTable(out, r, trace.TableOptions{Top: top})
-	}
-}
-
-func compactJSON(r *trace.Report) string {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Sprintf(`{"error":%q}`, err.Error())
-	}
-	return string(b)
-}
-
-func servePrometheus(addr string, sess *trace.Session, stderr io.Writer) (*http.Server, error) {
-	reg := prometheus.NewRegistry()
-	m := sess.Meta(nil)
-	reg.MustRegister(newCollector(sess.Snapshot, prometheus.Labels{"pid": strconv.Itoa(m.Process.PID), "comm": m.Process.Comm}))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	fmt.Fprintf(stderr, "hcomm-trace: serving metrics on http://%s/metrics\n", ln.Addr())
-	return srv, nil
+	return trace.WriteTable(c.out, r, trace.TableOptions{Top: c.o.top, Histograms: c.o.hist, Header: true})
 }
 
 func logEvent(log *slog.Logger, e trace.Event) {
