@@ -1,8 +1,12 @@
-package engine
+package engine_test
 
 import (
 	"runtime"
 	"testing"
+
+	"github.com/hcomm-go/hcomm/backend/hdmadev"
+	"github.com/hcomm-go/hcomm/backend/memory"
+	"github.com/hcomm-go/hcomm/engine"
 )
 
 // TestSubmitAllocs: Submit (and the Poll that completes it) allocates
@@ -13,25 +17,25 @@ func TestSubmitAllocs(t *testing.T) {
 		t.Skip("the race detector allocates")
 	}
 	var done int
-	cb := func(Result) { done++ } // runs in Poll, on this goroutine
+	cb := func(engine.Result) { done++ } // runs in Poll, on this goroutine
 	for _, tc := range []struct {
 		name string
-		cfg  Config
+		cfg  engine.Config
 	}{
-		{"dma", Config{CPUThreshold: -1}},
-		{"cpu", Config{CPUThreshold: 4096}},
-		{"memory", Config{Target: TargetMemory}},
+		{"dma", engine.Config{Backend: hdmaBE(t, nil, hdmadev.Config{CPUThreshold: -1})}},
+		{"cpu", engine.Config{Backend: hdmaBE(t, nil, hdmadev.Config{CPUThreshold: 4096})}},
+		{"memory", engine.Config{Backend: memory.New()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.cfg.Mode = ModePoll
+			tc.cfg.Mode = engine.ModePoll
 			e := open(t, tc.cfg)
 			b := alloc(t, e, 4096)
-			tr := Transfer{Src: HostAt(b, 0), Dst: DeviceAt(0), Len: 64, Callback: cb}
-			if tc.cfg.Target == TargetMemory {
-				tr.Dst = HostAt(b, 64)
+			tr := engine.Transfer{Src: engine.HostAt(b, 0), Dst: engine.DeviceAt(0), Len: 64, Callback: cb}
+			if tc.name == "memory" {
+				tr.Dst = engine.HostAt(b, 64)
 			}
-			ts := []Transfer{tr, tr, tr, tr}
-			ids := make([]ID, len(ts))
+			ts := []engine.Transfer{tr, tr, tr, tr}
+			ids := make([]engine.ID, len(ts))
 			allocs := testing.AllocsPerRun(500, func() {
 				if _, err := e.Submit(tr); err != nil {
 					t.Fatal(err)

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend/hdmadev"
+	"github.com/hcomm-go/hcomm/backend/memory"
+	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/hugepage"
 	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/hdma"
@@ -16,7 +19,7 @@ import (
 )
 
 // benchCB is a callback that allocates nothing.
-var benchCB = func(Result) {}
+var benchCB = func(engine.Result) {}
 
 // BenchmarkSubmit streams host→device transfers through the engine with a
 // callback each, batch transfers per SubmitBatch, keeping the queue full
@@ -48,19 +51,22 @@ func BenchmarkSubmit(b *testing.B) {
 						benchWriteAt(b, batch, size)
 						return
 					}
-					cfg := Config{CPUThreshold: -1, QueueDepth: 256}
+					cfg := engine.Config{Backend: hdmaBE(b, nil, hdmadev.Config{CPUThreshold: -1}), QueueDepth: 256}
 					switch fam {
 					case "cpu":
-						cfg.CPUThreshold = 1 << 20
+						_ = cfg.Backend.Close()
+						cfg.Backend = hdmaBE(b, nil, hdmadev.Config{CPUThreshold: 1 << 20})
 					case "memory":
-						cfg = Config{Target: TargetMemory, QueueDepth: 256}
+						_ = cfg.Backend.Close()
+						cfg = engine.Config{Backend: memory.New(), QueueDepth: 256}
 					case "file":
 						f, err := os.Create(filepath.Join(b.TempDir(), "bench"))
 						if err != nil {
 							b.Fatal(err)
 						}
 						defer f.Close()
-						cfg = Config{Target: TargetFile, File: f, QueueDepth: 256, Alignment: 4096}
+						_ = cfg.Backend.Close()
+						cfg = engine.Config{Backend: fileBE(b, f), QueueDepth: 256, Alignment: 4096}
 					}
 					benchEngine(b, cfg, batch, size)
 				})
@@ -69,25 +75,25 @@ func BenchmarkSubmit(b *testing.B) {
 	}
 }
 
-func benchEngine(b *testing.B, cfg Config, batch, size int) {
+func benchEngine(b *testing.B, cfg engine.Config, batch, size int) {
 	cfg.PoolSize = 32 << 20
 	cfg.Backings = []hugepage.Backing{hugepage.BackingTHP, hugepage.Backing4K}
 	cfg.Logger = quiet()
-	e, err := Open(cfg)
+	e, err := engine.Open(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer e.Close(context.Background())
+	defer e.Shutdown(context.Background())
 	src := alloc(b, e, size*batch)
 	dst := alloc(b, e, size*batch)
-	ts := make([]Transfer, batch)
+	ts := make([]engine.Transfer, batch)
 	for i := range ts {
-		ts[i] = Transfer{Src: HostAt(src, i*size), Dst: DeviceAt(uint64(i * size)), Len: size, Callback: benchCB}
-		switch cfg.Target {
-		case TargetMemory:
-			ts[i].Dst = HostAt(dst, i*size)
-		case TargetFile:
-			ts[i].Dst = FileAt(int64(i * size))
+		ts[i] = engine.Transfer{Src: engine.HostAt(src, i*size), Dst: engine.DeviceAt(uint64(i * size)), Len: size, Callback: benchCB}
+		switch cfg.Backend.Describe().Name {
+		case "memory":
+			ts[i].Dst = engine.HostAt(dst, i*size)
+		case "file":
+			ts[i].Dst = engine.FileAt(int64(i * size))
 		}
 	}
 	ctx := context.Background()
@@ -110,7 +116,7 @@ func benchEngine(b *testing.B, cfg Config, batch, size int) {
 	st := e.Stats()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/transfer")
 	b.ReportMetric(float64(st.Doorbells-before.Doorbells)/float64(b.N), "doorbells/transfer")
-	if cfg.Target == TargetFile {
+	if cfg.Backend.Describe().Name == "file" {
 		b.ReportMetric(float64(st.Syscalls-before.Syscalls)/float64(b.N), "syscalls/transfer")
 	}
 	if st.Completed-before.Completed != uint64(b.N) {
@@ -188,12 +194,11 @@ func benchDriver(b *testing.B, batch, size int) {
 func BenchmarkSubmitParallel(b *testing.B) {
 	for _, g := range []int{1, 2, 8, 64} {
 		b.Run(fmt.Sprintf("submitters=%d", g), func(b *testing.B) {
-			e, err := Open(Config{PoolSize: 32 << 20, QueueDepth: 256, CPUThreshold: -1, Logger: quiet(),
-				Backings: []hugepage.Backing{hugepage.BackingTHP, hugepage.Backing4K}})
+			e, err := engine.Open(engine.Config{Backend: hdmaBE(b, nil, hdmadev.Config{CPUThreshold: -1}), PoolSize: 32 << 20, QueueDepth: 256, Logger: quiet(), Backings: []hugepage.Backing{hugepage.BackingTHP, hugepage.Backing4K}})
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer e.Close(context.Background())
+			defer e.Shutdown(context.Background())
 			src := alloc(b, e, 64*g)
 			ctx := context.Background()
 			before := e.Stats()
@@ -208,7 +213,7 @@ func BenchmarkSubmitParallel(b *testing.B) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					t := Transfer{Src: HostAt(src, 64*i), Dst: DeviceAt(uint64(64 * i)), Len: 64, Callback: benchCB}
+					t := engine.Transfer{Src: engine.HostAt(src, 64*i), Dst: engine.DeviceAt(uint64(64 * i)), Len: 64, Callback: benchCB}
 					for range n {
 						if _, err := e.SubmitContext(ctx, t); err != nil {
 							b.Error(err)

@@ -9,16 +9,17 @@ import (
 )
 
 // Block is host memory from the engine's pool: aligned, off the Go heap,
-// already DMA-mapped (device target) or registered with io_uring (file
-// target), so a transfer never maps, pins or registers anything. It is a
+// already mapped into the backend (DMA-mapped, registered with io_uring),
+// so a transfer never maps, pins or registers anything. It is a
 // small value; copies name the same memory. Free it with Engine.Free; a
 // freed block's copies are refused by Submit (ErrFreedBlock).
 type Block struct {
-	e    *Engine
-	hb   hugepage.Block
-	iova uint64 // device target: the device address of the first byte
-	idx  uint32 // handle in the engine's block table
-	gen  uint32 // generation of that handle when allocated
+	e     *Engine
+	hb    hugepage.Block
+	addr  uint64 // the backend's address of the first byte (MapArena's + offset)
+	idx   uint32 // handle in the engine's block table
+	gen   uint32 // generation of that handle when allocated
+	arena uint16 // the arena's backend slot
 }
 
 // Bytes is the block's memory (nil for the zero Block or after Close).
@@ -31,8 +32,9 @@ func (b Block) Len() int { return b.hb.Len() }
 // Addr is the virtual address of the first byte.
 func (b Block) Addr() uintptr { return b.hb.Addr() }
 
-// IOVA is the device address of the first byte (device target; 0 otherwise).
-func (b Block) IOVA() uint64 { return b.iova }
+// IOVA is the address the backend uses for the first byte: an IOVA for a
+// DMA device, an offset in a registered buffer for io_uring.
+func (b Block) IOVA() uint64 { return b.addr }
 
 // IsZero reports whether b is the zero Block.
 func (b Block) IsZero() bool { return b.e == nil }
@@ -125,11 +127,15 @@ func (e *Engine) Alloc(n int) (Block, error) {
 		_ = e.pool.Free(hb)
 		return Block{}, err
 	}
-	b := Block{e: e, hb: hb, idx: idx, gen: gen}
-	if e.arenaIOVA != 0 {
-		b.iova = e.arenaIOVA + uint64(hb.Offset())
+	slot, base, ok := e.arenas.lookup(hb.Arena())
+	if !ok {
+		// Cannot happen: the pool maps every arena before handing out
+		// its blocks. Refuse rather than hand out an unmapped block.
+		e.blocks.put(idx, gen)
+		_ = e.pool.Free(hb)
+		return Block{}, fmt.Errorf("engine: alloc %d bytes: the block's arena is not mapped into the %s backend: %w", n, e.desc.Name, ErrNotSupported)
 	}
-	return b, nil
+	return Block{e: e, hb: hb, addr: base + uint64(hb.Offset()), idx: idx, gen: gen, arena: uint16(slot)}, nil
 }
 
 // Free returns b to the pool. Freeing a block twice, a stale copy, a block

@@ -3,37 +3,10 @@ package engine
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/hcomm-go/hcomm/hugepage"
-	"github.com/hcomm-go/hcomm/vfio"
 )
-
-// Target is where an engine moves data to and from host memory.
-type Target int
-
-const (
-	// TargetDevice: an HDMA device over vfio (Config.Device; by default a
-	// vfio-mock device the engine creates). Host↔device and device↔device.
-	TargetDevice Target = iota
-	// TargetFile: a file through io_uring (Config.File). Host↔file.
-	TargetFile
-	// TargetMemory: host→host copies, the bandwidth ceiling.
-	TargetMemory
-)
-
-func (t Target) String() string {
-	switch t {
-	case TargetDevice:
-		return "device"
-	case TargetFile:
-		return "file"
-	case TargetMemory:
-		return "memory"
-	}
-	return fmt.Sprintf("Target(%d)", int(t))
-}
 
 // Mode is how completions are driven.
 type Mode int
@@ -65,57 +38,52 @@ const (
 	DefaultPoolSize   = 256 << 20
 	DefaultQueueDepth = 64
 	DefaultAlignment  = 64
-	DefaultTimeout    = 2 * time.Second
 	DefaultSpin       = 50 * time.Microsecond
 
 	MinPoolSize   = 64 << 10
 	MaxPoolSize   = 1 << 40
 	MaxQueueDepth = 1 << 15
 	MaxAlignment  = 2 << 20
-	MaxCPUThresh  = 1 << 20
 )
 
-// Config configures an engine. The zero value is a device engine over a
-// vfio-mock device with the seed's parameters: a 256 MiB pool, queue depth
-// 64, 64-byte alignment, a background reaper.
+// Config configures an engine. Backend is the one field without a default:
+// the zero Config with a Backend is a 256 MiB pool, queue depth 64, 64-byte
+// alignment and a background reaper.
 type Config struct {
-	// PoolSize is the size of the host memory pool in bytes (default
-	// 256 MiB; MinPoolSize..MaxPoolSize). It is mapped once at Open and, for
-	// the device target, DMA-mapped into the device once; it never grows.
-	// Device targets carve their descriptor rings from it (a few KiB).
+	// Backend is what the engine moves data with (required): an HDMA
+	// device (backend/hdmadev over a vfio.Device: kernel VFIO, or
+	// vfio/mock's software device), a file through io_uring
+	// (backend/uringfile), host memory (backend/memory), or any other
+	// implementation of Backend. Open takes ownership: Close, or a failed
+	// Open, closes it.
+	Backend Backend
+
+	// PoolSize is the initial size of the host memory pool in bytes
+	// (default 256 MiB; MinPoolSize..MaxPoolSize). It is mapped once at
+	// Open and mapped into the backend (DMA-mapped, registered) once.
 	PoolSize int64
+	// PoolMax lets the pool grow: when Alloc finds no room, the pool adds
+	// an arena (of PoolSize bytes, or the block's size if larger), maps it
+	// into the backend before handing out its first block, and so on up to
+	// PoolMax bytes in all. 0 (or ≤ PoolSize): the pool never grows.
+	PoolMax int64
+	// PoolIdle is how long an added arena must hold no block before it is
+	// unmapped from the backend and given back (default 1s when PoolMax
+	// allows growth; negative: never give arenas back).
+	PoolIdle time.Duration
 	// QueueDepth is the most transfers in flight at once (default 64; a
 	// power of two in 1..MaxQueueDepth). A full queue is ErrQueueFull, or a
 	// wait with the Context submission calls.
 	QueueDepth int
 	// Alignment of every block's address and length (default 64; a power
-	// of two in 8..MaxAlignment). Use 4096 for an O_DIRECT file target.
+	// of two in 8..MaxAlignment, at most PoolSize). Use 4096 for an
+	// O_DIRECT file.
 	Alignment int
 	// Backings is the hugepage backing preference for the pool (default
 	// hugepage.DefaultBackings: hugetlb 2 MiB, THP, 4 KiB).
 	Backings []hugepage.Backing
 	// Populate prefaults the pool; Lock mlocks it.
 	Populate, Lock bool
-
-	// Target selects where transfers go (default TargetDevice).
-	Target Target
-	// Device is the HDMA device for TargetDevice; nil creates a vfio-mock
-	// device that the engine owns and closes. A caller's device stays open.
-	Device vfio.Device
-	// DeviceQueue is the HDMA queue index the engine uses (default 0).
-	DeviceQueue int
-	// CPUThreshold: host↔device transfers of at most this many bytes are
-	// copied by the CPU straight into/out of device memory (BAR2) instead
-	// of going to the DMA engine. 0 measures it at Open; -1 disables the
-	// CPU path; otherwise 1..MaxCPUThresh.
-	CPUThreshold int
-	// Timeout is how long a device transfer may stay outstanding before
-	// the device counts as stalled (default 2s; 1ms..1h).
-	Timeout time.Duration
-
-	// File is the file of TargetFile (the caller keeps ownership). Opened
-	// with O_DIRECT, transfers must be 4096-byte aligned (ErrAlignment).
-	File *os.File
 
 	// Mode selects the background reaper (default) or poll mode.
 	Mode Mode
@@ -128,11 +96,22 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultPoolIdle is how long an added arena stays idle before it is given
+// back, when Config.PoolMax allows growth.
+const DefaultPoolIdle = time.Second
+
 // withDefaults validates cfg and fills in defaults. Every error names the
 // field and its allowed range, and wraps ErrBadConfig.
 func (cfg Config) withDefaults() (Config, error) {
 	bad := func(format string, args ...any) (Config, error) {
 		return Config{}, fmt.Errorf("engine: "+format+": %w", append(args, ErrBadConfig)...)
+	}
+	if cfg.Backend == nil {
+		return bad("Config.Backend is nil: give the engine what it moves data with — " +
+			"hdmadev.New(dev, hdmadev.Config{}) over a vfio.Device (mock.New(mock.Config{}) from " +
+			"github.com/hcomm-go/hcomm/vfio/mock is a software HDMA device for tests and demos), " +
+			"uringfile.New(f, uringfile.Config{}) for a file, or memory.New() for host copies " +
+			"(packages under github.com/hcomm-go/hcomm/backend/)")
 	}
 	if cfg.PoolSize == 0 {
 		cfg.PoolSize = DefaultPoolSize
@@ -143,11 +122,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Alignment == 0 {
 		cfg.Alignment = DefaultAlignment
 	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
-	}
 	if cfg.Spin == 0 {
 		cfg.Spin = DefaultSpin
+	}
+	if cfg.PoolIdle == 0 {
+		cfg.PoolIdle = DefaultPoolIdle
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -155,18 +134,14 @@ func (cfg Config) withDefaults() (Config, error) {
 	switch {
 	case cfg.PoolSize < MinPoolSize || cfg.PoolSize > MaxPoolSize:
 		return bad("PoolSize %d: want %d..%d bytes (0 = %d)", cfg.PoolSize, MinPoolSize, int64(MaxPoolSize), DefaultPoolSize)
+	case cfg.PoolMax < 0 || cfg.PoolMax > MaxPoolSize:
+		return bad("PoolMax %d: want 0 (no growth) or up to %d bytes", cfg.PoolMax, int64(MaxPoolSize))
 	case cfg.QueueDepth < 1 || cfg.QueueDepth > MaxQueueDepth || cfg.QueueDepth&(cfg.QueueDepth-1) != 0:
 		return bad("QueueDepth %d: want a power of two in 1..%d (0 = %d)", cfg.QueueDepth, MaxQueueDepth, DefaultQueueDepth)
 	case cfg.Alignment < 8 || cfg.Alignment > MaxAlignment || cfg.Alignment&(cfg.Alignment-1) != 0:
 		return bad("Alignment %d: want a power of two in 8..%d (0 = %d)", cfg.Alignment, MaxAlignment, DefaultAlignment)
-	case cfg.Target < TargetDevice || cfg.Target > TargetMemory:
-		return bad("Target %v: want TargetDevice, TargetFile or TargetMemory", cfg.Target)
-	case cfg.DeviceQueue < 0:
-		return bad("DeviceQueue %d: want 0..(device queues-1)", cfg.DeviceQueue)
-	case cfg.CPUThreshold < -1 || cfg.CPUThreshold > MaxCPUThresh:
-		return bad("CPUThreshold %d: want -1 (off), 0 (measure) or 1..%d bytes", cfg.CPUThreshold, MaxCPUThresh)
-	case cfg.Timeout < time.Millisecond || cfg.Timeout > time.Hour:
-		return bad("Timeout %v: want 1ms..1h (0 = %v)", cfg.Timeout, DefaultTimeout)
+	case int64(cfg.Alignment) > cfg.PoolSize:
+		return bad("Alignment %d: larger than PoolSize %d, no block would fit", cfg.Alignment, cfg.PoolSize)
 	case cfg.Mode != ModeReaper && cfg.Mode != ModePoll:
 		return bad("Mode %v: want ModeReaper or ModePoll", cfg.Mode)
 	case cfg.Spin > time.Second:
@@ -175,23 +150,6 @@ func (cfg Config) withDefaults() (Config, error) {
 	for i, b := range cfg.Backings {
 		if b < hugepage.Backing4K || b > hugepage.BackingMemfd1G {
 			return bad("Backings[%d] %v: want a hugepage.Backing constant", i, b)
-		}
-	}
-	switch cfg.Target {
-	case TargetFile:
-		if cfg.File == nil {
-			return bad("File is nil: TargetFile needs an open *os.File")
-		}
-		if cfg.Device != nil {
-			return bad("Device is set: only TargetDevice uses a device")
-		}
-	case TargetMemory:
-		if cfg.Device != nil || cfg.File != nil {
-			return bad("Device/File set: TargetMemory uses neither")
-		}
-	case TargetDevice:
-		if cfg.File != nil {
-			return bad("File is set: only TargetFile uses a file")
 		}
 	}
 	return cfg, nil

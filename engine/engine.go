@@ -14,30 +14,12 @@ import (
 	"github.com/hcomm-go/hcomm/ring"
 )
 
-// req is one staged transfer: a 64-byte entry of the staging ring, written
-// by the submitter between Reserve and Commit and read by whoever drains
-// the ring into the target. Plain integers only (it lives in a ring.MPSC's
-// memory); Go pointers (callback, host slice) live in the slot beside it.
-type req struct {
-	op   uint8 // opH2D ...
-	path uint8 // Path
-	done uint8 // 1: already completed by the submitter (CPU path, memory, no-op)
-	_    uint8
-	n    uint32
-	src  uint64 // IOVA, device offset, or file offset (by op)
-	dst  uint64
-	res  uint64 // done: the result (code<<32 | bytes)
-	_    [32]byte
-}
-
+// Staged entries (Op.done): forwarded to the backend, completed by the
+// submitter (Inline), or a no-op.
 const (
-	opNone = iota // a reservation made after Close began; completes silently
-	opH2D
-	opD2H
-	opD2D
-	opFileWrite
-	opFileRead
-	opMemCopy
+	opForward = 0
+	opDone    = 1 // completed at submit time: Op.res holds the result
+	opNoop    = 2 // a reservation made after Close began, or the rest of a refused batch
 )
 
 // slot is the Go side of staging entry pos&mask, for the whole life of the
@@ -49,71 +31,42 @@ type slot struct {
 	// Wait and the release frontier read it. Atomic: it is the handshake
 	// between submitter, reaper and waiters.
 	state atomic.Uint64
-	// res is the result: code<<32 | bytes. Stored before state is marked
+	// res is the result: status<<32 | bytes. Stored before state is marked
 	// done; Wait reads state, res, state again (a seqlock of atomics).
 	res  atomic.Uint64
 	cb   func(Result)
 	user uint64
-	host []byte // file target: the host bytes (for io_uring)
-	_    [16]byte
+	_    [32]byte
 }
 
-// completion is one finished transfer as the reaper collects it.
-type completion struct {
-	pos uint64
-	res uint64 // code<<32 | bytes
-}
+func packRes(s Status, n uint32) uint64 { return uint64(s)<<32 | uint64(n) }
 
-func packRes(code uint32, n uint32) uint64 { return uint64(code)<<32 | uint64(n) }
-
-// target is what an engine moves data with. forward, flush, reap and check
-// run only while the engine's owner flag is held (one goroutine at a time).
-type target interface {
-	// forward hands staged entry pos to the target without telling it;
-	// false when it has no room now (or needs recovery): stop forwarding.
-	forward(e *Engine, pos uint64, r *req, last bool) bool
-	// flush publishes what forward queued: one doorbell or io_uring_enter.
-	flush(e *Engine)
-	// reap collects finished transfers into out.
-	reap(e *Engine, out []completion) int
-	// check handles timeouts and recovery when reap found nothing.
-	check(e *Engine)
-	// outstanding is how many forwarded transfers have not been reaped.
-	outstanding() int
-	// sleepFd is the fd that becomes readable when completions arrive
-	// (device interrupt eventfd, io_uring fd), or -1.
-	sleepFd() (fd int, eventfd bool)
-	// cancel stops the target and collects everything still outstanding,
-	// completed or not (Close, when its context ends).
-	cancel(e *Engine, out []completion) int
-	// close releases the target's resources.
-	close(e *Engine) error
-}
+func resOf(c Completion) uint64 { return packRes(c.Status, c.N) }
 
 // Engine moves data between its pool of host memory and one target. All
 // methods are safe for concurrent use.
 type Engine struct {
-	cfg    Config
-	log    *slog.Logger
-	tag    uint64
-	pool   *hugepage.Pool
-	blocks *blockTable
-	tgt    target
-	dev    *deviceTarget // the target, by kind: validation is a direct call
-	file   *fileTarget
-	// arenaIOVA is the device address of the pool's arena (device target).
-	arenaIOVA uint64
+	cfg     Config
+	log     *slog.Logger
+	tag     uint64
+	pool    *hugepage.Pool
+	blocks  *blockTable
+	be      Backend
+	desc    Description // the backend's, after Attach
+	dev     devSpace    // AllocDevice's ranges of device memory
+	arenas  arenaTable
+	backing hugepage.Backing // the first arena's
 
 	// The staging ring: submitters Reserve and Commit; the owner drains.
 	stage *ring.MPSC
-	reqs  []req
+	ops   []Op
 	slots []slot
 	mask  uint64
 	depth int
 
 	_ [64]byte
 	// owner is held by the one goroutine that may drain the staging ring,
-	// talk to the target and reap: a submitter that wins the CAS (group
+	// talk to the backend and reap: a submitter that wins the CAS (group
 	// commit), the reaper, Poll, Stats, Close. Nobody waits for it on the
 	// submit path: a submitter that loses sets dirty and leaves, and the
 	// holder drains again before it lets go (see kick and unlock).
@@ -132,6 +85,7 @@ type Engine struct {
 	crowd     int    // > 0: submitters collided recently (group-commit heuristic)
 	drains    uint64 // drains started by submitters (the heuristic's probe clock)
 	ctr       counters
+	bctr      Counters // the backend's (Env.Counters)
 
 	// released mirrors head for Drain and blocked submitters (atomic: read
 	// without the owner).
@@ -141,7 +95,7 @@ type Engine struct {
 	reaping   atomic.Uint32 // one Poll/reaper cycle at a time
 	sleeping  atomic.Uint32 // the reaper is (about to be) asleep
 	wakeFd    int           // eventfd that wakes the reaper
-	batch     []completion  // the cycle's completions (reaper/Poll private)
+	batch     []Completion  // the cycle's completions (reaper/Poll private)
 	stop      atomic.Bool
 	done      chan struct{} // closed when the reaper goroutine exits
 	waiters   atomic.Int32
@@ -163,32 +117,19 @@ var engineSeq atomic.Uint64
 // a collision between submitters for.
 const crowdMemory = 16
 
-// Open creates an engine: it maps the pool, opens the target (for the
-// device target: maps the pool into the device's IOMMU, sets up a queue and
-// measures the CPU-path threshold), and starts the reaper unless
-// Config.Mode is ModePoll.
+// Open creates an engine over cfg.Backend: it attaches the backend, maps
+// the pool and maps it into the backend once (DMA-map, register), and
+// starts the reaper unless Config.Mode is ModePoll. Open takes ownership of
+// the backend: when it fails, the backend is closed too.
 func Open(cfg Config) (_ *Engine, err error) {
-	cfg, err = cfg.withDefaults()
-	if err != nil {
+	be := cfg.Backend
+	if cfg, err = cfg.withDefaults(); err != nil {
+		if be != nil {
+			_ = be.Close()
+		}
 		return nil, err
 	}
-	tag := engineSeq.Add(1) & 0xffff
-	if tag == 0 {
-		tag = engineSeq.Add(1) & 0xffff
-	}
-	e := &Engine{
-		cfg: cfg, log: cfg.Logger, tag: tag, depth: cfg.QueueDepth,
-		blocks:   new(blockTable),
-		reqs:     make([]req, cfg.QueueDepth),
-		slots:    make([]slot, cfg.QueueDepth),
-		mask:     uint64(cfg.QueueDepth - 1),
-		batch:    make([]completion, cfg.QueueDepth),
-		wakeFd:   -1,
-		waitCh:   make(chan struct{}),
-		closedCh: make(chan struct{}),
-		done:     make(chan struct{}),
-	}
-	e.localDone = make([]uint64, cfg.QueueDepth)
+	e := newEngine(cfg)
 	var undo []func() error
 	defer func() {
 		if err != nil {
@@ -197,64 +138,104 @@ func Open(cfg Config) (_ *Engine, err error) {
 			}
 		}
 	}()
-	mem := unsafe.Slice((*byte)(unsafe.Pointer(&e.reqs[0])), len(e.reqs)*int(unsafe.Sizeof(req{})))
-	if e.stage, err = ring.NewMPSC(mem, int(unsafe.Sizeof(req{}))); err != nil {
-		return nil, fmt.Errorf("engine: staging ring: %w", err)
-	}
-	e.pool, err = hugepage.NewPool(hugepage.PoolConfig{
-		Size: cfg.PoolSize, Align: cfg.Alignment,
-		Arena: hugepage.ArenaConfig{Backings: cfg.Backings, Populate: cfg.Populate, Lock: cfg.Lock},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("engine: PoolSize %d: %w", cfg.PoolSize, err)
-	}
-	undo = append(undo, e.pool.Close)
-	for _, a := range e.pool.Arenas() {
-		e.fallbacks = append(e.fallbacks, a.Fallbacks()...)
-	}
-	switch cfg.Target {
-	case TargetDevice:
-		var d *deviceTarget
-		if d, err = openDevice(e); err == nil {
-			e.tgt = d
-		}
-	case TargetFile:
-		var f *fileTarget
-		if f, err = openFile(e); err == nil {
-			e.tgt = f
-		}
-	case TargetMemory:
-		e.tgt = memoryTarget{}
-	}
-	if err != nil {
+	undo = append(undo, be.Close)
+	if err = e.attach(); err != nil {
 		return nil, err
 	}
-	undo = append(undo, func() error { return e.tgt.close(e) })
+	if err = e.openPool(); err != nil {
+		return nil, err
+	}
+	undo = append(undo, e.pool.Close, e.unmapArenas)
 	if e.wakeFd, err = unix.Eventfd(0, unix.EFD_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("engine: wake eventfd: %w", err)
 	}
 	undo = append(undo, func() error { return unix.Close(e.wakeFd) })
-	if cfg.Mode == ModeReaper {
-		ready := make(chan struct{})
-		go e.reaper(ready)
-		<-ready
-	} else {
-		close(e.done)
-	}
+	e.startCompletions()
 	for _, fb := range e.fallbacks {
 		e.log.Info("engine fallback", "reason", fb.Error())
 	}
 	return e, nil
 }
 
-// Fallbacks lists what the engine could not get and what it did instead
-// (hugepage backings, io_uring features, ...), so that nothing degrades
-// silently.
+// newEngine allocates an engine's staging ring and bookkeeping.
+func newEngine(cfg Config) *Engine {
+	tag := engineSeq.Add(1) & 0xffff
+	if tag == 0 {
+		tag = engineSeq.Add(1) & 0xffff
+	}
+	e := &Engine{
+		cfg: cfg, log: cfg.Logger, tag: tag, depth: cfg.QueueDepth, be: cfg.Backend,
+		blocks:    new(blockTable),
+		ops:       make([]Op, cfg.QueueDepth),
+		slots:     make([]slot, cfg.QueueDepth),
+		mask:      uint64(cfg.QueueDepth - 1),
+		batch:     make([]Completion, cfg.QueueDepth),
+		localDone: make([]uint64, cfg.QueueDepth),
+		wakeFd:    -1,
+		waitCh:    make(chan struct{}),
+		closedCh:  make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	mem := unsafe.Slice((*byte)(unsafe.Pointer(&e.ops[0])), len(e.ops)*int(unsafe.Sizeof(Op{})))
+	// Cannot fail: QueueDepth is a validated power of two and Op is 64 bytes.
+	e.stage, _ = ring.NewMPSC(mem, int(unsafe.Sizeof(Op{})))
+	return e
+}
+
+// attach hands the backend its environment and reads its description.
+func (e *Engine) attach() error {
+	err := e.be.Attach(Env{QueueDepth: e.depth, Alignment: e.cfg.Alignment, Counters: &e.bctr, Logger: e.log})
+	if err != nil {
+		return fmt.Errorf("engine: attach backend: %w", err)
+	}
+	e.desc = e.be.Describe()
+	e.fallbacks = append(e.fallbacks, e.desc.Fallbacks...)
+	if e.desc.Align > e.cfg.Alignment && e.desc.Align <= MaxAlignment {
+		e.log.Debug("engine: blocks are aligned less than the backend needs", "alignment", e.cfg.Alignment, "backend", e.desc.Align)
+	}
+	e.dev.init(e.desc.DeviceMemory, uint64(max(e.cfg.Alignment, 64)))
+	return nil
+}
+
+// openPool maps the pool's first arena and maps it into the backend; the
+// pool maps every arena it grows by through the same hook before handing
+// out its first block, and unmaps idle ones through the other.
+func (e *Engine) openPool() (err error) {
+	pc := hugepage.PoolConfig{
+		Size: e.cfg.PoolSize, Align: e.cfg.Alignment,
+		Arena: hugepage.ArenaConfig{Backings: e.cfg.Backings, Populate: e.cfg.Populate, Lock: e.cfg.Lock},
+	}
+	if e.cfg.PoolMax > e.cfg.PoolSize {
+		pc.MaxSize = e.cfg.PoolMax
+		pc.OnGrow = e.mapArena
+		pc.OnRelease = e.unmapArena
+		if e.cfg.PoolIdle > 0 {
+			pc.IdleRelease = e.cfg.PoolIdle
+		}
+	}
+	if e.pool, err = hugepage.NewPool(pc); err != nil {
+		return fmt.Errorf("engine: PoolSize %d: %w", e.cfg.PoolSize, err)
+	}
+	first := e.pool.Arenas()[0]
+	e.backing = first.Backing()
+	e.fallbacks = append(e.fallbacks, first.Fallbacks()...)
+	if err = e.mapArena(first); err != nil {
+		_ = e.pool.Close()
+		return err
+	}
+	return nil
+}
+
+// Fallbacks lists what the engine and its backend could not get and what
+// they did instead (hugepage backings, io_uring features, ...), so that
+// nothing degrades silently.
 func (e *Engine) Fallbacks() []error { return append([]error(nil), e.fallbacks...) }
 
-// Config returns the engine's configuration with defaults filled in (and
-// CPUThreshold as measured).
+// Config returns the engine's configuration with defaults filled in.
 func (e *Engine) Config() Config { return e.cfg }
+
+// Backend describes the engine's backend (name, limits, features).
+func (e *Engine) Backend() Description { return e.desc }
 
 // ---------------------------------------------------------------------
 // Ownership: the group-commit protocol.
@@ -326,10 +307,10 @@ func (e *Engine) unlock() {
 // The hot path, owner side.
 // ---------------------------------------------------------------------
 
-// drainLocked forwards every published staging entry to the target and
-// publishes them with one doorbell (one flush), then reports the batch to
-// the submit hook. Entries completed by their submitter (CPU path, memory)
-// go straight to the local completion list for the reaper.
+// drainLocked forwards every published staging entry to the backend and
+// publishes them with one doorbell (one Flush), then reports the batch to
+// the submit hook. Entries completed by their submitter (Inline, no-ops) go
+// straight to the local completion list for the reaper.
 func (e *Engine) drainLocked() {
 	// Clear dirty first: what was committed before this point is drained
 	// below; a dirty=1 stored after it is seen by unlock (the invariant
@@ -346,40 +327,41 @@ func (e *Engine) drainLocked() {
 	if e.fwd == end {
 		return
 	}
-	// The last entry for the target asks for an interrupt when it
+	// The last entry for the backend asks for an interrupt when it
 	// completes: one per batch, which is what wakes a sleeping reaper.
-	lastDev := e.fwd
+	lastFwd := e.fwd
 	for p := e.fwd; p != end; p++ {
-		if e.reqs[p&e.mask].done == 0 {
-			lastDev = p
+		if e.ops[p&e.mask].done == opForward {
+			lastFwd = p
 		}
 	}
 	var count [nPaths]uint32
 	var bytes [nPaths]uint64
-	local := false
+	local, forwarded := false, uint32(0)
 	for e.fwd != end {
 		pos := e.fwd
-		r := &e.reqs[pos&e.mask]
-		if r.done == 0 && !e.tgt.forward(e, pos, r, pos == lastDev) {
-			break
-		}
-		if r.done != 0 {
+		op := &e.ops[pos&e.mask]
+		if op.done == opForward {
+			if !e.be.Forward(pos, op, pos == lastFwd) {
+				break
+			}
+			forwarded++
+		} else {
 			e.pushLocalLocked(pos)
 			local = true
 		}
-		if r.op != opNone {
-			count[r.path]++
-			bytes[r.path] += uint64(r.n)
+		if op.done != opNoop {
+			count[op.Path&(nPaths-1)]++
+			bytes[op.Path&(nPaths-1)] += uint64(op.Len)
 		}
 		e.fwd++
 	}
-	e.tgt.flush(e)
-	if count[0]+count[1]+count[2]+count[3] > 1 {
-		e.crowd = crowdMemory
-	} else if e.crowd > 0 {
-		e.crowd--
+	if forwarded > 0 {
+		e.be.Flush()
 	}
+	total := uint32(0)
 	for p := range count {
+		total += count[p]
 		if count[p] > 0 {
 			e.ctr.batches++
 			e.ctr.transfers[p] += uint64(count[p])
@@ -387,14 +369,19 @@ func (e *Engine) drainLocked() {
 			hookSubmitBatch(count[p], bytes[p], uint8(p))
 		}
 	}
-	// Wake a sleeping reaper for completions only it delivers (CPU path,
-	// memory), when the target refused entries (it needs recovery, which
-	// the reaper runs), and when work reaches a target while the reaper
-	// sleeps idle, without the timeout that notices a stalled device.
+	if total > 1 {
+		e.crowd = crowdMemory
+	} else if e.crowd > 0 {
+		e.crowd--
+	}
+	// Wake a sleeping reaper for completions only it delivers (Inline,
+	// no-ops), when the backend refused entries (it may need recovery,
+	// which the reaper runs), and when work reaches the backend while the
+	// reaper sleeps idle, without the timeout that notices a stall.
 	switch {
 	case local || e.fwd != end:
 		e.wakeReaper(false)
-	case count[PathDMA]+count[PathFile] > 0:
+	case forwarded > 0:
 		e.wakeReaper(true)
 	}
 }
@@ -428,18 +415,19 @@ func (e *Engine) advanceLocked() {
 }
 
 // collectLocked gathers finished transfers: those completed at submit
-// time, then the target's.
-func (e *Engine) collectLocked(out []completion) int {
+// time, then the backend's.
+func (e *Engine) collectLocked(out []Completion) int {
 	n := 0
 	for e.ldLen > 0 && n < len(out) {
 		pos := e.localDone[e.ldHead]
 		e.ldHead = (e.ldHead + 1) % len(e.localDone)
 		e.ldLen--
-		out[n] = completion{pos: pos, res: e.reqs[pos&e.mask].res}
+		res := e.ops[pos&e.mask].res
+		out[n] = Completion{Tag: pos, N: uint32(res), Status: Status(res >> 32)}
 		n++
 	}
 	if n < len(out) {
-		n += e.tgt.reap(e, out[n:])
+		n += e.be.Reap(out[n:])
 	}
 	return n
 }
@@ -466,6 +454,18 @@ func (e *Engine) wakeReaper(idleOnly bool) {
 	var one = [8]byte{1}
 	_, _ = unix.Write(e.wakeFd, one[:])
 	e.sysc.Add(1)
+}
+
+// startCompletions starts the reaper (ModeReaper); in ModePoll the
+// application's Poll calls do its work.
+func (e *Engine) startCompletions() {
+	if e.cfg.Mode != ModeReaper {
+		close(e.done)
+		return
+	}
+	ready := make(chan struct{})
+	go e.reaper(ready)
+	<-ready
 }
 
 // errClosedWhile returns the error for a call on a closed engine.

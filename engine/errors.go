@@ -4,24 +4,24 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
-
-	"github.com/hcomm-go/hcomm/vfio/hdma"
 )
 
 // Errors callers can test for with errors.Is (listed in doc.go).
 var (
 	// Configuration and life cycle.
-	ErrBadConfig   = errors.New("engine: invalid configuration")
-	ErrClosed      = errors.New("engine: closed")
-	ErrUnsupported = errors.New("engine: not supported by this target")
+	ErrBadConfig = errors.New("engine: invalid configuration")
+	ErrClosed    = errors.New("engine: closed")
+	// ErrNotSupported: the backend or this machine cannot do what was
+	// asked. It wraps errors.ErrUnsupported.
+	ErrNotSupported = fmt.Errorf("engine: not supported: %w", errors.ErrUnsupported)
 
 	// Submission.
 	ErrQueueFull    = errors.New("engine: queue full")
 	ErrBadTransfer  = errors.New("engine: invalid transfer")
 	ErrForeignBlock = errors.New("engine: block belongs to another engine (or is the zero Block)")
 	ErrFreedBlock   = errors.New("engine: block was freed")
-	ErrOutOfBounds  = errors.New("engine: transfer exceeds its block or device memory")
-	ErrAlignment    = errors.New("engine: O_DIRECT needs 4096-byte aligned address, length and offset")
+	ErrOutOfBounds  = errors.New("engine: transfer exceeds its block, the device memory or the backend's limit")
+	ErrAlignment    = errors.New("engine: transfer is not aligned as the backend needs (O_DIRECT: 4096-byte address, length and offset)")
 
 	// IDs.
 	ErrStaleID   = errors.New("engine: stale transfer ID (its slot was reused; use the callback or Wait sooner)")
@@ -31,44 +31,20 @@ var (
 	ErrDevice   = errors.New("engine: device reported an error")
 	ErrTimeout  = errors.New("engine: transfer timed out")
 	ErrCanceled = errors.New("engine: transfer canceled by Close")
-	ErrIO       = errors.New("engine: file I/O failed")
-	ErrShortIO  = errors.New("engine: short file I/O")
+	ErrIO       = errors.New("engine: I/O failed")
+	ErrShortIO  = errors.New("engine: short transfer (fewer bytes than asked)")
 )
 
-// Completion results travel as a small code (a transfer's slot holds it in
-// one atomic word next to the byte count), so that reaping and Wait never
-// allocate. code → error is a fixed table of preformatted errors.
-const (
-	codeOK = iota
-	codeIOMMU
-	codeDevMemBound
-	codeBadDesc
-	codeReset
-	codeDevErr
-	codeUnknownStatus
-	codeTimeout
-	codeCanceled
-	codeCanceledReset
-	codeShort
-	codeNoRoute
-	nCodes
-	// codeErrnoBase + errno: a file operation failed with errno.
-	codeErrnoBase = 0x10000
-)
-
-var codeErrs = [nCodes]error{
-	codeOK:            nil,
-	codeIOMMU:         fmt.Errorf("%w: %w", ErrDevice, hdma.ErrIOMMUFault),
-	codeDevMemBound:   fmt.Errorf("%w: %w", ErrDevice, hdma.ErrDevMemBounds),
-	codeBadDesc:       fmt.Errorf("%w: %w", ErrDevice, hdma.ErrBadDescriptor),
-	codeReset:         fmt.Errorf("%w: %w", ErrDevice, hdma.ErrDeviceReset),
-	codeDevErr:        fmt.Errorf("%w: %w", ErrDevice, hdma.ErrDeviceError),
-	codeUnknownStatus: fmt.Errorf("%w: %w", ErrDevice, hdma.ErrUnknownStatus),
-	codeTimeout:       fmt.Errorf("%w: %w", ErrTimeout, hdma.ErrTimeout),
-	codeCanceled:      ErrCanceled,
-	codeCanceledReset: fmt.Errorf("%w: %w", ErrCanceled, hdma.ErrDeviceReset),
-	codeShort:         ErrShortIO,
-	codeNoRoute:       fmt.Errorf("%w: no path for this transfer", ErrBadTransfer),
+// Completion results travel as a Status (a transfer's slot holds it in one
+// atomic word next to the byte count), so that reaping and Wait never
+// allocate: the engine's own statuses and the common errnos map to
+// preformatted errors, a backend's own through Backend.Err.
+var statusErrs = [nCoreStatus]error{
+	StatusOK:       nil,
+	StatusCanceled: ErrCanceled,
+	StatusTimeout:  ErrTimeout,
+	StatusShort:    ErrShortIO,
+	statusNoop:     fmt.Errorf("%w: a no-op staged after Close began", ErrCanceled),
 }
 
 // errnoErrs are preformatted ErrIO errors for the common errnos, so that a
@@ -81,37 +57,30 @@ func init() {
 	}
 }
 
-// codeErr turns a result code into the error callers see.
-func codeErr(code uint32) error {
-	if code < nCodes {
-		return codeErrs[code]
-	}
-	if code >= codeErrnoBase {
-		if en := code - codeErrnoBase; en < uint32(len(errnoErrs)) {
-			return errnoErrs[en]
+// errUnknownStatus is a status no one defined.
+var errUnknownStatus = fmt.Errorf("%w: unknown completion status", ErrDevice)
+
+// statusErr turns a completion status into the error callers see.
+func (e *Engine) statusErr(s Status) error {
+	switch {
+	case s < nCoreStatus:
+		return statusErrs[s]
+	case s >= StatusErrno:
+		return ErrnoStatusErr(s)
+	case s >= StatusBackend:
+		if err := e.be.Err(s); err != nil {
+			return err
 		}
-		return fmt.Errorf("%w: %w", ErrIO, syscall.Errno(code-codeErrnoBase))
 	}
-	return codeErrs[codeUnknownStatus]
+	return errUnknownStatus
 }
 
-// hdmaCode maps a driver completion error to a result code.
-func hdmaCode(err error) uint32 {
-	switch err {
-	case nil:
-		return codeOK
-	case hdma.ErrIOMMUFault:
-		return codeIOMMU
-	case hdma.ErrDevMemBounds:
-		return codeDevMemBound
-	case hdma.ErrBadDescriptor:
-		return codeBadDesc
-	case hdma.ErrDeviceReset:
-		return codeReset
-	case hdma.ErrDeviceError:
-		return codeDevErr
-	case hdma.ErrTimeout:
-		return codeTimeout
+// ErrnoStatusErr is the error of StatusErrno+errno: ErrIO wrapping the
+// errno, preformatted for errnos below 256.
+func ErrnoStatusErr(s Status) error {
+	en := uint32(s - StatusErrno)
+	if en < uint32(len(errnoErrs)) && en != 0 {
+		return errnoErrs[en]
 	}
-	return codeUnknownStatus
+	return fmt.Errorf("%w: %w", ErrIO, syscall.Errno(en))
 }

@@ -6,23 +6,36 @@ import (
 	"log"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend/hdmadev"
+	"github.com/hcomm-go/hcomm/backend/memory"
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/hugepage"
+	"github.com/hcomm-go/hcomm/vfio/mock"
 )
 
-// Open an engine on the default device (vfio-mock), allocate a block, write
-// into it, move it to device memory and back, wait, and close.
+// Open an engine on an HDMA device (here vfio-mock's software device; on
+// hardware, vfio.OpenPCI), allocate a block, write into it, move it to
+// device memory and back, wait, and close.
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	dev, err := mock.New(mock.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	be, err := hdmadev.New(dev, hdmadev.Config{CloseDevice: true})
+	if err != nil {
+		log.Fatal(err)
+	}
 	eng, err := engine.Open(engine.Config{
-		PoolSize: 8 << 20, // the seed uses 256 MiB, the default
+		Backend:  be,
+		PoolSize: 8 << 20, // the default is 256 MiB
 		Backings: []hugepage.Backing{hugepage.BackingTHP, hugepage.Backing4K},
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer eng.Close(ctx)
+	defer eng.Shutdown(ctx)
 
 	out, _ := eng.Alloc(4096)
 	in, _ := eng.Alloc(4096)
@@ -55,14 +68,22 @@ func Example() {
 func ExampleEngine_SubmitBatch() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	dev, err := mock.New(mock.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	be, err := hdmadev.New(dev, hdmadev.Config{CPUThreshold: -1, CloseDevice: true}) // DMA only
+	if err != nil {
+		log.Fatal(err)
+	}
 	eng, err := engine.Open(engine.Config{
-		PoolSize: 8 << 20, QueueDepth: 64, CPUThreshold: -1, // DMA only
+		Backend: be, PoolSize: 8 << 20, QueueDepth: 64,
 		Backings: []hugepage.Backing{hugepage.BackingTHP, hugepage.Backing4K},
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer eng.Close(ctx)
+	defer eng.Shutdown(ctx)
 	buf, _ := eng.Alloc(64 * 1024)
 	batch := make([]engine.Transfer, 64)
 	for i := range batch {
@@ -84,13 +105,13 @@ func ExampleEngine_SubmitBatch() {
 // Poll mode: no goroutine; the application reaps completions itself.
 func ExampleEngine_Poll() {
 	eng, err := engine.Open(engine.Config{
-		PoolSize: 8 << 20, Mode: engine.ModePoll, Target: engine.TargetMemory,
+		Backend: memory.New(), PoolSize: 8 << 20, Mode: engine.ModePoll,
 		Backings: []hugepage.Backing{hugepage.BackingTHP, hugepage.Backing4K},
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer eng.Close(context.Background())
+	defer eng.Close()
 	a, _ := eng.Alloc(256)
 	b, _ := eng.Alloc(256)
 	copy(a.Bytes(), "polled")

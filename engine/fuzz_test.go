@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"errors"
@@ -6,14 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend/hdmadev"
+	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/vfio/mock"
 )
 
 var fuzzOnce struct {
 	sync.Once
 	dev *mock.Device
-	e   *Engine
-	b   [2]Block
+	e   *engine.Engine
+	b   [2]engine.Block
 	err error
 }
 
@@ -33,7 +35,7 @@ func FuzzSubmit(f *testing.F) {
 			if fuzzOnce.err != nil {
 				return
 			}
-			fuzzOnce.e, fuzzOnce.err = Open(small(Config{Device: fuzzOnce.dev, CPUThreshold: 256}))
+			fuzzOnce.e, fuzzOnce.err = engine.Open(small(t, engine.Config{Backend: hdmaBE(t, fuzzOnce.dev, hdmadev.Config{CPUThreshold: 256})}))
 			if fuzzOnce.err != nil {
 				return
 			}
@@ -48,21 +50,21 @@ func FuzzSubmit(f *testing.F) {
 		})
 		must(t, fuzzOnce.err)
 		e := fuzzOnce.e
-		loc := func(k uint8, off int64) Loc {
+		loc := func(k uint8, off int64) engine.Loc {
 			switch k % 4 {
 			case 0:
-				return HostAt(fuzzOnce.b[off&1], int(off>>1))
+				return engine.HostAt(fuzzOnce.b[off&1], int(off>>1))
 			case 1:
-				return DeviceAt(uint64(off))
+				return engine.DeviceAt(uint64(off))
 			case 2:
-				return FileAt(off)
+				return engine.FileAt(off)
 			}
-			return Loc{}
+			return engine.Loc{}
 		}
-		tr := Transfer{Src: loc(sk, so), Dst: loc(dk, do), Len: n}
+		tr := engine.Transfer{Src: loc(sk, so), Dst: loc(dk, do), Len: n}
 		id, err := e.Submit(tr)
 		if err != nil {
-			for _, want := range []error{ErrBadTransfer, ErrForeignBlock, ErrFreedBlock, ErrOutOfBounds, ErrQueueFull} {
+			for _, want := range []error{engine.ErrBadTransfer, engine.ErrForeignBlock, engine.ErrFreedBlock, engine.ErrOutOfBounds, engine.ErrQueueFull} {
 				if errors.Is(err, want) {
 					return
 				}

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend/hdmadev"
+	"github.com/hcomm-go/hcomm/engine"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,21 +49,21 @@ func TestNoLeaks(t *testing.T) {
 		cycles = 100
 	}
 	one := func(i int) {
-		mode := ModeReaper
+		mode := engine.ModeReaper
 		if i%2 == 1 {
-			mode = ModePoll
+			mode = engine.ModePoll
 		}
-		e, err := Open(small(Config{PoolSize: 256 << 10, QueueDepth: 8, CPUThreshold: -1, Mode: mode}))
+		e, err := engine.Open(small(t, engine.Config{Backend: hdmaBE(t, nil, hdmadev.Config{CPUThreshold: -1}), PoolSize: 256 << 10, QueueDepth: 8, Mode: mode}))
 		if err != nil {
 			t.Fatalf("cycle %d: %v", i, err)
 		}
 		b, err := e.Alloc(64)
 		must(t, err)
-		id, err := e.Submit(Transfer{Src: Host(b), Dst: DeviceAt(0), Len: 64})
+		id, err := e.Submit(engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(0), Len: 64})
 		must(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		must(t, e.Wait(ctx, id))
-		must(t, e.Close(ctx))
+		must(t, e.Shutdown(ctx))
 		cancel()
 	}
 	one(-2) // warm up lazily created runtime threads and pools
@@ -95,11 +97,11 @@ func TestIdleCPU(t *testing.T) {
 	if testing.Short() {
 		window = time.Second
 	}
-	e := open(t, Config{CPUThreshold: -1})
+	e := open(t, engine.Config{Backend: hdmaBE(t, nil, hdmadev.Config{CPUThreshold: -1})})
 	b := alloc(t, e, 64)
 	for range 100 {
-		_, err := e.Submit(Transfer{Src: Host(b), Dst: DeviceAt(0), Len: 64})
-		if err != nil && err != ErrQueueFull {
+		_, err := e.Submit(engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(0), Len: 64})
+		if err != nil && err != engine.ErrQueueFull {
 			t.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend/hdmadev"
+	"github.com/hcomm-go/hcomm/backend/memory"
+	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/mock"
 )
@@ -17,7 +20,7 @@ import (
 // must not complete them a second time (with ErrCanceled), and it must not
 // return while one of their callbacks is still running.
 func TestCloseDuringPoll(t *testing.T) {
-	e, err := Open(small(Config{Target: TargetMemory, Mode: ModePoll, QueueDepth: 8}))
+	e, err := engine.Open(small(t, engine.Config{Backend: memory.New(), Mode: engine.ModePoll, QueueDepth: 8}))
 	must(t, err)
 	b := alloc(t, e, 128)
 	const n = 8
@@ -25,7 +28,7 @@ func TestCloseDuringPoll(t *testing.T) {
 	var canceled, running atomic.Int32
 	started := make(chan struct{})
 	var once sync.Once
-	cb := func(r Result) {
+	cb := func(r engine.Result) {
 		running.Add(1)
 		defer running.Add(-1)
 		counts[r.User].Add(1)
@@ -38,7 +41,7 @@ func TestCloseDuringPoll(t *testing.T) {
 		}
 	}
 	for i := range n {
-		_, err := e.Submit(Transfer{Src: HostAt(b, 0), Dst: HostAt(b, 64), Len: 64, Callback: cb, User: uint64(i)})
+		_, err := e.Submit(engine.Transfer{Src: engine.HostAt(b, 0), Dst: engine.HostAt(b, 64), Len: 64, Callback: cb, User: uint64(i)})
 		must(t, err)
 	}
 	polled := make(chan int)
@@ -50,7 +53,7 @@ func TestCloseDuringPoll(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // no draining: straight to cancellation
-	must(t, e.Close(ctx))
+	must(t, e.Shutdown(ctx))
 	if r := running.Load(); r != 0 {
 		t.Errorf("Close returned while %d callbacks were still running", r)
 	}
@@ -74,21 +77,17 @@ func TestCloseDuringPoll(t *testing.T) {
 // and Commit). The held reservation is made by hand here, as fill does for
 // a no-op, and published 50 ms later.
 func TestDrainBehindReservation(t *testing.T) {
-	for _, mode := range []Mode{ModeReaper, ModePoll} {
-		e := open(t, Config{Target: TargetMemory, Mode: mode, QueueDepth: 8})
+	for _, mode := range []engine.Mode{engine.ModeReaper, engine.ModePoll} {
+		e := open(t, engine.Config{Backend: memory.New(), Mode: mode, QueueDepth: 8})
 		b := alloc(t, e, 128)
-		held, err := e.stage.Reserve(1)
+		publish, err := e.HoldReservation()
 		must(t, err)
 		var done atomic.Bool
-		_, err = e.Submit(Transfer{Src: HostAt(b, 0), Dst: HostAt(b, 64), Len: 64, Callback: func(Result) { done.Store(true) }})
+		_, err = e.Submit(engine.Transfer{Src: engine.HostAt(b, 0), Dst: engine.HostAt(b, 64), Len: 64, Callback: func(engine.Result) { done.Store(true) }})
 		must(t, err)
 		go func() {
 			time.Sleep(50 * time.Millisecond)
-			pos := held.Start()
-			e.slots[pos&e.mask].state.Store((pos + 1) << 1)
-			e.reqs[pos&e.mask] = req{op: opNone, done: 1}
-			_ = e.stage.Commit(held)
-			e.kick()
+			publish()
 		}()
 		must(t, e.Drain(ctxT(t, 20*time.Second)))
 		if !done.Load() {
@@ -103,7 +102,7 @@ func TestDrainBehindReservation(t *testing.T) {
 // flag, not be starved by the loop.
 func TestCloseWhilePolling(t *testing.T) {
 	for range 20 {
-		e, err := Open(small(Config{Target: TargetMemory, Mode: ModePoll, QueueDepth: 8}))
+		e, err := engine.Open(small(t, engine.Config{Backend: memory.New(), Mode: engine.ModePoll, QueueDepth: 8}))
 		must(t, err)
 		b := alloc(t, e, 128)
 		var calls atomic.Int64
@@ -117,13 +116,13 @@ func TestCloseWhilePolling(t *testing.T) {
 					return
 				default:
 				}
-				_, _ = e.Submit(Transfer{Src: HostAt(b, 0), Dst: HostAt(b, 64), Len: 64, Callback: func(Result) { calls.Add(1) }})
+				_, _ = e.Submit(engine.Transfer{Src: engine.HostAt(b, 0), Dst: engine.HostAt(b, 64), Len: 64, Callback: func(engine.Result) { calls.Add(1) }})
 				e.Poll()
 			}
 		}()
 		time.Sleep(time.Millisecond)
 		closed := make(chan error, 1)
-		go func() { closed <- e.Close(context.Background()) }()
+		go func() { closed <- e.Shutdown(context.Background()) }()
 		select {
 		case err := <-closed:
 			must(t, err)
@@ -150,16 +149,16 @@ func TestCloseRaces(t *testing.T) {
 		cycles = 20
 	}
 	for cyc := range cycles {
-		mode := Mode(cyc % 2)
+		mode := engine.Mode(cyc % 2)
 		dev := newMock(t, mock.Config{Seed: uint64(cyc)})
 		must(t, dev.InjectFault(mock.Fault{Kind: mock.FaultError, Rate: 0.01}))
 		must(t, dev.InjectFault(mock.Fault{Kind: mock.FaultLatency, Rate: 0.01, Latency: 300 * time.Microsecond}))
-		e, err := Open(small(Config{Device: dev, QueueDepth: 16, CPUThreshold: 64, Mode: mode, Timeout: 50 * time.Millisecond}))
+		e, err := engine.Open(small(t, engine.Config{Backend: hdmaBE(t, dev, hdmadev.Config{CPUThreshold: 64, Timeout: 50 * time.Millisecond}), QueueDepth: 16, Mode: mode}))
 		must(t, err)
 		const G, per = 4, 2000
 		counts := make([]atomic.Int32, G*per)
 		submitted := make([]atomic.Bool, G*per)
-		cb := func(r Result) { counts[r.User].Add(1) }
+		cb := func(r engine.Result) { counts[r.User].Add(1) }
 		var wg sync.WaitGroup
 		for g := range G {
 			wg.Add(1)
@@ -171,8 +170,8 @@ func TestCloseRaces(t *testing.T) {
 				}
 				for i := range per {
 					u := uint64(g*per + i)
-					tr := Transfer{Src: Host(b), Dst: DeviceAt(uint64(g) * 4096), Len: 64 << (i % 2 * 3), Callback: cb, User: u}
-					var id ID
+					tr := engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(uint64(g) * 4096), Len: 64 << (i % 2 * 3), Callback: cb, User: u}
+					var id engine.ID
 					var err error
 					if i%3 == 0 {
 						id, err = e.SubmitContext(context.Background(), tr)
@@ -185,7 +184,7 @@ func TestCloseRaces(t *testing.T) {
 							_ = e.Wait(context.Background(), id)
 						}
 					}
-					if mode == ModePoll {
+					if mode == engine.ModePoll {
 						e.Poll()
 					}
 				}
@@ -193,7 +192,7 @@ func TestCloseRaces(t *testing.T) {
 		}
 		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(2000))*time.Microsecond)
-		must(t, e.Close(ctx))
+		must(t, e.Shutdown(ctx))
 		cancel()
 		wg.Wait()
 		var n uint64
@@ -243,8 +242,8 @@ func (d shortBAR2) Region(i int) (vfio.Region, error) {
 
 func TestCPUPathShortMapping(t *testing.T) {
 	dev := newMock(t, mock.Config{DevMemSize: 1 << 20})
-	e := open(t, Config{Device: shortBAR2{dev, 256 << 10}, CPUThreshold: 4096})
-	if th := e.Config().CPUThreshold; th != -1 || len(e.Fallbacks()) == 0 {
+	e := open(t, engine.Config{Backend: hdmaBE(t, shortBAR2{dev, 256 << 10}, hdmadev.Config{CPUThreshold: 4096})})
+	if th := e.Backend().CPUThreshold; th != -1 || len(e.Fallbacks()) == 0 {
 		t.Errorf("CPUThreshold %d with a partial BAR2 mapping, fallbacks %v: want the CPU path off, and said", th, e.Fallbacks())
 	}
 	b := alloc(t, e, 4096)
@@ -253,11 +252,11 @@ func TestCPUPathShortMapping(t *testing.T) {
 	}
 	ctx := ctxT(t, 10*time.Second)
 	// Past the CPU mapping, inside device memory: must not panic, must land.
-	id, err := e.Submit(Transfer{Src: Host(b), Dst: DeviceAt(512 << 10), Len: 4096})
+	id, err := e.Submit(engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(512 << 10), Len: 4096})
 	must(t, err)
 	must(t, e.Wait(ctx, id))
 	back := alloc(t, e, 4096)
-	id, err = e.Submit(Transfer{Src: DeviceAt(512 << 10), Dst: Host(back), Len: 4096})
+	id, err = e.Submit(engine.Transfer{Src: engine.DeviceAt(512 << 10), Dst: engine.Host(back), Len: 4096})
 	must(t, err)
 	must(t, e.Wait(ctx, id))
 	for i, v := range back.Bytes() {

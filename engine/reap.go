@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -24,7 +23,7 @@ func (e *Engine) cycle() (n int, busy bool) {
 	e.drainLocked()
 	n = e.collectLocked(e.batch)
 	if n == 0 {
-		e.tgt.check(e)
+		e.be.Check()
 		n = e.collectLocked(e.batch) // what a recovery failed
 	}
 	count, bytes, errs := e.countLocked(e.batch[:n])
@@ -32,8 +31,8 @@ func (e *Engine) cycle() (n int, busy bool) {
 		e.ctr.reapBatches++
 	}
 	// Busy: something may finish without a doorbell or a wake-up (in the
-	// target, or staged and not yet accepted by it): sleep with a timeout.
-	busy = e.tgt.outstanding() > 0 || e.fwd != e.head+uint64(e.stage.Len())
+	// backend, or staged and not yet accepted by it): sleep with a timeout.
+	busy = e.be.Outstanding() > 0 || e.fwd != e.head+uint64(e.stage.Len())
 	e.unlock()
 	if n == 0 {
 		return 0, busy
@@ -53,18 +52,26 @@ func (e *Engine) cycle() (n int, busy bool) {
 // how many there are, their bytes and how many failed. No-ops (reservations
 // made after Close began, the rest of a batch after an invalid entry) go
 // through the completion path to free their slots but are not transfers:
-// they are not counted, as drainLocked does not count them either. Owner
-// only (the entries are not yet released).
-func (e *Engine) countLocked(batch []completion) (count int, bytes uint64, errs uint32) {
-	for _, c := range batch {
-		if e.reqs[c.pos&e.mask].op == opNone {
+// they are not counted, as drainLocked does not count them either. A
+// successful completion that moved fewer bytes than asked becomes
+// StatusShort here, for every backend. Owner only (the entries are not yet
+// released).
+func (e *Engine) countLocked(batch []Completion) (count int, bytes uint64, errs uint32) {
+	for i := range batch {
+		c := &batch[i]
+		op := &e.ops[c.Tag&e.mask]
+		if op.done == opNoop {
+			c.Status = statusNoop
 			continue
 		}
+		if c.Status == StatusOK && c.N != op.Len {
+			c.Status = StatusShort
+		}
 		count++
-		bytes += uint64(uint32(c.res))
-		if code := uint32(c.res >> 32); code != codeOK {
+		bytes += uint64(c.N)
+		if c.Status != StatusOK {
 			errs++
-			e.ctr.countErr(code)
+			e.ctr.countErr(e.statusErr(c.Status))
 		}
 	}
 	e.ctr.completed += uint64(count)
@@ -73,18 +80,17 @@ func (e *Engine) countLocked(batch []completion) (count int, bytes uint64, errs 
 
 // complete stores each result and runs each callback, exactly once, then
 // marks the slot done (which lets the frontier release it).
-func (e *Engine) complete(batch []completion) {
+func (e *Engine) complete(batch []Completion) {
 	for _, c := range batch {
-		s := &e.slots[c.pos&e.mask]
-		s.res.Store(c.res)
+		s := &e.slots[c.Tag&e.mask]
+		s.res.Store(resOf(c))
 		if cb := s.cb; cb != nil {
 			s.cb = nil
-			cb(Result{ID: e.makeID(c.pos), User: s.user, N: int(uint32(c.res)), Err: codeErr(uint32(c.res >> 32))})
+			cb(Result{ID: e.makeID(c.Tag), User: s.user, N: int(c.N), Err: e.statusErr(c.Status)})
 		}
-		s.host = nil
 		// Release: the result and the callback's effects happen before
 		// a waiter or the frontier sees the slot done.
-		s.state.Store((c.pos+1)<<1 | 1)
+		s.state.Store((c.Tag+1)<<1 | 1)
 	}
 }
 
@@ -108,14 +114,17 @@ func (e *Engine) Poll() int {
 // 10ms to notice a stalled device.
 func (e *Engine) reaper(ready chan<- struct{}) {
 	defer close(e.done)
-	fd, isEventfd := e.tgt.sleepFd()
+	fd, isEventfd := e.be.ReadyFD()
 	sl, err := newSleeper(fd, isEventfd, e.wakeFd)
 	if err != nil {
 		e.fallbacks = append(e.fallbacks, err)
 	}
 	close(ready)
 	defer sl.close()
-	tick := min(e.cfg.Timeout/4, 10*time.Millisecond)
+	tick := 10 * time.Millisecond
+	if e.desc.Timeout > 0 {
+		tick = min(e.desc.Timeout/4, tick)
+	}
 	last := time.Now()
 	for !e.stop.Load() {
 		if n, _ := e.cycle(); n > 0 {
@@ -169,7 +178,7 @@ func (e *Engine) Wait(ctx context.Context, id ID) error {
 			return true
 		}
 		if done {
-			res = codeErr(uint32(r >> 32))
+			res = e.statusErr(Status(r >> 32))
 		}
 		return done
 	})
@@ -216,117 +225,6 @@ func (e *Engine) Drain(ctx context.Context) error {
 	end := e.head + uint64(e.stage.Len())
 	e.unlock()
 	return e.waitReleased(ctx, end)
-}
-
-// Close stops accepting transfers (Submit and Alloc return ErrClosed),
-// waits for those in flight until ctx ends, then cancels the rest (a
-// device reset; each gets ErrCanceled), runs every outstanding callback
-// exactly once (those left at cancellation on the caller of Close, the
-// reaper being stopped by then), stops the reaper, unmaps the pool from the
-// device and frees everything. Closing again returns nil.
-func (e *Engine) Close(ctx context.Context) error {
-	first := false
-	e.closeOnce.Do(func() { first = true })
-	if !first {
-		<-e.closedCh
-		return nil
-	}
-	e.closing.Store(true)
-	defer close(e.closedCh)
-
-	// 1. Drain, bounded by ctx. New reservations are no-ops now.
-	drainErr := e.drainAll(ctx)
-
-	// 2. Stop the reaper.
-	e.stop.Store(true)
-	if e.cfg.Mode == ModeReaper {
-		e.sleeping.Store(sleepIdle) // make sure the wake-up goes through
-		e.wakeReaper(false)
-		<-e.done
-	} else {
-		// Poll mode: an application goroutine (or a Wait/Drain polling
-		// for it) may be inside Poll, with completions collected and
-		// callbacks still to run. Take the reaping flag for good: wait
-		// for that Poll to finish (it completes what it collected), and
-		// every later Poll returns 0. Without this, step 4 would see
-		// those slots open and complete them a second time.
-		for !e.reaping.CompareAndSwap(0, 1) {
-			runtime.Gosched()
-		}
-	}
-
-	// 3. Tear down the staging side: wait for reservations in progress
-	// to be published (a submitter never blocks between Reserve and
-	// Commit), then stop every future drain.
-	e.lock()
-	for {
-		b := e.stage.Peek(e.depth)
-		if b.Len() == e.stage.Len() {
-			break
-		}
-		e.owner.Store(0)
-		runtime.Gosched()
-		e.lock()
-	}
-	e.drainLocked()
-	// The published prefix, not head+Len: a submitter may reserve after
-	// the check above; it saw closing (set before the check) and is
-	// writing a no-op into its slot right now. Completing that slot here
-	// would race with its writes. Every reservation made before the
-	// check is published, so every real transfer is in [head, end).
-	b := e.stage.Peek(e.depth)
-	end := b.Start() + uint64(b.Len())
-	e.torn = true
-
-	// 4. Everything still open completes now, on this goroutine: what
-	// finished, what the cancelled target reports, then the rest.
-	n := e.collectLocked(e.batch)
-	n += e.tgt.cancel(e, e.batch[n:])
-	seen := make([]bool, e.depth)
-	for _, c := range e.batch[:n] {
-		seen[c.pos&e.mask] = true
-	}
-	for pos := e.head; pos != end; pos++ {
-		if !seen[pos&e.mask] && e.slots[pos&e.mask].state.Load() != (pos+1)<<1|1 && n < len(e.batch) {
-			e.batch[n] = completion{pos: pos, res: packRes(codeCanceled, 0)}
-			n++
-		}
-	}
-	e.countLocked(e.batch[:n])
-	e.owner.Store(0)
-	e.complete(e.batch[:n])
-	e.released.Store(end)
-	e.notify()
-
-	// 5. Free everything.
-	errs := []error{e.tgt.close(e), e.pool.Close(), unix.Close(e.wakeFd)}
-	e.closeErr = errors.Join(errs...)
-	if e.closeErr != nil {
-		return fmt.Errorf("engine: close: %w", e.closeErr)
-	}
-	if drainErr != nil {
-		e.log.Info("engine: close canceled in-flight transfers", "reason", drainErr)
-	}
-	return nil
-}
-
-// drainAll waits until the staging ring is empty (every reservation
-// released) or ctx ends.
-func (e *Engine) drainAll(ctx context.Context) error {
-	for e.stage.Len() > 0 {
-		if err := e.Drain(ctx); err != nil {
-			return err
-		}
-		if e.stage.Len() > 0 && e.cfg.Mode == ModePoll {
-			e.Poll()
-		} else if e.stage.Len() > 0 {
-			runtime.Gosched()
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // sleeper puts the reaper to sleep on its watched fds through io_uring

@@ -1,6 +1,10 @@
 package engine
 
-import "github.com/hcomm-go/hcomm/hugepage"
+import (
+	"errors"
+
+	"github.com/hcomm-go/hcomm/hugepage"
+)
 
 // counters are the engine's statistics. They are plain integers written only
 // by the goroutine holding the owner flag (a draining submitter, the
@@ -11,24 +15,23 @@ type counters struct {
 	transfers   [nPaths]uint64
 	bytes       [nPaths]uint64
 	batches     uint64
-	doorbells   uint64
-	syscalls    uint64
 	completed   uint64
 	reapBatches uint64
 	errDevice   uint64
 	errTimeout  uint64
 	errCanceled uint64
 	errIO       uint64
-	recoveries  uint64
 }
 
-func (c *counters) countErr(code uint32) {
+// countErr counts a failed transfer by the kind of its error (the error
+// path only: errors.Is walks the wrapped chain, without allocating).
+func (c *counters) countErr(err error) {
 	switch {
-	case code == codeTimeout:
+	case errors.Is(err, ErrTimeout):
 		c.errTimeout++
-	case code == codeCanceled || code == codeCanceledReset:
+	case errors.Is(err, ErrCanceled):
 		c.errCanceled++
-	case code == codeShort || code >= codeErrnoBase:
+	case errors.Is(err, ErrIO), errors.Is(err, ErrShortIO):
 		c.errIO++
 	default:
 		c.errDevice++
@@ -42,16 +45,19 @@ type PathStats struct {
 
 // Stats is a snapshot of an engine's counters.
 type Stats struct {
-	// Transfers and Bytes handed to the target (all paths), and by path
-	// (index: PathDMA, PathCPU, PathFile, PathMemory).
+	// Backend is the backend's name (Description.Name).
+	Backend string
+	// Transfers and Bytes handed to the backend (all paths), and by path
+	// (index: PathDMA, PathCPU, PathFile, PathMemory, PathNVMe, PathRemote).
 	Transfers, Bytes uint64
 	Paths            [nPaths]PathStats
-	// Batches handed to the target (one hookSubmitBatch call each).
+	// Batches handed to the backend (one hookSubmitBatch call per path each).
 	Batches uint64
-	// Doorbells: SQ_TAIL writes (device) or submitting io_uring_enters (file).
+	// Doorbells the backend rang: SQ_TAIL writes (device) or submitting
+	// io_uring_enters (file).
 	Doorbells uint64
-	// Syscalls made by the engine: io_uring_enters of the file ring and of
-	// the reaper's sleeps, eventfd reads and wake-ups.
+	// Syscalls made by the engine and its backend: the backend's
+	// io_uring_enters, the reaper's sleeps, eventfd reads and wake-ups.
 	Syscalls uint64
 	// Completed transfers (callbacks run or due), in ReapBatches batches.
 	Completed, ReapBatches uint64
@@ -61,26 +67,30 @@ type Stats struct {
 	InFlight int
 	// QueueFull counts submissions refused with ErrQueueFull.
 	QueueFull uint64
-	// Recoveries: device resets recovered from.
+	// Recoveries: device resets (or reconnects) the backend recovered from.
 	Recoveries uint64
-	// CPUThreshold is the CPU-path threshold in bytes (-1: off).
+	// CPUThreshold is the backend's CPU-path threshold in bytes (-1: off).
 	CPUThreshold int
-	// Pool is the host memory pool's accounting.
+	// Backing is what memory the pool's first arena got.
+	Backing hugepage.Backing
+	// Pool is the host memory pool's accounting (growth and release
+	// included: Pool.Grows, Pool.Releases, Pool.Arenas).
 	Pool hugepage.PoolStats
 }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
 	e.lock()
-	c := e.ctr
+	c, bc := e.ctr, e.bctr
 	inflight := e.stage.Len()
 	e.unlock()
 	s := Stats{
-		Batches: c.batches, Doorbells: c.doorbells, Syscalls: c.syscalls + e.sysc.Load(),
+		Backend: e.desc.Name,
+		Batches: c.batches, Doorbells: bc.Doorbells, Syscalls: bc.Syscalls + e.sysc.Load(),
 		Completed: c.completed, ReapBatches: c.reapBatches,
 		DeviceErrors: c.errDevice, Timeouts: c.errTimeout, Canceled: c.errCanceled, IOErrors: c.errIO,
-		InFlight: inflight, QueueFull: e.queueFull.Load(), Recoveries: c.recoveries,
-		CPUThreshold: e.cfg.CPUThreshold,
+		InFlight: inflight, QueueFull: e.queueFull.Load(), Recoveries: bc.Recoveries,
+		CPUThreshold: e.desc.CPUThreshold, Backing: e.backing,
 	}
 	for p := range s.Paths {
 		s.Paths[p] = PathStats{Transfers: c.transfers[p], Bytes: c.bytes[p]}

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend/hdmadev"
+	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/vfio/hdma"
 	"github.com/hcomm-go/hcomm/vfio/hdma/model"
 	"github.com/hcomm-go/hcomm/vfio/mock"
 )
@@ -43,18 +46,18 @@ func TestExactlyOnce(t *testing.T) {
 	}
 	// The stall is found after Timeout. Too short a Timeout turns a slow
 	// moment of a loaded machine into a second (legitimate) timeout.
-	e := open(t, Config{Device: dev, QueueDepth: 64, CPUThreshold: 64, Timeout: 250 * time.Millisecond})
+	e := open(t, engine.Config{Backend: hdmaBE(t, dev, hdmadev.Config{CPUThreshold: 64, Timeout: 250 * time.Millisecond}), QueueDepth: 64})
 	counts := make([]atomic.Uint32, total)
 	var failed, timeouts, resets, injected atomic.Int64
-	cb := func(r Result) {
+	cb := func(r engine.Result) {
 		counts[r.User].Add(1)
 		switch {
 		case r.Err == nil:
-		case errors.Is(r.Err, ErrTimeout):
+		case errors.Is(r.Err, engine.ErrTimeout):
 			timeouts.Add(1)
-		case errors.Is(r.Err, codeErrs[codeReset]):
+		case errors.Is(r.Err, hdma.ErrDeviceReset):
 			resets.Add(1)
-		case errors.Is(r.Err, codeErrs[codeDevErr]):
+		case errors.Is(r.Err, hdma.ErrDeviceError):
 			injected.Add(1)
 		default:
 			failed.Add(1)
@@ -74,16 +77,16 @@ func TestExactlyOnce(t *testing.T) {
 			// 0, DMA writes at 16K, DMA reads from 32K.
 			host := alloc(t, e, 64<<10)
 			dbase := uint64(g) << 16
-			var batch [8]Transfer
-			mk := func(i int) Transfer {
+			var batch [8]engine.Transfer
+			mk := func(i int) engine.Transfer {
 				seq := uint64(g*per + i)
 				switch i % 3 {
 				case 0: // CPU path
-					return Transfer{Src: HostAt(host, 48<<10), Dst: DeviceAt(dbase), Len: 64, Callback: cb, User: seq}
+					return engine.Transfer{Src: engine.HostAt(host, 48<<10), Dst: engine.DeviceAt(dbase), Len: 64, Callback: cb, User: seq}
 				case 1:
-					return Transfer{Src: HostAt(host, 0), Dst: DeviceAt(dbase + 16<<10), Len: 512, Callback: cb, User: seq}
+					return engine.Transfer{Src: engine.HostAt(host, 0), Dst: engine.DeviceAt(dbase + 16<<10), Len: 512, Callback: cb, User: seq}
 				default:
-					return Transfer{Src: DeviceAt(dbase + 32<<10), Dst: HostAt(host, 16<<10), Len: 512, Callback: cb, User: seq}
+					return engine.Transfer{Src: engine.DeviceAt(dbase + 32<<10), Dst: engine.HostAt(host, 16<<10), Len: 512, Callback: cb, User: seq}
 				}
 			}
 			for i := 0; i < per; {
@@ -148,10 +151,10 @@ func TestExactlyOnce(t *testing.T) {
 // TestManySubmitters: 64 goroutines submit single transfers at once; all
 // complete, and they share doorbells (fewer doorbells than transfers).
 func TestManySubmitters(t *testing.T) {
-	e := open(t, Config{CPUThreshold: -1, QueueDepth: 256})
+	e := open(t, engine.Config{Backend: hdmaBE(t, nil, hdmadev.Config{CPUThreshold: -1}), QueueDepth: 256})
 	const g, each = 64, 200
 	var done atomic.Int64
-	cb := func(Result) { done.Add(1) }
+	cb := func(engine.Result) { done.Add(1) }
 	ctx := ctxT(t, time.Minute)
 	var wg sync.WaitGroup
 	for i := range g {
@@ -160,7 +163,7 @@ func TestManySubmitters(t *testing.T) {
 			defer wg.Done()
 			b := alloc(t, e, 64)
 			for range each {
-				if _, err := e.SubmitContext(ctx, Transfer{Src: Host(b), Dst: DeviceAt(uint64(i) * 64), Len: 64, Callback: cb}); err != nil {
+				if _, err := e.SubmitContext(ctx, engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(uint64(i) * 64), Len: 64, Callback: cb}); err != nil {
 					t.Error(err)
 					return
 				}

@@ -15,7 +15,7 @@ import (
 // into the target with one doorbell (group commit). ErrQueueFull when
 // QueueDepth transfers are in flight; SubmitContext waits instead.
 func (e *Engine) Submit(t Transfer) (ID, error) {
-	var r req
+	var r Op
 	if err := e.validate(&t, &r); err != nil {
 		return 0, err
 	}
@@ -36,9 +36,9 @@ func (e *Engine) Submit(t Transfer) (ID, error) {
 }
 
 // fill writes staged entry pos: the Go slot first (callback, state), then
-// the entry, executing CPU-path and memory transfers on the way. After
-// Close began it stages a no-op instead and reports ErrClosed.
-func (e *Engine) fill(pos uint64, t *Transfer, r *req) (ID, error) {
+// the entry, executing Inline transfers on the way. After Close began it
+// stages a no-op instead and reports ErrClosed.
+func (e *Engine) fill(pos uint64, t *Transfer, op *Op) (ID, error) {
 	s := &e.slots[pos&e.mask]
 	// The slot was released by the frontier (its previous transfer done);
 	// nobody else touches it until Commit publishes it.
@@ -46,19 +46,24 @@ func (e *Engine) fill(pos uint64, t *Transfer, r *req) (ID, error) {
 	// Checked after Reserve: Close sets closing before it looks at the
 	// ring, so either Close sees this reservation or we see closing.
 	if e.closing.Load() {
-		s.cb, s.user, s.host = nil, 0, nil
-		e.reqs[pos&e.mask] = req{op: opNone, done: 1}
+		e.fillNoop(pos)
 		return 0, errClosedWhile("submit")
 	}
 	s.cb, s.user = t.Callback, t.User
-	if r.path == uint8(PathFile) {
-		s.host = t.hostBytes()
+	if op.done == opDone {
+		n, st := e.be.Execute(*op)
+		op.res = packRes(st, n)
 	}
-	if r.done != 0 {
-		r.res = e.execute(t, r)
-	}
-	e.reqs[pos&e.mask] = *r
+	e.ops[pos&e.mask] = *op
 	return e.makeID(pos), nil
+}
+
+// fillNoop stages a no-op at pos: it is released without a callback.
+func (e *Engine) fillNoop(pos uint64) {
+	s := &e.slots[pos&e.mask]
+	s.state.Store((pos + 1) << 1)
+	s.cb, s.user = nil, 0
+	e.ops[pos&e.mask] = Op{done: opNoop, res: packRes(statusNoop, 0)}
 }
 
 // SubmitBatch stages ts with one reservation and one doorbell and writes
@@ -113,8 +118,8 @@ func (e *Engine) fillBatch(b ring.Batch, ts []Transfer, ids []ID) (int, error) {
 	start := b.Start()
 	for i := range ts {
 		pos := start + uint64(i)
-		r := &e.reqs[pos&e.mask]
-		*r = req{}
+		r := &e.ops[pos&e.mask]
+		*r = Op{}
 		err := e.validate(&ts[i], r)
 		var id ID
 		if err == nil {
@@ -122,11 +127,7 @@ func (e *Engine) fillBatch(b ring.Batch, ts []Transfer, ids []ID) (int, error) {
 		}
 		if err != nil {
 			for j := i; j < len(ts); j++ {
-				p := start + uint64(j)
-				s := &e.slots[p&e.mask]
-				s.state.Store((p + 1) << 1)
-				s.cb, s.user, s.host = nil, 0, nil
-				e.reqs[p&e.mask] = req{op: opNone, done: 1}
+				e.fillNoop(start + uint64(j))
 			}
 			if err != nil && i < len(ts) {
 				err = fmt.Errorf("engine: batch entry %d: %w", i, err)

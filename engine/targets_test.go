@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"bytes"
@@ -8,21 +8,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend/memory"
+	"github.com/hcomm-go/hcomm/engine"
 	"golang.org/x/sys/unix"
 )
 
 func TestMemoryTarget(t *testing.T) {
-	e := open(t, Config{Target: TargetMemory})
+	e := open(t, engine.Config{Backend: memory.New()})
 	src := alloc(t, e, 1<<20)
 	dst := alloc(t, e, 1<<20)
 	for i := range src.Bytes() {
 		src.Bytes()[i] = byte(i >> 3)
 	}
-	ts := []Transfer{
-		{Src: Host(src), Dst: Host(dst), Len: 1 << 19},
-		{Src: HostAt(src, 1<<19), Dst: HostAt(dst, 1<<19), Len: 1 << 19},
+	ts := []engine.Transfer{
+		{Src: engine.Host(src), Dst: engine.Host(dst), Len: 1 << 19},
+		{Src: engine.HostAt(src, 1<<19), Dst: engine.HostAt(dst, 1<<19), Len: 1 << 19},
 	}
-	ids := make([]ID, 2)
+	ids := make([]engine.ID, 2)
 	n, err := e.SubmitBatch(ts, ids)
 	if n != 2 || err != nil {
 		t.Fatalf("batch: %d, %v", n, err)
@@ -34,10 +36,10 @@ func TestMemoryTarget(t *testing.T) {
 	if !bytes.Equal(src.Bytes(), dst.Bytes()) {
 		t.Fatal("copy differs")
 	}
-	if _, err := e.Submit(Transfer{Src: Host(src), Dst: DeviceAt(0), Len: 64}); !errors.Is(err, ErrBadTransfer) {
+	if _, err := e.Submit(engine.Transfer{Src: engine.Host(src), Dst: engine.DeviceAt(0), Len: 64}); !errors.Is(err, engine.ErrBadTransfer) {
 		t.Errorf("memory target to device: %v", err)
 	}
-	if st := e.Stats(); st.Paths[PathMemory].Transfers != 2 || st.Paths[PathMemory].Bytes != 1<<20 {
+	if st := e.Stats(); st.Paths[engine.PathMemory].Transfers != 2 || st.Paths[engine.PathMemory].Bytes != 1<<20 {
 		t.Errorf("stats: %+v", st.Paths)
 	}
 }
@@ -64,7 +66,7 @@ func TestFileTarget(t *testing.T) {
 			flags = unix.O_DIRECT
 		}
 		f := tempFile(t, flags)
-		e := open(t, Config{Target: TargetFile, File: f, Alignment: 4096})
+		e := open(t, engine.Config{Backend: fileBE(t, f), Alignment: 4096})
 		for _, fb := range e.Fallbacks() {
 			t.Logf("fallback: %v", fb)
 		}
@@ -74,48 +76,48 @@ func TestFileTarget(t *testing.T) {
 			src.Bytes()[i] = byte(i*13 + 1)
 		}
 		ctx := ctxT(t, 10*time.Second)
-		ts := make([]Transfer, 16)
+		ts := make([]engine.Transfer, 16)
 		for i := range ts {
-			ts[i] = Transfer{Src: HostAt(src, i*4096), Dst: FileAt(int64(i) * 4096), Len: 4096}
+			ts[i] = engine.Transfer{Src: engine.HostAt(src, i*4096), Dst: engine.FileAt(int64(i) * 4096), Len: 4096}
 		}
 		n, err := e.SubmitBatch(ts, nil)
 		if n != 16 || err != nil {
 			t.Fatalf("direct=%v: write batch: %d, %v", direct, n, err)
 		}
 		must(t, e.Drain(ctx))
-		id, err := e.Submit(Transfer{Src: FileAt(0), Dst: Host(dst), Len: 64 << 10})
+		id, err := e.Submit(engine.Transfer{Src: engine.FileAt(0), Dst: engine.Host(dst), Len: 64 << 10})
 		must(t, err)
 		must(t, e.Wait(ctx, id))
 		if !bytes.Equal(src.Bytes(), dst.Bytes()) {
 			t.Fatalf("direct=%v: read back differs", direct)
 		}
 		// Reading past the end is short, and says so.
-		id, err = e.Submit(Transfer{Src: FileAt(60 << 10), Dst: Host(dst), Len: 8 << 10})
+		id, err = e.Submit(engine.Transfer{Src: engine.FileAt(60 << 10), Dst: engine.Host(dst), Len: 8 << 10})
 		must(t, err)
-		if err := e.Wait(ctx, id); !errors.Is(err, ErrShortIO) {
+		if err := e.Wait(ctx, id); !errors.Is(err, engine.ErrShortIO) {
 			t.Errorf("direct=%v: read past EOF: %v, want ErrShortIO", direct, err)
 		}
 		st := e.Stats()
-		if st.Paths[PathFile].Transfers != 18 || st.Doorbells > 3+2 {
+		if st.Paths[engine.PathFile].Transfers != 18 || st.Doorbells > 3+2 {
 			t.Errorf("direct=%v: stats %+v", direct, st)
 		}
 		t.Logf("direct=%v: %d transfers, %d submitting enters, %d syscalls in all", direct, st.Transfers, st.Doorbells, st.Syscalls)
 		if direct {
-			bad := []Transfer{
-				{Src: HostAt(src, 512), Dst: FileAt(0), Len: 4096},
-				{Src: Host(src), Dst: FileAt(100), Len: 4096},
-				{Src: Host(src), Dst: FileAt(0), Len: 1000},
+			bad := []engine.Transfer{
+				{Src: engine.HostAt(src, 512), Dst: engine.FileAt(0), Len: 4096},
+				{Src: engine.Host(src), Dst: engine.FileAt(100), Len: 4096},
+				{Src: engine.Host(src), Dst: engine.FileAt(0), Len: 1000},
 			}
 			for _, tr := range bad {
-				if _, err := e.Submit(tr); !errors.Is(err, ErrAlignment) {
+				if _, err := e.Submit(tr); !errors.Is(err, engine.ErrAlignment) {
 					t.Errorf("misaligned O_DIRECT %v → %v (%d bytes): %v, want ErrAlignment", tr.Src, tr.Dst, tr.Len, err)
 				}
 			}
-			if _, err := Open(small(Config{Target: TargetFile, File: f})); !errors.Is(err, ErrBadConfig) {
+			if _, err := engine.Open(small(t, engine.Config{Backend: fileBE(t, f)})); !errors.Is(err, engine.ErrBadConfig) {
 				t.Errorf("O_DIRECT file with 64-byte alignment: %v, want ErrBadConfig", err)
 			}
 		}
-		if _, err := e.Submit(Transfer{Src: Host(src), Dst: DeviceAt(0), Len: 64}); !errors.Is(err, ErrBadTransfer) {
+		if _, err := e.Submit(engine.Transfer{Src: engine.Host(src), Dst: engine.DeviceAt(0), Len: 64}); !errors.Is(err, engine.ErrBadTransfer) {
 			t.Errorf("file target to device: %v", err)
 		}
 	}

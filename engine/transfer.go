@@ -2,54 +2,57 @@ package engine
 
 import "fmt"
 
-// locKind says what a Loc names.
-type locKind uint8
-
-const (
-	locNone locKind = iota
-	locHost
-	locDevice
-	locFile
-)
-
-// Loc is one end of a transfer: bytes of a host block, of device memory, or
-// of the engine's file. Build it with Host, HostAt, DeviceAt or FileAt.
+// Loc is one end of a transfer: bytes of a host block, of device memory, of
+// the backend's file, or of a remote peer's pool. Build it with Host,
+// HostAt, DeviceAt, FileAt or Remote; which kinds a backend accepts is its
+// Description.Locs.
 type Loc struct {
-	kind locKind
+	kind LocKind
+	peer uint32
 	b    Block
 	off  uint64
 }
 
 // Host names block b from its first byte.
-func Host(b Block) Loc { return Loc{kind: locHost, b: b} }
+func Host(b Block) Loc { return Loc{kind: LocHost, b: b} }
 
 // HostAt names block b from byte off.
 func HostAt(b Block, off int) Loc {
 	if off < 0 {
-		return Loc{kind: locHost, b: b, off: ^uint64(0)} // refused by validation
+		return Loc{kind: LocHost, b: b, off: ^uint64(0)} // refused by validation
 	}
-	return Loc{kind: locHost, b: b, off: uint64(off)}
+	return Loc{kind: LocHost, b: b, off: uint64(off)}
 }
 
-// DeviceAt names device memory (the HDMA device's BAR2) from offset off.
-func DeviceAt(off uint64) Loc { return Loc{kind: locDevice, off: off} }
+// DeviceAt names device memory from offset off: an HDMA device's BAR2, an
+// NVMe namespace's bytes.
+func DeviceAt(off uint64) Loc { return Loc{kind: LocDevice, off: off} }
 
-// FileAt names the engine's file from byte offset off.
+// FileAt names the backend's file from byte offset off.
 func FileAt(off int64) Loc {
 	if off < 0 {
-		return Loc{kind: locFile, off: ^uint64(0)}
+		return Loc{kind: LocFile, off: ^uint64(0)}
 	}
-	return Loc{kind: locFile, off: uint64(off)}
+	return Loc{kind: LocFile, off: uint64(off)}
 }
+
+// Remote names byte off of the pool that remote peer exported (a backend
+// that reaches other hosts gives out peer numbers).
+func Remote(peer uint32, off uint64) Loc { return Loc{kind: LocRemote, peer: peer, off: off} }
+
+// Kind is what l names.
+func (l Loc) Kind() LocKind { return l.kind }
 
 func (l Loc) String() string {
 	switch l.kind {
-	case locHost:
+	case LocHost:
 		return fmt.Sprintf("host block %#x+%d", l.b.Addr(), l.off)
-	case locDevice:
+	case LocDevice:
 		return fmt.Sprintf("device memory %#x", l.off)
-	case locFile:
+	case LocFile:
 		return fmt.Sprintf("file offset %d", l.off)
+	case LocRemote:
+		return fmt.Sprintf("peer %d offset %#x", l.peer, l.off)
 	}
 	return "nowhere"
 }
@@ -77,7 +80,8 @@ type Result struct {
 	// N is the number of bytes moved.
 	N int
 	// Err is nil, or wraps ErrDevice, ErrTimeout, ErrCanceled, ErrIO or
-	// ErrShortIO (and the cause, e.g. hdma.ErrIOMMUFault or an errno).
+	// ErrShortIO (and the backend's cause, e.g. hdma.ErrIOMMUFault or an
+	// errno).
 	Err error
 }
 
@@ -93,27 +97,26 @@ func (e *Engine) makeID(pos uint64) ID {
 	return ID(e.tag<<idPosBits | (pos+1)&(1<<idPosBits-1))
 }
 
-// Path is how a transfer was carried out; the hook functions report it.
+// Path is how a transfer was carried out; backends set it in Prepare, and
+// Stats and the hook functions report by it. The numbers are part of the
+// hook interface (docs/engine.md): new paths are appended, never renumbered.
 type Path uint8
 
 const (
-	PathDMA    Path = 0 // the device's DMA engine
+	PathDMA    Path = 0 // a device's DMA engine (HDMA)
 	PathCPU    Path = 1 // the CPU, straight into device memory (BAR2)
 	PathFile   Path = 2 // io_uring to a file
 	PathMemory Path = 3 // host→host copy
-	nPaths          = 4
+	PathNVMe   Path = 4 // an NVMe controller's queues
+	PathRemote Path = 5 // another host's pool (put/get)
+	nPaths          = 8
 )
 
+var pathNames = [nPaths]string{"dma", "cpu", "file", "memory", "nvme", "remote"}
+
 func (p Path) String() string {
-	switch p {
-	case PathDMA:
-		return "dma"
-	case PathCPU:
-		return "cpu"
-	case PathFile:
-		return "file"
-	case PathMemory:
-		return "memory"
+	if int(p) < len(pathNames) && pathNames[p] != "" {
+		return pathNames[p]
 	}
-	return fmt.Sprintf("Path(%d)", uint8(p))
+	return fmt.Sprintf("path(%d)", uint8(p))
 }

@@ -2,7 +2,8 @@
 // Go engine: init with a 256 MiB pool, queue depth 64 and 64-byte
 // alignment; allocate host memory; write into it; submit a transfer with a
 // completion callback; submit a batch; wait; free; finalize. The device is
-// vfio-mock (software HDMA), so it runs anywhere.
+// vfio-mock (software HDMA) behind the HDMA backend, so it runs anywhere;
+// on hardware, vfio.OpenPCI gives the same backend a real device.
 //
 //	go run ./examples/seedflow
 package main
@@ -14,21 +15,32 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend/hdmadev"
 	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/vfio/mock"
 )
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	// 1. hcomm_init(pool 256 MiB, queue depth 64, alignment 64)
-	eng, err := engine.Open(engine.Config{PoolSize: 256 << 20, QueueDepth: 64, Alignment: 64})
+	// 1. hcomm_init(pool 256 MiB, queue depth 64, alignment 64) on a
+	// software HDMA device.
+	dev, err := mock.New(mock.Config{})
+	if err != nil {
+		log.Fatalf("init: device: %v", err)
+	}
+	be, err := hdmadev.New(dev, hdmadev.Config{CloseDevice: true})
+	if err != nil {
+		log.Fatalf("init: backend: %v", err)
+	}
+	eng, err := engine.Open(engine.Config{Backend: be, PoolSize: 256 << 20, QueueDepth: 64, Alignment: 64})
 	if err != nil {
 		log.Fatalf("init: %v", err)
 	}
-	cfg := eng.Config()
-	fmt.Printf("1. init: pool %d MiB, depth %d, alignment %d, target %v, CPU-path threshold %d bytes\n",
-		cfg.PoolSize>>20, cfg.QueueDepth, cfg.Alignment, cfg.Target, cfg.CPUThreshold)
+	cfg, desc := eng.Config(), eng.Backend()
+	fmt.Printf("1. init: pool %d MiB (%v), depth %d, alignment %d, backend %s on %s, CPU-path threshold %d bytes\n",
+		cfg.PoolSize>>20, eng.Backing(), cfg.QueueDepth, cfg.Alignment, desc.Name, desc.Device, desc.CPUThreshold)
 
 	// 2. hcomm_alloc: host memory from the pool, already DMA-mapped.
 	buf, err := eng.Alloc(1 << 20)
@@ -90,7 +102,7 @@ func main() {
 	fmt.Println("7. freed the buffer")
 
 	// 8. hcomm_finalize.
-	if err := eng.Close(ctx); err != nil {
+	if err := eng.Shutdown(ctx); err != nil {
 		log.Fatalf("finalize: %v", err)
 	}
 	fmt.Println("8. finalized")

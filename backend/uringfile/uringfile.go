@@ -1,0 +1,290 @@
+package uringfile
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/hugepage"
+	"github.com/hcomm-go/hcomm/internal/uring"
+)
+
+// DirectAlign is the alignment O_DIRECT needs of addresses, lengths and
+// offsets (the logical block size of common devices and file systems).
+const DirectAlign = 4096
+
+// Config configures the backend. The zero value is the default.
+type Config struct {
+	// Logger receives warnings (default: the engine's logger).
+	Logger *slog.Logger
+}
+
+// Op codes (engine.Op.Code).
+const (
+	opWrite = 1 + iota
+	opRead
+)
+
+// Backend moves host blocks to and from one file through io_uring. Create
+// it with New and give it to engine.Open.
+type Backend struct {
+	f        *os.File
+	fd       int
+	direct   bool
+	cfg      Config
+	attached atomic.Bool
+	log      *slog.Logger
+	ctr      *engine.Counters
+	desc     engine.Description
+
+	u         *uring.Ring
+	fixedFile bool
+	cqes      []uring.CQE
+	queued    int
+	inFlight  int
+
+	// arenas are the pool's arenas by slot; fixed says which slots are
+	// registered (buffer index = slot).
+	arenas [engine.MaxArenas][]byte
+	fixed  [engine.MaxArenas]bool
+}
+
+var _ engine.Backend = (*Backend)(nil)
+
+// New returns a backend over f, which must be a regular file or a block
+// device opened for reading and/or writing, without O_APPEND. The file
+// stays the caller's.
+func New(f *os.File, cfg Config) (*Backend, error) {
+	if f == nil {
+		return nil, fmt.Errorf("uringfile: file is nil: give an open *os.File: %w", engine.ErrBadConfig)
+	}
+	b := &Backend{f: f, fd: int(f.Fd()), cfg: cfg}
+	var st unix.Stat_t
+	if err := unix.Fstat(b.fd, &st); err != nil {
+		return nil, fmt.Errorf("uringfile: %s: fstat: %w", f.Name(), err)
+	}
+	if mode := st.Mode & unix.S_IFMT; mode != unix.S_IFREG && mode != unix.S_IFBLK {
+		return nil, fmt.Errorf("uringfile: %s is not a regular file or block device (mode %#o): I/O on it may never complete: %w", f.Name(), mode, engine.ErrBadConfig)
+	}
+	fl, err := unix.FcntlInt(uintptr(b.fd), unix.F_GETFL, 0)
+	if err != nil {
+		return nil, fmt.Errorf("uringfile: %s: fcntl(F_GETFL): %w", f.Name(), err)
+	}
+	if fl&unix.O_APPEND != 0 {
+		return nil, fmt.Errorf("uringfile: %s is open with O_APPEND: every write would land at the end, not at its offset: %w", f.Name(), engine.ErrBadConfig)
+	}
+	b.direct = fl&unix.O_DIRECT != 0
+	return b, nil
+}
+
+// Describe implements engine.Backend.
+func (b *Backend) Describe() engine.Description { return b.desc }
+
+// Attach implements engine.Backend: an io_uring of twice the engine's depth,
+// the file registered as a fixed file.
+func (b *Backend) Attach(env engine.Env) (err error) {
+	if !b.attached.CompareAndSwap(false, true) {
+		return errors.New("uringfile: backend already attached to an engine")
+	}
+	b.ctr, b.log = env.Counters, b.cfg.Logger
+	if b.log == nil {
+		b.log = env.Logger
+	}
+	b.desc = engine.Description{Name: "file", Device: b.f.Name(), Locs: 1 << engine.LocFile, Align: 1, CPUThreshold: -1}
+	if b.direct {
+		b.desc.Align = DirectAlign
+		b.desc.Features = append(b.desc.Features, "o_direct")
+		if env.Alignment < DirectAlign {
+			return fmt.Errorf("uringfile: %s is O_DIRECT: the engine's Alignment %d must be ≥ %d: %w", b.f.Name(), env.Alignment, DirectAlign, engine.ErrBadConfig)
+		}
+	}
+	// The ring is Unbound (any one goroutine at a time: the engine's
+	// owner) and uses no DEFER_TASKRUN/COOP_TASKRUN, so completions are
+	// posted without waiting for the submitting thread to enter the
+	// kernel again.
+	entries := uint32(max(8, 2*env.QueueDepth))
+	if b.u, err = uring.New(uring.Config{Entries: entries, Unbound: true, NoModernFlags: true}); err != nil {
+		return fmt.Errorf("uringfile: io_uring for %s: %w", b.f.Name(), err)
+	}
+	b.cqes = make([]uring.CQE, b.u.CQEntries())
+	if err := b.u.RegisterFiles([]int32{int32(b.fd)}); err != nil {
+		b.desc.Fallbacks = append(b.desc.Fallbacks, fmt.Errorf("uringfile: registered file refused, using the fd: %w", err))
+	} else {
+		b.fixedFile = true
+		b.desc.Features = append(b.desc.Features, "fixed-file")
+	}
+	return nil
+}
+
+// MapArena implements engine.Backend: the first arena is registered as
+// fixed buffer 0; arenas the pool grows by use plain READ/WRITE (recorded
+// in Fallbacks once). Host addresses are offsets in their arena.
+func (b *Backend) MapArena(slot int, a *hugepage.Arena) (uint64, error) {
+	b.arenas[slot] = a.Bytes()
+	if slot == 0 {
+		if err := b.u.RegisterBuffers([][]byte{a.Bytes()}); err != nil {
+			b.desc.Fallbacks = append(b.desc.Fallbacks, fmt.Errorf("uringfile: registered buffers refused, using plain READ/WRITE: %w", err))
+		} else {
+			b.fixed[0] = true
+			b.desc.Features = append(b.desc.Features, "fixed-buffers")
+		}
+	}
+	return 0, nil
+}
+
+// UnmapArena implements engine.Backend.
+func (b *Backend) UnmapArena(slot int) error {
+	b.arenas[slot] = nil
+	if b.fixed[slot] {
+		b.fixed[slot] = false
+		if b.u != nil {
+			if err := b.u.UnregisterBuffers(); err != nil && !errors.Is(err, uring.ErrClosed) {
+				return fmt.Errorf("uringfile: unregister the buffers of arena %d: %w", slot, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Prepare implements engine.Backend: host↔file, aligned for O_DIRECT.
+func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32) (op engine.Op, err error) {
+	var host, file *engine.Endpoint
+	switch {
+	case src.Kind == engine.LocHost && dst.Kind == engine.LocFile:
+		op.Code, host, file = opWrite, &src, &dst
+	case src.Kind == engine.LocFile && dst.Kind == engine.LocHost:
+		op.Code, host, file = opRead, &dst, &src
+	default:
+		return op, fmt.Errorf("uringfile: %v → %v: the file backend moves host↔file: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
+	}
+	if file.Off > 1<<62 {
+		return op, fmt.Errorf("uringfile: file offset %d: negative or huge: %w", int64(file.Off), engine.ErrOutOfBounds)
+	}
+	if b.direct && (uint64(host.Ptr)%DirectAlign != 0 || n%DirectAlign != 0 || file.Off%DirectAlign != 0) {
+		return op, fmt.Errorf("uringfile: memory address %#x, length %d and file offset %d must be multiples of %d on an O_DIRECT file: %w",
+			host.Ptr, n, file.Off, DirectAlign, engine.ErrAlignment)
+	}
+	op.Path = engine.PathFile
+	op.HostArena = uint16(host.Arena)
+	op.Src, op.Dst = host.Addr, file.Off // host offset in its arena, file offset
+	return op, nil
+}
+
+// Execute implements engine.Backend; nothing is carried out inline.
+func (b *Backend) Execute(engine.Op) (uint32, engine.Status) { return 0, engine.StatusCanceled }
+
+// Forward implements engine.Backend: one READ/WRITE SQE (fixed buffer and
+// fixed file where registered).
+func (b *Backend) Forward(tag uint64, op *engine.Op, last bool) bool {
+	sqe := b.u.GetSQE()
+	if sqe == nil {
+		return false
+	}
+	slot := op.HostArena & (engine.MaxArenas - 1)
+	buf := b.arenas[slot][op.Src : op.Src+uint64(op.Len)]
+	fd := b.fd
+	if b.fixedFile {
+		fd = 0
+	}
+	fixed := b.fixed[slot]
+	switch {
+	case op.Code == opWrite && fixed:
+		sqe.PrepWriteFixed(fd, buf, op.Dst, slot)
+	case op.Code == opWrite:
+		sqe.PrepWrite(fd, buf, op.Dst)
+	case fixed:
+		sqe.PrepReadFixed(fd, buf, op.Dst, slot)
+	default:
+		sqe.PrepRead(fd, buf, op.Dst)
+	}
+	if b.fixedFile {
+		sqe.SetFlags(uring.SQEFixedFile)
+	}
+	sqe.SetUserData(tag)
+	b.queued++
+	return true
+}
+
+// Flush implements engine.Backend: the batch in one io_uring_enter.
+func (b *Backend) Flush() {
+	if b.queued == 0 {
+		return
+	}
+	before := b.u.Stats().Enters
+	n, err := b.u.Submit()
+	b.ctr.Syscalls += b.u.Stats().Enters - before
+	b.ctr.Doorbells++
+	if err != nil {
+		b.log.Warn("uringfile: io_uring submit", "err", err, "submitted", n)
+	}
+	b.inFlight += b.queued
+	b.queued = 0
+}
+
+// Reap implements engine.Backend: ready CQEs, no system call unless the
+// kernel has deferred work.
+func (b *Backend) Reap(out []engine.Completion) int {
+	before := b.u.Stats().Enters
+	n, err := b.u.PeekCQEs(b.cqes[:min(len(out), len(b.cqes))])
+	b.ctr.Syscalls += b.u.Stats().Enters - before
+	if err != nil {
+		b.log.Warn("uringfile: io_uring reap", "err", err)
+	}
+	for i := range n {
+		c := &b.cqes[i]
+		res := c.Res()
+		if res < 0 {
+			out[i] = engine.Completion{Tag: c.UserData(), Status: engine.StatusErrno + engine.Status(-res)}
+		} else {
+			out[i] = engine.Completion{Tag: c.UserData(), N: uint32(res)} // short: the engine compares with Len
+		}
+	}
+	b.inFlight -= n
+	return n
+}
+
+// Check implements engine.Backend: file I/O has no timeout of its own.
+func (b *Backend) Check() {}
+
+// Outstanding implements engine.Backend.
+func (b *Backend) Outstanding() int { return b.inFlight }
+
+// ReadyFD implements engine.Backend: the ring's fd polls readable when CQEs
+// are posted.
+func (b *Backend) ReadyFD() (int, bool) { return b.u.Fd(), false }
+
+// Cancel implements engine.Backend: it waits for the kernel to finish what
+// it started (file I/O cannot be taken back from the device; it completes
+// quickly) and collects it.
+func (b *Backend) Cancel(out []engine.Completion) int {
+	n := 0
+	for b.inFlight > 0 && n < len(out) {
+		if _, err := b.u.SubmitAndWait(1); err != nil {
+			break
+		}
+		n += b.Reap(out[n:])
+	}
+	return n
+}
+
+// Close implements engine.Backend: the ring (the file stays the caller's).
+func (b *Backend) Close() error {
+	if b.u == nil {
+		return nil
+	}
+	err := b.u.Close()
+	b.u = nil
+	if err != nil && !errors.Is(err, uring.ErrClosed) {
+		return fmt.Errorf("uringfile: close io_uring: %w", err)
+	}
+	return nil
+}
+
+// Err implements engine.Backend: the file backend's errors are errnos
+// (engine.StatusErrno), which the engine formats itself.
+func (b *Backend) Err(engine.Status) error { return nil }

@@ -1,0 +1,16 @@
+package engine
+
+// HoldReservation reserves one staging entry by hand and returns the
+// function that publishes it as a no-op, as a submitter preempted between
+// Reserve and Commit would (TestDrainBehindReservation).
+func (e *Engine) HoldReservation() (publish func(), err error) {
+	held, err := e.stage.Reserve(1)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		e.fillNoop(held.Start())
+		_ = e.stage.Commit(held)
+		e.kick()
+	}, nil
+}
