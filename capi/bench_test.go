@@ -12,7 +12,10 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/hcomm-go/hcomm/backend/hdmadev"
+	"github.com/hcomm-go/hcomm/backend/memory"
 	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/vfio/mock"
 )
 
 // BenchmarkSubmit measures nanoseconds per submit of one flow three ways,
@@ -71,15 +74,21 @@ func benchCallback(r engine.Result) {
 }
 
 func benchEngine(b *testing.B, batch, mem bool) {
-	cfg := engine.Config{PoolSize: 64 << 20, QueueDepth: benchDepth, Alignment: 64, Logger: logger}
-	if mem {
-		cfg.Target = engine.TargetMemory
+	var be engine.Backend = memory.New()
+	if !mem {
+		dev, err := mock.New(mock.Config{Logger: logger})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if be, err = hdmadev.New(dev, hdmadev.Config{CloseDevice: true}); err != nil {
+			b.Fatal(err)
+		}
 	}
-	e, err := engine.Open(cfg)
+	e, err := engine.Open(engine.Config{Backend: be, PoolSize: 64 << 20, QueueDepth: benchDepth, Alignment: 64, Logger: logger})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer e.Close(context.Background())
+	defer e.Close()
 	host, err := e.Alloc(benchDepth * benchSize)
 	if err != nil {
 		b.Fatal(err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -167,69 +166,6 @@ func TestResolve(t *testing.T) {
 	}
 }
 
-func TestDevSpace(t *testing.T) {
-	d := devSpace{size: 1 << 20, align: 64}
-	var offs []uint64
-	for range 16 {
-		off, ok := d.alloc(65536)
-		if !ok {
-			t.Fatal("alloc failed before the space was full")
-		}
-		offs = append(offs, off)
-	}
-	if _, ok := d.alloc(1); ok {
-		t.Fatal("alloc succeeded in a full space")
-	}
-	// Free every other one: 64 KiB holes; a 128 KiB request does not fit.
-	for i := 0; i < 16; i += 2 {
-		if !d.free(offs[i]) {
-			t.Fatalf("free %#x", offs[i])
-		}
-	}
-	if _, ok := d.alloc(65537); ok {
-		t.Fatal("a 65537-byte request fit in 64 KiB holes")
-	}
-	if off, ok := d.alloc(100); !ok || off != 0 {
-		t.Fatalf("first fit: got %#x %v, want 0", off, ok)
-	}
-	if !d.contains(0, 128) || d.contains(0, 129) || d.contains(128, 1) {
-		t.Fatal("contains disagrees with the 128-byte allocation at 0")
-	}
-	if d.free(1) || d.free(1<<30) {
-		t.Fatal("free of a non-allocation succeeded")
-	}
-	// Random alloc/free keeps allocations disjoint and inside the space.
-	r := rand.New(rand.NewPCG(1, 2))
-	live := map[uint64]uint64{}
-	d = devSpace{size: 1 << 20, align: 64}
-	for range 5000 {
-		if r.IntN(2) == 0 || len(live) == 0 {
-			n := uint64(r.IntN(20000) + 1)
-			if off, ok := d.alloc(n); ok {
-				live[off] = (n + 63) &^ 63
-			}
-			continue
-		}
-		for off := range live {
-			if !d.free(off) {
-				t.Fatalf("free %#x", off)
-			}
-			delete(live, off)
-			break
-		}
-	}
-	for a, an := range live {
-		if a+an > d.size || !d.contains(a, an) {
-			t.Fatalf("allocation %#x+%d outside the space or not found", a, an)
-		}
-		for b, bn := range live {
-			if a != b && a < b+bn && b < a+an {
-				t.Fatalf("allocations %#x+%d and %#x+%d overlap", a, an, b, bn)
-			}
-		}
-	}
-}
-
 func TestCBTable(t *testing.T) {
 	tb := newCBTable(8)
 	var got []uint32
@@ -346,7 +282,7 @@ func TestTransfersAndCallbacks(t *testing.T) {
 func TestFinalizeCancels(t *testing.T) {
 	c := newCalls()
 	s := openT(t, config{}, c.invoke)
-	m := s.dev.(*mock.Device)
+	m := s.mock
 	if err := m.InjectFault(mock.Fault{Kind: mock.FaultStall, Nth: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func codeOf(err error) int32 {
 		return codeENOENT
 	case errors.Is(err, engine.ErrForeignBlock), errors.Is(err, engine.ErrFreedBlock), errors.Is(err, engine.ErrOutOfBounds):
 		return codeEFAULT
-	case errors.Is(err, engine.ErrUnsupported):
+	case errors.Is(err, engine.ErrNotSupported):
 		return codeEOPNOTSUPP
 	case errors.Is(err, engine.ErrBadConfig), errors.Is(err, engine.ErrBadTransfer), errors.Is(err, engine.ErrAlignment),
 		errors.Is(err, hugepage.ErrInvalidSize), errors.Is(err, hugepage.ErrBadAlign):

@@ -13,9 +13,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend/hdmadev"
+	"github.com/hcomm-go/hcomm/backend/memory"
+	"github.com/hcomm-go/hcomm/backend/uringfile"
 	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/internal/span"
 	"github.com/hcomm-go/hcomm/vfio"
-	"github.com/hcomm-go/hcomm/vfio/hdma/model"
 	"github.com/hcomm-go/hcomm/vfio/mock"
 )
 
@@ -54,19 +57,21 @@ type invokeFunc func(cb, ud uintptr, id uint64, status int32)
 
 // state is one initialized handle.
 type state struct {
-	handle  uint64
-	target  int32
-	eng     *engine.Engine
-	dev     vfio.Device // the device we opened (mock or VFIO), closed after the engine
-	file    *os.File
-	host    hostIndex
-	space   devSpace
-	cbs     *cbTable
-	invoke  invokeFunc
-	onDone  func(engine.Result) // s.complete as a method value, made once
-	depth   int
-	log     *slog.Logger
-	scratch sync.Pool // *batchScratch for submit_batch
+	handle uint64
+	target int32
+	eng    *engine.Engine
+	mock   *mock.Device // the mock target's device (fault hooks); the backend closes it
+	file   *os.File     // the file target's file, closed after the engine
+	host   hostIndex
+	// fileSpace hands out the file target's "device addresses" (file
+	// offsets); device targets use the engine's device-memory allocator.
+	fileSpace *span.Space
+	cbs       *cbTable
+	invoke    invokeFunc
+	onDone    func(engine.Result) // s.complete as a method value, made once
+	depth     int
+	log       *slog.Logger
+	scratch   sync.Pool // *batchScratch for submit_batch
 	// maxLen is the most bytes one transfer may move (the device's MAX_LEN
 	// register; the engine's 32-bit limit for other targets), checked
 	// with the pointers so that a batch is refused whole, never after a
@@ -122,42 +127,62 @@ var logger = func() *slog.Logger {
 
 // open initializes an engine per c and registers it as a handle.
 func open(c config, invoke invokeFunc) (_ *state, code int32, err error) {
-	bad := func(format string, args ...any) (*state, int32, error) {
-		return nil, codeEINVAL, fmt.Errorf(format, args...)
-	}
-	switch {
-	case c.Reserved != 0:
-		return bad("reserved = %d: must be 0", c.Reserved)
-	case c.PoolSize > math.MaxInt64:
-		return bad("mem_pool_size %d: too large", c.PoolSize)
-	case c.QueueDepth > engine.MaxQueueDepth:
-		return bad("queue_depth %d: at most %d", c.QueueDepth, engine.MaxQueueDepth)
-	case c.Align > engine.MaxAlignment:
-		return bad("align_size %d: at most %d", c.Align, engine.MaxAlignment)
-	case c.DevMemSize > maxDevSpace:
-		return bad("dev_mem_size %d: at most %d", c.DevMemSize, uint64(maxDevSpace))
+	if code, err := c.check(); err != nil {
+		return nil, code, err
 	}
 	s := &state{target: c.Target, invoke: invoke, log: logger}
-	cfg := engine.Config{
-		PoolSize: int64(c.PoolSize), QueueDepth: int(c.QueueDepth), Alignment: int(c.Align),
-		Logger: logger,
-	}
 	defer func() {
 		if err != nil {
-			s.closeTarget()
+			s.closeFile()
 		}
 	}()
+	be, code, err := s.newBackend(c)
+	if err != nil {
+		return nil, code, err
+	}
+	if code, err := s.openEngine(c, be); err != nil {
+		return nil, code, err
+	}
+	if code, err := s.register(); err != nil {
+		_ = s.eng.Close()
+		return nil, code, err
+	}
+	return s, codeOK, nil
+}
+
+// check refuses what no target accepts.
+func (c config) check() (int32, error) {
+	switch {
+	case c.Reserved != 0:
+		return codeEINVAL, fmt.Errorf("reserved = %d: must be 0", c.Reserved)
+	case c.PoolSize > math.MaxInt64:
+		return codeEINVAL, fmt.Errorf("mem_pool_size %d: too large", c.PoolSize)
+	case c.QueueDepth > engine.MaxQueueDepth:
+		return codeEINVAL, fmt.Errorf("queue_depth %d: at most %d", c.QueueDepth, engine.MaxQueueDepth)
+	case c.Align > engine.MaxAlignment:
+		return codeEINVAL, fmt.Errorf("align_size %d: at most %d", c.Align, engine.MaxAlignment)
+	case c.DevMemSize > maxDevSpace:
+		return codeEINVAL, fmt.Errorf("dev_mem_size %d: at most %d", c.DevMemSize, uint64(maxDevSpace))
+	}
+	return codeOK, nil
+}
+
+// newBackend opens the target's device or file and its engine backend.
+func (s *state) newBackend(c config) (engine.Backend, int32, error) {
+	bad := func(format string, args ...any) (engine.Backend, int32, error) {
+		return nil, codeEINVAL, fmt.Errorf(format, args...)
+	}
+	var dev vfio.Device
 	switch c.Target {
 	case targetMock:
 		if c.Path != "" {
 			return bad("target_path %q: the mock target takes none", c.Path)
 		}
-		mc := mock.Config{DevMemSize: int(c.DevMemSize), Logger: logger}
-		m, err := mock.New(mc)
+		m, err := mock.New(mock.Config{DevMemSize: int(c.DevMemSize), Logger: logger})
 		if err != nil {
 			return nil, codeOf(err), fmt.Errorf("vfio-mock: %w", err)
 		}
-		s.dev = m
+		dev, s.mock = m, m
 	case targetVFIO:
 		if c.Path == "" || c.DevMemSize != 0 {
 			return bad("the VFIO target needs target_path (a PCI address) and dev_mem_size 0")
@@ -166,81 +191,88 @@ func open(c config, invoke invokeFunc) (_ *state, code int32, err error) {
 		if err != nil {
 			return nil, codeENODEV, fmt.Errorf("VFIO device %s: %w", c.Path, err)
 		}
-		s.dev = d
+		dev = d
 	case targetFile:
 		if c.Path == "" {
 			return bad("the file target needs target_path")
 		}
 		f, err := os.OpenFile(c.Path, os.O_RDWR|os.O_CREATE, 0o644)
 		if err != nil {
-			code := codeOf(err)
-			if code == codeEIO {
-				code = codeENODEV
-			}
-			return nil, code, err
+			return nil, noDevice(codeOf(err)), err
 		}
 		s.file = f
-		cfg.Target, cfg.File = engine.TargetFile, f
-		s.space.size = c.DevMemSize
-		if s.space.size == 0 {
-			s.space.size = defaultFileSpace
+		size := c.DevMemSize
+		if size == 0 {
+			size = defaultFileSpace
 		}
+		s.fileSpace = span.New(size, uint64(max(c.Align, 64)))
+		be, err := uringfile.New(f, uringfile.Config{Logger: logger})
+		if err != nil {
+			return nil, noDevice(codeOf(err)), err
+		}
+		return be, codeOK, nil
 	case targetMemory:
 		if c.Path != "" || c.DevMemSize != 0 {
 			return bad("the memory target takes no target_path and no dev_mem_size")
 		}
-		cfg.Target = engine.TargetMemory
+		return memory.New(), codeOK, nil
 	default:
 		return bad("target %d: want HCOMM_TARGET_MOCK, _FILE, _VFIO or _MEMORY", c.Target)
 	}
-	if s.dev != nil {
-		cfg.Device = s.dev
-		bar2, err := s.dev.Region(vfio.RegionBAR2)
-		if err != nil {
-			return nil, codeENODEV, fmt.Errorf("device %s: device memory (BAR2): %w", s.dev.Info().Name, err)
-		}
-		s.space.size = min(bar2.Size(), maxDevSpace)
+	be, err := hdmadev.New(dev, hdmadev.Config{Logger: logger, CloseDevice: true})
+	if err != nil {
+		_ = dev.Close()
+		return nil, codeOf(err), err
 	}
+	return be, codeOK, nil
+}
+
+// noDevice reports an I/O failure to open a target as ENODEV.
+func noDevice(code int32) int32 {
+	if code == codeEIO {
+		return codeENODEV
+	}
+	return code
+}
+
+// openEngine opens the engine over be (which it then owns) and reads the
+// limits the C side checks before the engine sees a transfer.
+func (s *state) openEngine(c config, be engine.Backend) (int32, error) {
+	var err error
+	s.eng, err = engine.Open(engine.Config{
+		Backend:  be,
+		PoolSize: int64(c.PoolSize), QueueDepth: int(c.QueueDepth), Alignment: int(c.Align),
+		Logger: logger,
+	})
+	if err != nil {
+		return noDevice(codeOf(err)), err
+	}
+	if s.mock != nil {
+		// After Open: the backend's own descriptors (the CPU-path
+		// measurement) do not count towards N.
+		if err := mockFaults(s.mock); err != nil {
+			_ = s.eng.Close()
+			return codeEINVAL, err
+		}
+	}
+	// The device's MAX_LEN (the engine refuses longer transfers with
+	// ErrOutOfBounds), checked with the pointers so that a batch is
+	// refused whole, never after a prefix went to the engine.
 	s.maxLen = math.MaxUint32
-	if s.dev != nil {
-		// The register the engine's driver reads to refuse longer
-		// transfers (ErrOutOfBounds), read-only.
-		bar0, err := s.dev.Region(vfio.RegionBAR0)
-		if err != nil {
-			return nil, codeENODEV, fmt.Errorf("device %s: registers (BAR0): %w", s.dev.Info().Name, err)
-		}
-		ml, err := bar0.Read32(model.RegMaxLen)
-		if err != nil {
-			return nil, codeENODEV, fmt.Errorf("device %s: read MAX_LEN: %w", s.dev.Info().Name, err)
-		}
+	if ml := s.eng.Backend().MaxTransfer; ml != 0 {
 		s.maxLen = uint64(ml)
 	}
-	if s.eng, err = engine.Open(cfg); err != nil {
-		code := codeOf(err)
-		if code == codeEIO {
-			code = codeENODEV
-		}
-		return nil, code, err
-	}
-	if m, ok := s.dev.(*mock.Device); ok {
-		// After Open: the engine's own descriptors (the CPU-path
-		// measurement) do not count towards N.
-		if err := mockFaults(m); err != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			_ = s.eng.Close(ctx)
-			return nil, codeEINVAL, err
-		}
-	}
-	ec := s.eng.Config()
-	s.depth = ec.QueueDepth
-	s.space.align = uint64(max(ec.Alignment, 64))
+	s.depth = s.eng.Config().QueueDepth
 	// Indexes in use ≤ transfers in flight (≤ depth) + submits between
 	// taking an index and handing the transfer to the engine.
 	s.cbs = newCBTable(2*s.depth + 64)
 	s.onDone = s.complete
 	s.scratch.New = func() any { return new(batchScratch) }
+	return codeOK, nil
+}
 
+// register gives s a handle.
+func (s *state) register() (int32, error) {
 	handles.mu.Lock()
 	defer handles.mu.Unlock()
 	for i := range handles.slots {
@@ -248,13 +280,10 @@ func open(c config, invoke invokeFunc) (_ *state, code int32, err error) {
 			handles.seq++
 			s.handle = handles.seq<<16 | uint64(i+1)
 			handles.slots[i].Store(s)
-			return s, codeOK, nil
+			return codeOK, nil
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = s.eng.Close(ctx)
-	return nil, codeEMFILE, fmt.Errorf("%d handles open", maxHandles)
+	return codeEMFILE, fmt.Errorf("%d handles open", maxHandles)
 }
 
 // mockFaults applies HCOMM_MOCK_FAULT, a test hook for the mock target:
@@ -282,13 +311,9 @@ func mockFaults(m *mock.Device) error {
 	return m.InjectFault(f)
 }
 
-func (s *state) closeTarget() {
-	if s.dev != nil {
-		if err := s.dev.Close(); err != nil {
-			s.log.Warn("hcomm: close device", "err", err)
-		}
-		s.dev = nil
-	}
+// closeFile closes the file target's file (the engine's backend closes
+// devices itself).
+func (s *state) closeFile() {
 	if s.file != nil {
 		if err := s.file.Close(); err != nil {
 			s.log.Warn("hcomm: close file", "err", err)
@@ -321,23 +346,47 @@ func (s *state) freeHost(p uintptr) int32 {
 	return codeOK
 }
 
-// allocDev returns a device address of n fresh bytes of device space.
+// allocDev returns a device address of n fresh bytes: device memory from
+// the engine, or file space for the file target.
 func (s *state) allocDev(n uint64) (uintptr, int32) {
-	if s.space.size == 0 {
-		return 0, codeEOPNOTSUPP
-	}
 	if n == 0 {
 		return 0, codeEINVAL
 	}
-	off, ok := s.space.alloc(n)
-	if !ok {
+	if s.fileSpace != nil {
+		r, ok := s.fileSpace.Alloc(n)
+		if !ok {
+			return 0, codeENOMEM
+		}
+		return devAddrBase + uintptr(r.Off), codeOK
+	}
+	if s.eng.Backend().DeviceMemory == 0 {
+		return 0, codeEOPNOTSUPP
+	}
+	if n > maxDevSpace {
 		return 0, codeENOMEM
 	}
-	return devAddrBase + uintptr(off), codeOK
+	r, err := s.eng.AllocDevice(n)
+	if err != nil {
+		if errors.Is(err, engine.ErrOutOfBounds) {
+			return 0, codeENOMEM
+		}
+		return 0, codeOf(err)
+	}
+	return devAddrBase + uintptr(r.Off), codeOK
 }
 
 func (s *state) freeDev(p uintptr) int32 {
-	if p < devAddrBase || p-devAddrBase >= uintptr(s.space.size) || !s.space.free(uint64(p-devAddrBase)) {
+	if p < devAddrBase || p-devAddrBase >= maxDevSpace {
+		return codeEFAULT
+	}
+	off := uint64(p - devAddrBase)
+	if s.fileSpace != nil {
+		if !s.fileSpace.Free(off) {
+			return codeEFAULT
+		}
+		return codeOK
+	}
+	if s.eng.FreeDevice(off) != nil {
 		return codeEFAULT
 	}
 	return codeOK
@@ -354,11 +403,14 @@ const (
 func (s *state) resolve(p, n uintptr) (engine.Loc, int, int32) {
 	if p >= devAddrBase {
 		off := uint64(p - devAddrBase)
-		if off >= s.space.size || !s.space.contains(off, uint64(n)) {
-			return engine.Loc{}, 0, codeEFAULT
-		}
-		if s.target == targetFile {
+		if s.fileSpace != nil {
+			if !s.fileSpace.Contains(off, uint64(n)) {
+				return engine.Loc{}, 0, codeEFAULT
+			}
 			return engine.FileAt(int64(off)), locDev, codeOK
+		}
+		if !s.eng.DeviceAllocated(off, uint64(n)) {
+			return engine.Loc{}, 0, codeEFAULT
 		}
 		return engine.DeviceAt(off), locDev, codeOK
 	}
@@ -541,8 +593,8 @@ func (s *state) close(timeoutMs int) int32 {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeoutMs)*time.Millisecond)
 		defer cancel()
 	}
-	err := s.eng.Close(ctx)
-	s.closeTarget()
+	err := s.eng.Shutdown(ctx)
+	s.closeFile()
 	if err != nil {
 		s.log.Warn("hcomm: finalize", "err", err)
 		return codeEIO

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hcomm-go/hcomm/hugepage"
+	"github.com/hcomm-go/hcomm/internal/span"
 	"github.com/hcomm-go/hcomm/ring"
 )
 
@@ -53,7 +54,7 @@ type Engine struct {
 	blocks  *blockTable
 	be      Backend
 	desc    Description // the backend's, after Attach
-	dev     devSpace    // AllocDevice's ranges of device memory
+	devMem  *span.Space // AllocDevice's ranges of device memory (nil: none)
 	arenas  arenaTable
 	backing hugepage.Backing // the first arena's
 
@@ -193,7 +194,9 @@ func (e *Engine) attach() error {
 	if e.desc.Align > e.cfg.Alignment && e.desc.Align <= MaxAlignment {
 		e.log.Debug("engine: blocks are aligned less than the backend needs", "alignment", e.cfg.Alignment, "backend", e.desc.Align)
 	}
-	e.dev.init(e.desc.DeviceMemory, uint64(max(e.cfg.Alignment, 64)))
+	if e.desc.DeviceMemory > 0 {
+		e.devMem = span.New(e.desc.DeviceMemory, uint64(max(e.cfg.Alignment, 64)))
+	}
 	return nil
 }
 

@@ -64,6 +64,8 @@ type Backend struct {
 	rings  *hugepage.Arena // the queue's rings, DMA-mapped by the backend
 	devMem []byte          // BAR2 as plain memory, for the CPU path (nil: none)
 	cpuMax uint32          // CPU-path threshold in bytes (0: off)
+	// devMemSize bounds device offsets: min(DEVMEM_SIZE, BAR2 size).
+	devMemSize uint64
 	desc   engine.Description
 
 	// arenas are the pool's arenas by slot: their memory and IOVA.
@@ -129,6 +131,12 @@ func (b *Backend) Attach(env engine.Env) (err error) {
 		return fmt.Errorf("hdmadev: device %s: %w", name, err)
 	}
 	b.info = b.drv.Info()
+	// Device memory is what the device reports (DEVMEM_SIZE) and what its
+	// BAR2 region really spans, whichever is smaller.
+	b.devMemSize = b.info.DevMemSize
+	if r := b.drv.DeviceRegion(); r != nil {
+		b.devMemSize = min(b.devMemSize, r.Size())
+	}
 	if b.cfg.Queue >= b.info.Queues {
 		return fmt.Errorf("hdmadev: Queue %d: device %s has queues 0..%d: %w", b.cfg.Queue, name, b.info.Queues-1, engine.ErrBadConfig)
 	}
@@ -173,11 +181,11 @@ func (b *Backend) setupQueue(entries int) (err error) {
 // setupCPUPath maps device memory for the CPU and sets the threshold.
 func (b *Backend) setupCPUPath(name string) {
 	b.devMem = b.drv.DeviceMemory()
-	if b.devMem != nil && uint64(len(b.devMem)) < b.info.DevMemSize {
+	if b.devMem != nil && uint64(len(b.devMem)) < b.devMemSize {
 		// Validation admits offsets up to DEVMEM_SIZE; the CPU path would
 		// index past the mapping. DMA reaches all of it: CPU path off.
 		b.desc.Fallbacks = append(b.desc.Fallbacks, fmt.Errorf("hdmadev: device %s maps %d of its %d bytes of device memory for the CPU: CPU path off: %w",
-			name, len(b.devMem), b.info.DevMemSize, engine.ErrNotSupported))
+			name, len(b.devMem), b.devMemSize, engine.ErrNotSupported))
 		b.devMem = nil
 	}
 	th := b.cfg.CPUThreshold
@@ -197,7 +205,7 @@ func (b *Backend) setupCPUPath(name string) {
 
 func (b *Backend) describe() {
 	b.desc.MaxTransfer = b.info.MaxTransfer
-	b.desc.DeviceMemory = b.info.DevMemSize
+	b.desc.DeviceMemory = b.devMemSize
 	b.desc.Features = []string{"msi-eventfd", "doorbell-per-batch"}
 	if b.cpuMax > 0 {
 		b.desc.Features = append(b.desc.Features, "cpu-path")
@@ -302,8 +310,8 @@ func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32) (op engine.Op, err
 		return op, fmt.Errorf("hdmadev: %v → %v: the HDMA device moves host↔device and device↔device: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
 	}
 	for _, ep := range [2]*engine.Endpoint{&src, &dst} {
-		if ep.Kind == engine.LocDevice && (ep.Off > b.info.DevMemSize || uint64(n) > b.info.DevMemSize-ep.Off) {
-			return op, fmt.Errorf("hdmadev: device memory %#x: %d bytes beyond the %d bytes of device memory: %w", ep.Off, n, b.info.DevMemSize, engine.ErrOutOfBounds)
+		if ep.Kind == engine.LocDevice && (ep.Off > b.devMemSize || uint64(n) > b.devMemSize-ep.Off) {
+			return op, fmt.Errorf("hdmadev: device memory %#x: %d bytes beyond the %d bytes of device memory: %w", ep.Off, n, b.devMemSize, engine.ErrOutOfBounds)
 		}
 	}
 	op.Path = engine.PathDMA

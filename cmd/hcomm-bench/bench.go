@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend/memory"
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/hugepage"
 )
@@ -332,14 +333,14 @@ func (b *bench) reservePools() string {
 			note = fmt.Sprintf(" (%d pages reserved for the run, given back at the end)", poolPages)
 		}
 	}
-	e, err := engine.Open(engine.Config{Target: engine.TargetMemory, PoolSize: 32 << 20, Mode: engine.ModePoll, Logger: quietLogger()})
+	e, err := engine.Open(engine.Config{Backend: memory.New(), PoolSize: 32 << 20, Mode: engine.ModePoll, Logger: quietLogger()})
 	if err != nil {
 		return "unknown: " + err.Error()
 	}
 	defer func() {
 		ctx, cancel := closeCtx()
 		defer cancel()
-		e.Close(ctx)
+		e.Shutdown(ctx)
 	}()
 	switch fb := e.Fallbacks(); len(fb) {
 	case 0:

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hcomm-go/hcomm/backend/memory"
 	"github.com/hcomm-go/hcomm/engine"
 )
 
@@ -75,7 +76,7 @@ func setupCopy(size, pairs int) (*runner, error) {
 // submitter copies, the completion goes through the engine as for every
 // target), one transfer per Submit, Drain after each.
 func setupEngineMemory(size int) (*runner, error) {
-	e, err := engine.Open(engine.Config{Target: engine.TargetMemory, PoolSize: int64(4*size + 8<<20), Mode: engine.ModePoll,
+	e, err := engine.Open(engine.Config{Backend: memory.New(), PoolSize: int64(4*size + 8<<20), Mode: engine.ModePoll,
 		Populate: true, Logger: quietLogger()})
 	if err != nil {
 		return nil, err
@@ -83,7 +84,7 @@ func setupEngineMemory(size int) (*runner, error) {
 	closeE := func() error {
 		ctx, cancel := closeCtx()
 		defer cancel()
-		return e.Close(ctx)
+		return e.Shutdown(ctx)
 	}
 	src, err := e.Alloc(size)
 	if err != nil {
@@ -118,7 +119,7 @@ func setupEngineMemory(size int) (*runner, error) {
 // setupEngineAlloc: engine.Alloc + Free of one block (the pool's small-size
 // classes), the engine's allocation path.
 func setupEngineAlloc(size int) (*runner, error) {
-	e, err := engine.Open(engine.Config{Target: engine.TargetMemory, PoolSize: 8 << 20, Mode: engine.ModePoll, Logger: quietLogger()})
+	e, err := engine.Open(engine.Config{Backend: memory.New(), PoolSize: 8 << 20, Mode: engine.ModePoll, Logger: quietLogger()})
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +127,7 @@ func setupEngineAlloc(size int) (*runner, error) {
 		close: func() error {
 			ctx, cancel := closeCtx()
 			defer cancel()
-			return e.Close(ctx)
+			return e.Shutdown(ctx)
 		},
 		run: func(n int) error {
 			for range n {

@@ -8,9 +8,10 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/hcomm-go/hcomm/baseline"
+	"github.com/hcomm-go/hcomm/backend/hdmadev"
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/hugepage"
+	"github.com/hcomm-go/hcomm/internal/baseline"
 	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/hdma"
 	"github.com/hcomm-go/hcomm/vfio/mock"
@@ -138,8 +139,8 @@ func setupEngineDevice(size, batch, cpu int, back, inline bool) (*runner, error)
 	if err != nil {
 		return nil, err
 	}
-	e, err := engine.Open(engine.Config{Device: m, PoolSize: 32 << 20, QueueDepth: 64, Mode: engine.ModePoll,
-		CPUThreshold: cpu, Populate: true, Logger: quietLogger()})
+	e, err := openDeviceEngine(m, engine.Config{PoolSize: 32 << 20, QueueDepth: 64, Mode: engine.ModePoll,
+		Populate: true, Logger: quietLogger()}, hdmadev.Config{CPUThreshold: cpu})
 	if err != nil {
 		m.Close()
 		return nil, err
@@ -152,7 +153,7 @@ func setupEngineDevice(size, batch, cpu int, back, inline bool) (*runner, error)
 		if err != nil {
 			ctx, cancel := closeCtx()
 			defer cancel()
-			e.Close(ctx)
+			e.Shutdown(ctx)
 			m.Close()
 			return nil, err
 		}
@@ -174,14 +175,14 @@ func setupEngineDevice(size, batch, cpu int, back, inline bool) (*runner, error)
 		close: func() error {
 			cctx, cancel := closeCtx()
 			defer cancel()
-			err := e.Close(cctx)
+			err := e.Shutdown(cctx)
 			if e := m.Close(); err == nil {
 				err = e
 			}
 			return err
 		},
 	}
-	thr := e.Config().CPUThreshold
+	thr := e.Backend().CPUThreshold
 	switch {
 	case thr >= size:
 		r.desc = fmt.Sprintf("engine, batches of %d: the CPU copies each block straight into device memory (BAR2; measured threshold %d B), no descriptor", batch, thr)
@@ -229,8 +230,8 @@ func setupEngineStream(size int, inline bool) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := engine.Open(engine.Config{Device: m, PoolSize: 32 << 20, QueueDepth: 2 * batch, Mode: engine.ModePoll,
-		CPUThreshold: -1, Populate: true, Logger: quietLogger()})
+	e, err := openDeviceEngine(m, engine.Config{PoolSize: 32 << 20, QueueDepth: 2 * batch, Mode: engine.ModePoll,
+		Populate: true, Logger: quietLogger()}, hdmadev.Config{CPUThreshold: -1})
 	if err != nil {
 		m.Close()
 		return nil, err
@@ -238,7 +239,7 @@ func setupEngineStream(size int, inline bool) (*runner, error) {
 	closeAll := func() error {
 		cctx, cancel := closeCtx()
 		defer cancel()
-		err := e.Close(cctx)
+		err := e.Shutdown(cctx)
 		if cerr := m.Close(); err == nil {
 			err = cerr
 		}
@@ -316,12 +317,15 @@ func setupDriverFloor(size int, inline bool) (*runner, error) {
 		return nil, err
 	}
 	mem := ar.Bytes()[:ar.Len()]
-	drv, err := func() (*hdma.Driver, error) {
-		if err := m.MapDMA(iova, mem, vfio.DMAReadWrite); err != nil {
-			return nil, err
+	var drv *hdma.Driver
+	var q *hdma.Queue
+	err = m.MapDMA(iova, mem, vfio.DMAReadWrite)
+	if err == nil {
+		var qc hdma.QueueConfig
+		if qc, err = hdma.LayoutQueue(0, entries, mem[:64<<10], iova, true); err == nil {
+			drv, q, err = hdma.Start(m, hdma.Config{Logger: quietLogger()}, qc)
 		}
-		return hdma.Open(m, hdma.Config{Logger: quietLogger()})
-	}()
+	}
 	closeAll := func() error {
 		var errs []error
 		if drv != nil {
@@ -329,15 +333,6 @@ func setupDriverFloor(size int, inline bool) (*runner, error) {
 		}
 		errs = append(errs, m.Close(), ar.Close())
 		return errors.Join(errs...)
-	}
-	if err != nil {
-		closeAll()
-		return nil, err
-	}
-	q, err := drv.SetupQueue(hdma.QueueConfig{Entries: entries,
-		SQ: mem[:entries*64], SQIOVA: iova, CQ: mem[32<<10 : 32<<10+entries*16], CQIOVA: iova + 32<<10, Interrupts: true})
-	if err == nil {
-		err = drv.Enable()
 	}
 	if err != nil {
 		closeAll()
@@ -388,4 +383,15 @@ func setupDriverFloor(size int, inline bool) (*runner, error) {
 			}
 			return nil
 		}}, nil
+}
+
+// openDeviceEngine opens an engine over the HDMA backend on m (which stays
+// the caller's to close, after the engine).
+func openDeviceEngine(m *mock.Device, cfg engine.Config, dc hdmadev.Config) (*engine.Engine, error) {
+	be, err := hdmadev.New(m, dc)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Backend = be
+	return engine.Open(cfg)
 }

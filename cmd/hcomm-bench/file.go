@@ -18,8 +18,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hcomm-go/hcomm/baseline"
+	"github.com/hcomm-go/hcomm/backend/uringfile"
 	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/internal/baseline"
 	"github.com/hcomm-go/hcomm/ring"
 )
 
@@ -171,7 +172,7 @@ func setupEngineFile(o *options, write bool) (*runner, error) {
 	// The engine's staging ring releases slots in submission order; file
 	// I/O completes out of order, so the engine gets twice the depth the
 	// workload keeps in flight, and a straggler never stalls the refill.
-	e, err := engine.Open(engine.Config{Target: engine.TargetFile, File: f, PoolSize: 4 << 20, QueueDepth: 2 * fileQD,
+	e, err := openFileEngine(f, engine.Config{PoolSize: 4 << 20, QueueDepth: 2 * fileQD,
 		Alignment: 4096, Mode: engine.ModePoll, Populate: true, Logger: quietLogger()})
 	if err != nil {
 		f.Close()
@@ -185,7 +186,7 @@ func setupEngineFile(o *options, write bool) (*runner, error) {
 		if blocks[i], err = e.Alloc(fileBlock); err != nil {
 			ctx, cancel := closeCtx()
 			defer cancel()
-			e.Close(ctx)
+			e.Shutdown(ctx)
 			f.Close()
 			return nil, err
 		}
@@ -212,7 +213,7 @@ func setupEngineFile(o *options, write bool) (*runner, error) {
 		close: func() error {
 			ctx, cancel := closeCtx()
 			defer cancel()
-			err := e.Close(ctx)
+			err := e.Shutdown(ctx)
 			if e := f.Close(); err == nil {
 				err = e
 			}
@@ -409,7 +410,7 @@ func setupEngineFileReaper(o *options, write bool) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := engine.Open(engine.Config{Target: engine.TargetFile, File: f, PoolSize: 4 << 20, QueueDepth: 2 * fileQD,
+	e, err := openFileEngine(f, engine.Config{PoolSize: 4 << 20, QueueDepth: 2 * fileQD,
 		Alignment: 4096, Mode: engine.ModeReaper, Populate: true, Logger: quietLogger()})
 	if err != nil {
 		f.Close()
@@ -418,7 +419,7 @@ func setupEngineFileReaper(o *options, write bool) (*runner, error) {
 	closeAll := func() error {
 		ctx, cancel := closeCtx()
 		defer cancel()
-		err := e.Close(ctx)
+		err := e.Shutdown(ctx)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -519,4 +520,15 @@ func setupEngineFileReaper(o *options, write bool) (*runner, error) {
 			}
 			return e.Drain(ctx)
 		}}, nil
+}
+
+// openFileEngine opens an engine over the io_uring file backend on f
+// (which stays the caller's to close, after the engine).
+func openFileEngine(f *os.File, cfg engine.Config) (*engine.Engine, error) {
+	be, err := uringfile.New(f, uringfile.Config{Logger: quietLogger()})
+	if err != nil {
+		return nil, err
+	}
+	cfg.Backend = be
+	return engine.Open(cfg)
 }

@@ -13,8 +13,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/hcomm-go/hcomm/baseline"
+	"github.com/hcomm-go/hcomm/backend/hdmadev"
 	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/internal/baseline"
 	"github.com/hcomm-go/hcomm/internal/selftrace"
 	"github.com/hcomm-go/hcomm/trace"
 	"github.com/hcomm-go/hcomm/vfio/mock"
@@ -56,7 +57,12 @@ func openEngine() (*path, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := engine.Open(engine.Config{Device: m, PoolSize: poolSize, Mode: engine.ModePoll, CPUThreshold: -1, Populate: true, Logger: quiet()})
+	be, err := hdmadev.New(m, hdmadev.Config{CPUThreshold: -1})
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	e, err := engine.Open(engine.Config{Backend: be, PoolSize: poolSize, Mode: engine.ModePoll, Populate: true, Logger: quiet()})
 	if err != nil {
 		m.Close()
 		return nil, err
@@ -64,7 +70,7 @@ func openEngine() (*path, error) {
 	closeAll := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		err := e.Close(ctx)
+		err := e.Shutdown(ctx)
 		if cerr := m.Close(); err == nil {
 			err = cerr
 		}

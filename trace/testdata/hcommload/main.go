@@ -15,9 +15,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend/hdmadev"
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/hugepage"
 	"github.com/hcomm-go/hcomm/internal/uring"
+	"github.com/hcomm-go/hcomm/vfio/mock"
 )
 
 func main() {
@@ -53,15 +55,23 @@ func atoi(s string) int {
 	return v
 }
 
-// engineBatches submits b batches through the real engine (the default
-// vfio-mock device, DMA path only), draining after each, and prints the
+// engineBatches submits b batches through the real engine (the HDMA
+// backend on a vfio-mock device, DMA path only), draining after each, and prints the
 // engine's own counters: batches transfers bytes completed reap_batches.
 // timed: every batch has 64 transfers and it prints the ns per batch.
 func engineBatches(b int, timed bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	dev, err := mock.New(mock.Config{})
+	if err != nil {
+		fail("mock.New: %v", err)
+	}
+	be, err := hdmadev.New(dev, hdmadev.Config{CPUThreshold: -1, CloseDevice: true})
+	if err != nil {
+		fail("hdmadev.New: %v", err)
+	}
 	eng, err := engine.Open(engine.Config{
-		PoolSize: 8 << 20, QueueDepth: 64, CPUThreshold: -1,
+		Backend: be, PoolSize: 8 << 20, QueueDepth: 64,
 		Backings: []hugepage.Backing{hugepage.BackingTHP, hugepage.Backing4K},
 	})
 	if err != nil {
@@ -90,7 +100,7 @@ func engineBatches(b int, timed bool) {
 	}
 	elapsed := time.Since(start)
 	st := eng.Stats()
-	if err := eng.Close(ctx); err != nil {
+	if err := eng.Shutdown(ctx); err != nil {
 		fail("Close: %v", err)
 	}
 	if timed {

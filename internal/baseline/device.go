@@ -9,14 +9,6 @@ import (
 
 	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/hdma"
-	"github.com/hcomm-go/hcomm/vfio/mock"
-)
-
-// Errors callers can test for with errors.Is.
-var (
-	ErrBadConfig   = errors.New("baseline: invalid configuration")
-	ErrBadTransfer = errors.New("baseline: invalid transfer")
-	ErrClosed      = errors.New("baseline: closed")
 )
 
 // DefaultStaging is the default size of the staging buffer: the largest
@@ -28,19 +20,17 @@ const DefaultStaging = 1 << 20
 // from the engine's.
 const stagingIOVA = 0x40_0000_0000
 
-// The queue's rings share the memfd's first page with nothing else; the
-// staging buffer starts at the second page.
+// The queue's rings fill the memfd's first pages (hdma.LayoutQueue); the
+// staging buffer starts on the page after them.
 const (
 	ringEntries = 8
-	sqOff       = 0
-	cqOff       = 2048
-	stagingOff  = 4096
+	stagingOff  = 2 * 4096 // hdma.QueueBytes(ringEntries): a page per ring (TestLayout)
 )
 
 // DeviceConfig configures the traditional device path.
 type DeviceConfig struct {
-	// Device is the HDMA device; nil creates a vfio-mock device with
-	// default settings that Close closes. A caller's device stays open.
+	// Device is the HDMA device (required: vfio.OpenPCI, or mock.New for
+	// vfio-mock). It stays the caller's.
 	Device vfio.Device
 	// Staging is the staging buffer's size in bytes, the largest transfer
 	// (default DefaultStaging; rounded up to 4096).
@@ -58,7 +48,6 @@ type DeviceConfig struct {
 // with a single outstanding request.
 type Device struct {
 	dev     vfio.Device
-	ownDev  bool
 	drv     *hdma.Driver
 	q       *hdma.Queue
 	memfd   int
@@ -86,19 +75,15 @@ func OpenDevice(cfg DeviceConfig) (_ *Device, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Device == nil {
+		return nil, fmt.Errorf("baseline: Device is nil: give an HDMA device (mock.New for vfio-mock): %w", ErrBadConfig)
+	}
 	d := &Device{dev: cfg.Device, memfd: -1, staging: (cfg.Staging + 4095) &^ 4095}
 	defer func() {
 		if err != nil {
 			_ = d.Close()
 		}
 	}()
-	if d.dev == nil {
-		m, err := mock.New(mock.Config{Logger: cfg.Logger})
-		if err != nil {
-			return nil, fmt.Errorf("baseline: vfio-mock device: %w", err)
-		}
-		d.dev, d.ownDev = m, true
-	}
 	size := stagingOff + d.staging
 	if d.memfd, err = unix.MemfdCreate("hcomm-baseline-staging", unix.MFD_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("baseline: memfd_create: %w", err)
@@ -113,25 +98,17 @@ func OpenDevice(cfg DeviceConfig) (_ *Device, err error) {
 		return nil, fmt.Errorf("baseline: DMA-map the staging memfd at %#x: %w", uint64(stagingIOVA), err)
 	}
 	d.mapped = true
-	if d.drv, err = hdma.Open(d.dev, hdma.Config{Logger: cfg.Logger}); err != nil {
+	qc, err := hdma.LayoutQueue(cfg.Queue, ringEntries, d.mem[:stagingOff], stagingIOVA, true)
+	if err != nil {
+		return nil, fmt.Errorf("baseline: %w", err)
+	}
+	if d.drv, d.q, err = hdma.Start(d.dev, hdma.Config{Logger: cfg.Logger}, qc); err != nil {
 		return nil, fmt.Errorf("baseline: %w", err)
 	}
 	info := d.drv.Info()
 	d.devSize = info.DevMemSize
 	if uint64(d.staging) > uint64(info.MaxTransfer) {
 		d.staging = int(info.MaxTransfer) &^ 4095
-	}
-	d.q, err = d.drv.SetupQueue(hdma.QueueConfig{
-		Index: cfg.Queue, Entries: ringEntries,
-		SQ: d.mem[sqOff : sqOff+ringEntries*64], SQIOVA: stagingIOVA + sqOff,
-		CQ: d.mem[cqOff : cqOff+ringEntries*16], CQIOVA: stagingIOVA + cqOff,
-		Interrupts: true,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("baseline: %w", err)
-	}
-	if err = d.drv.Enable(); err != nil {
-		return nil, fmt.Errorf("baseline: %w", err)
 	}
 	return d, nil
 }
@@ -261,9 +238,6 @@ func (d *Device) Close() error {
 	if d.memfd >= 0 {
 		errs = append(errs, unix.Close(d.memfd))
 		d.memfd = -1
-	}
-	if d.ownDev && d.dev != nil {
-		errs = append(errs, d.dev.Close())
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("baseline: close: %w", err)

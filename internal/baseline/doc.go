@@ -20,6 +20,6 @@
 // depth 1) or from several goroutines at once (the way Go code gets a queue
 // depth out of a synchronous API).
 //
-// Sentinel errors for errors.Is: ErrBadConfig, ErrTooLarge, ErrClosed;
+// Sentinel errors for errors.Is (errors.go): ErrBadConfig, ErrBadTransfer, ErrClosed;
 // device completion errors wrap the vfio/hdma sentinels.
 package baseline

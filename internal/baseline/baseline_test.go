@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hcomm-go/hcomm/vfio/hdma"
 	"github.com/hcomm-go/hcomm/vfio/mock"
 )
 
@@ -57,7 +58,15 @@ func TestDeviceRoundTrip(t *testing.T) {
 }
 
 func TestDeviceBadInput(t *testing.T) {
-	d, err := OpenDevice(DeviceConfig{Staging: 8192})
+	if _, err := OpenDevice(DeviceConfig{}); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("no device: %v, want ErrBadConfig", err)
+	}
+	m, err := mock.New(mock.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	d, err := OpenDevice(DeviceConfig{Device: m, Staging: 8192})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,5 +175,12 @@ func TestFileDirect(t *testing.T) {
 	}
 	if !bytes.Equal(fp.Buffer(0), want) {
 		t.Error("O_DIRECT read back differs")
+	}
+}
+
+// TestLayout: the staging buffer starts after the queue's rings.
+func TestLayout(t *testing.T) {
+	if n := hdma.QueueBytes(ringEntries); n > stagingOff {
+		t.Fatalf("rings of %d entries need %d bytes, staging starts at %d", ringEntries, n, stagingOff)
 	}
 }
