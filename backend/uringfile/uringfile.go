@@ -44,6 +44,7 @@ type Backend struct {
 
 	u         *uring.Ring
 	fixedFile bool
+	sparse    bool // a table of MaxArenas fixed-buffer slots, one per arena slot
 	cqes      []uring.CQE
 	queued    int
 	inFlight  int
@@ -112,6 +113,11 @@ func (b *Backend) Attach(env engine.Env) (err error) {
 		return fmt.Errorf("uringfile: io_uring for %s: %w", b.f.Name(), err)
 	}
 	b.cqes = make([]uring.CQE, b.u.CQEntries())
+	if err := b.u.RegisterBuffersSparse(engine.MaxArenas); err != nil {
+		b.desc.Fallbacks = append(b.desc.Fallbacks, fmt.Errorf("uringfile: no sparse fixed-buffer table: only the pool's first arena is registered, arenas it grows by use plain READ/WRITE: %w", err))
+	} else {
+		b.sparse = true
+	}
 	if err := b.u.RegisterFiles([]int32{int32(b.fd)}); err != nil {
 		b.desc.Fallbacks = append(b.desc.Fallbacks, fmt.Errorf("uringfile: registered file refused, using the fd: %w", err))
 	} else {
@@ -121,32 +127,49 @@ func (b *Backend) Attach(env engine.Env) (err error) {
 	return nil
 }
 
-// MapArena implements engine.Backend: the first arena is registered as
-// fixed buffer 0; arenas the pool grows by use plain READ/WRITE (recorded
-// in Fallbacks once). Host addresses are offsets in their arena.
+// MapArena implements engine.Backend: the arena becomes fixed buffer
+// number slot (registered into the sparse table; without one, only the
+// first arena is registered and later ones use plain READ/WRITE). Host
+// addresses are offsets in their arena.
 func (b *Backend) MapArena(slot int, a *hugepage.Arena) (uint64, error) {
-	b.arenas[slot] = a.Bytes()
-	if slot == 0 {
-		if err := b.u.RegisterBuffers([][]byte{a.Bytes()}); err != nil {
-			b.desc.Fallbacks = append(b.desc.Fallbacks, fmt.Errorf("uringfile: registered buffers refused, using plain READ/WRITE: %w", err))
-		} else {
-			b.fixed[0] = true
+	var err error
+	switch {
+	case b.sparse:
+		err = b.u.UpdateBuffers(slot, [][]byte{a.Bytes()})
+	case slot == 0:
+		err = b.u.RegisterBuffers([][]byte{a.Bytes()})
+	default:
+		b.arenas[slot] = a.Bytes()
+		return 0, nil
+	}
+	if err != nil {
+		b.desc.Fallbacks = append(b.desc.Fallbacks, fmt.Errorf("uringfile: arena %d not registered as a fixed buffer, using plain READ/WRITE for it: %w", slot, err))
+	} else {
+		b.fixed[slot] = true
+		if slot == 0 {
 			b.desc.Features = append(b.desc.Features, "fixed-buffers")
 		}
 	}
+	b.arenas[slot] = a.Bytes()
 	return 0, nil
 }
 
-// UnmapArena implements engine.Backend.
+// UnmapArena implements engine.Backend: the arena's fixed-buffer slot is
+// cleared (the kernel lets go of its pages once no request uses it).
 func (b *Backend) UnmapArena(slot int) error {
 	b.arenas[slot] = nil
-	if b.fixed[slot] {
-		b.fixed[slot] = false
-		if b.u != nil {
-			if err := b.u.UnregisterBuffers(); err != nil && !errors.Is(err, uring.ErrClosed) {
-				return fmt.Errorf("uringfile: unregister the buffers of arena %d: %w", slot, err)
-			}
-		}
+	if !b.fixed[slot] || b.u == nil {
+		return nil
+	}
+	b.fixed[slot] = false
+	var err error
+	if b.sparse {
+		err = b.u.UpdateBuffers(slot, [][]byte{nil})
+	} else {
+		err = b.u.UnregisterBuffers()
+	}
+	if err != nil && !errors.Is(err, uring.ErrClosed) {
+		return fmt.Errorf("uringfile: unregister the buffer of arena %d: %w", slot, err)
 	}
 	return nil
 }
