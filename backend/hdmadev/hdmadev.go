@@ -66,7 +66,7 @@ type Backend struct {
 	cpuMax uint32          // CPU-path threshold in bytes (0: off)
 	// devMemSize bounds device offsets: min(DEVMEM_SIZE, BAR2 size).
 	devMemSize uint64
-	desc   engine.Description
+	desc       engine.Description
 
 	// arenas are the pool's arenas by slot: their memory and IOVA.
 	// MapArena writes a slot before the engine hands out its blocks;
