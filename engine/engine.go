@@ -44,7 +44,7 @@ func packRes(s Status, n uint32) uint64 { return uint64(s)<<32 | uint64(n) }
 
 func resOf(c Completion) uint64 { return packRes(c.Status, c.N) }
 
-// Engine moves data between its pool of host memory and one target. All
+// Engine moves data between its pool of host memory and one backend. All
 // methods are safe for concurrent use.
 type Engine struct {
 	cfg     Config
@@ -255,7 +255,7 @@ func (e *Engine) Backend() Description { return e.desc }
 // another owner that will drain after taking it).
 // ---------------------------------------------------------------------
 
-// kick makes sure freshly committed entries reach the target.
+// kick makes sure freshly committed entries reach the backend.
 func (e *Engine) kick() {
 	if e.owner.CompareAndSwap(0, 1) {
 		// Group commit: when other submitters were active a moment ago
@@ -295,7 +295,7 @@ func (e *Engine) lock() {
 // the CAS meanwhile.
 func (e *Engine) unlock() {
 	for {
-		// Release: everything the owner wrote (target state, counters,
+		// Release: everything the owner wrote (backend state, counters,
 		// slots) happens before the next owner's CAS.
 		e.owner.Store(0)
 		if e.dirty.Load() == 0 || !e.owner.CompareAndSwap(0, 1) {

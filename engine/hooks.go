@@ -14,8 +14,8 @@ package engine
 // order or type, or the path numbering breaks hcomm-trace: see
 // docs/engine.md.
 
-// hookSubmitBatch reports a batch handed to the target: count transfers,
-// bytes in total, by path (0 DMA, 1 CPU, 2 file/io_uring, 3 memory).
+// hookSubmitBatch reports a batch handed to the backend: count transfers,
+// bytes in total, by path (0 DMA, 1 CPU, 2 file/io_uring, 3 memory, 4 NVMe, 5 remote).
 //
 //go:noinline
 func hookSubmitBatch(count uint32, bytes uint64, path uint8) {

@@ -13,7 +13,7 @@ import (
 // Poll: under the owner flag it forwards what is staged, collects finished
 // transfers and handles stalls; then, without the flag, it runs their
 // callbacks; then it moves the release frontier. It returns how many
-// transfers completed and whether any is still outstanding in the target.
+// transfers completed and whether any is still outstanding in the backend.
 func (e *Engine) cycle() (n int, busy bool) {
 	e.lock()
 	if e.torn {
@@ -108,7 +108,7 @@ func (e *Engine) Poll() int {
 }
 
 // reaper is the background completion goroutine (ModeReaper). It spins for
-// Config.Spin after its last completion, then sleeps until the target
+// Config.Spin after its last completion, then sleeps until the backend
 // signals completions (device interrupt eventfd, io_uring fd) or a
 // submitter wakes it; with transfers outstanding it wakes at least every
 // 10ms to notice a stalled device.

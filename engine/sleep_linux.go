@@ -12,7 +12,7 @@ import (
 // thread (created and closed there). It keeps one request armed per watched
 // fd — a READ of each eventfd (the device's interrupt eventfd, the engine's
 // wake eventfd; the READ consumes the count when it completes) or a POLL_ADD
-// of an io_uring fd (the file target's ring) — re-arming a request only
+// of an io_uring fd (the file backend's ring) — re-arming a request only
 // after it fired, plus a TIMEOUT while transfers are outstanding. One
 // io_uring_enter per sleep submits what needs arming and waits.
 type uringWait struct {

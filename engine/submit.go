@@ -12,7 +12,7 @@ import (
 // takes no lock, makes no system call and does not allocate: it validates t,
 // reserves a staging slot (one CAS), fills it, publishes it (one CAS) and,
 // unless another goroutine is already draining the staging ring, drains it
-// into the target with one doorbell (group commit). ErrQueueFull when
+// into the backend with one doorbell (group commit). ErrQueueFull when
 // QueueDepth transfers are in flight; SubmitContext waits instead.
 func (e *Engine) Submit(t Transfer) (ID, error) {
 	var r Op
