@@ -35,7 +35,7 @@
 // arena's IOVA plus its offset. Close unmaps what is left.
 //
 // EventFD is the eventfd that SetIRQs routes interrupts to (blocking, so
-// io_uring can read it). Package vfio/vfiotest holds the test helpers that
+// io_uring can read it). Package internal/vfiotest holds the test helpers that
 // open a real device in the VM tests and skip elsewhere.
 //
 // # Errors

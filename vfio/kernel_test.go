@@ -12,7 +12,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/testutil"
 	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/edu"
-	"github.com/hcomm-go/hcomm/vfio/vfiotest"
+	"github.com/hcomm-go/hcomm/internal/vfiotest"
 )
 
 // These tests need kernel VFIO and QEMU's edu device: on the host they skip

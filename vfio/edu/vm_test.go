@@ -17,7 +17,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/uring"
 	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/edu"
-	"github.com/hcomm-go/hcomm/vfio/vfiotest"
+	"github.com/hcomm-go/hcomm/internal/vfiotest"
 )
 
 // These tests drive the real edu device through kernel VFIO and the vIOMMU:
