@@ -2,8 +2,11 @@ package hugepage
 
 import (
 	"errors"
+	"os"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -20,6 +23,12 @@ func reserve(t *testing.T, ps, n int) *Reservation {
 	t.Helper()
 	testutil.RequirePrivileged(t, "reserve "+fmtBytes(int64(ps))+" hugetlb pages")
 	if err := hugeSizeSupported(ps); err != nil {
+		if ps == size1G && os.Getenv("HCOMM_IN_VM") != "1" && !cpuHas("pdpe1gb") {
+			// Hardware, not privilege: this CPU cannot map 1 GiB pages at
+			// all. The VM tests (make test-vm, -cpu max) run this test in
+			// a guest whose CPU can, and fail there if it does not pass.
+			testutil.SkipAllowed(t, "1 GiB hugetlb pages: this CPU has no pdpe1gb flag ("+err.Error()+"); make test-vm runs it in a guest that has them")
+		}
 		testutil.RequireFeature(t, fmtBytes(int64(ps))+" hugetlb pages", err)
 	}
 	r, err := Reserve(ps, n)
@@ -308,4 +317,18 @@ func TestTouchFaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cpuHas reports whether /proc/cpuinfo lists flag for the first CPU.
+func cpuHas(flag string) bool {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if name, val, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "flags" {
+			return slices.Contains(strings.Fields(val), flag)
+		}
+	}
+	return false
 }
