@@ -1,6 +1,7 @@
 package hugepage
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -109,6 +110,9 @@ func benchReserve(b *testing.B, backing Backing, size int) {
 	if backing.Hugetlb() {
 		testutil.RequirePrivileged(b, "reserve "+backing.String()+" pages for a 1 GiB arena")
 		r, err := Reserve(backing.PageSize(), size/backing.PageSize())
+		if errors.Is(err, ErrReserve) { // the kernel could not find the pages now
+			testutil.MissingPrivilege(b, err.Error())
+		}
 		testutil.RequireFeature(b, fmt.Sprintf("%d hugetlb pages of %s", size/backing.PageSize(), fmtBytes(int64(backing.PageSize()))), err)
 		b.Cleanup(func() { r.Release() })
 	}

@@ -23,8 +23,9 @@ var (
 	// are needed and where to reserve them.
 	ErrNoHugepages = errors.New("not enough hugetlb pages reserved")
 	// ErrUnsupported: the kernel does not offer the backing (no such page
-	// size, THP disabled, memfd hugetlb unsupported).
-	ErrUnsupported = errors.New("backing not supported by this kernel")
+	// size, THP disabled, memfd hugetlb unsupported). It wraps
+	// errors.ErrUnsupported.
+	ErrUnsupported = fmt.Errorf("backing not supported by this kernel (%w)", errors.ErrUnsupported)
 	// ErrMemfdSize: a memfd hugetlb arena size that is not a multiple of the
 	// page size (the fd is shared with other processes, so its size is not
 	// rounded silently).

@@ -33,7 +33,7 @@ func reserve(t *testing.T, ps, n int) *Reservation {
 	}
 	r, err := Reserve(ps, n)
 	if errors.Is(err, ErrReserve) {
-		testutil.RequireFeature(t, strconv.Itoa(n)+" hugetlb pages of "+fmtBytes(int64(ps))+" at run time", err)
+		testutil.MissingPrivilege(t, strconv.Itoa(n)+" hugetlb pages of "+fmtBytes(int64(ps))+" at run time: "+err.Error())
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -179,6 +179,10 @@ func directDir(t *testing.T) string {
 
 type errNoDirectFS []string
 
+// Unwrap makes the missing file system a missing feature for
+// testutil.RequireFeature.
+func (errNoDirectFS) Unwrap() error { return errors.ErrUnsupported }
+
 func (e errNoDirectFS) Error() string {
 	return "none of these is on ext4, xfs or btrfs: " + strings.Join(e, "; ")
 }

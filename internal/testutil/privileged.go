@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"errors"
 	"os"
 	"strconv"
 	"testing"
@@ -35,13 +36,32 @@ func RequirePrivileged(t testing.TB, why string) {
 	}
 }
 
-// RequireFeature skips (or fails) when a kernel feature probe returned an
-// error: feature names the feature, err is what the probe said.
+// RequireFeature stops the test when a feature probe failed. When err says
+// that a feature or a privilege is missing (Missing), it skips with the
+// reason, or fails under HCOMM_REQUIRE_PRIVILEGED=1 (see MissingPrivilege).
+// Any other error FAILS the test: a regression in the code under test must
+// never read as "feature unavailable". feature names the feature, err is
+// what the probe said (nil: the feature is there, nothing happens).
 func RequireFeature(t testing.TB, feature string, err error) {
 	t.Helper()
-	if err != nil {
-		MissingPrivilege(t, feature+" unavailable: "+err.Error())
+	if err == nil {
+		return
 	}
+	if !Missing(err) {
+		t.Fatalf("%s: the probe failed, and not because the feature or a privilege is missing: %v", feature, err)
+		return
+	}
+	MissingPrivilege(t, feature+" unavailable: "+err.Error())
+}
+
+// Missing reports whether err says that a feature or a privilege is
+// missing: it wraps errors.ErrUnsupported (so do ENOSYS, EOPNOTSUPP/ENOTSUP,
+// and the packages' own "not supported" sentinels, which wrap it) or
+// os.ErrPermission (so do EPERM and EACCES). A bare EINVAL does not count:
+// the package that knows an EINVAL means "the kernel lacks this feature"
+// wraps it with its not-supported sentinel (internal/uring does).
+func Missing(err error) bool {
+	return errors.Is(err, errors.ErrUnsupported) || errors.Is(err, os.ErrPermission)
 }
 
 // SkipAllowed skips with the reason even when privileged tests are required.

@@ -153,6 +153,9 @@ func hugeArena(t *testing.T, size int) *hugepage.Arena {
 	cfg := hugepage.ArenaConfig{Size: size, Populate: true}
 	if os.Geteuid() == 0 {
 		res, err := hugepage.Reserve(2<<20, size/(2<<20))
+		if errors.Is(err, hugepage.ErrReserve) { // the kernel could not find the pages now
+			testutil.MissingPrivilege(t, err.Error())
+		}
 		testutil.RequireFeature(t, "2 MiB hugetlb pages", err)
 		t.Cleanup(func() {
 			if err := res.Release(); err != nil {
