@@ -14,7 +14,7 @@ PKGS      ?= ./...
 BIN       := bin
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test lint-vet test-unit test-engine test-vm test-long bench bench-uring-nop bench-hcomm demo lint generate clean capi capi-valgrind capi-cgocheck2 capi-test bench-capi bpf-tools bpf-vmlinux check-generate godefs-tools
+.PHONY: all build test lint-vet test-unit test-engine test-vm bench-vm test-long bench bench-uring-nop bench-hcomm demo lint generate clean capi capi-valgrind capi-cgocheck2 capi-test bench-capi bpf-tools bpf-vmlinux check-generate godefs-tools
 
 all: build
 
@@ -80,6 +80,13 @@ VM_PKGS ?= ./hugepage/... ./vfio ./vfio/edu ./vfio/hdma ./vfio/nvme
 
 test-vm:
 	tests/vm/run.sh $(VM_PKGS)
+
+# The measured VM table (docs/nvme.md): 4 KiB random I/O at queue depth 32
+# on QEMU's NVMe controller, the userspace driver (vfio/nvme) against the
+# guest kernel's nvme driver through io_uring and pread/pwrite. Not part of
+# make test. HCOMM_BENCH_VM_SECONDS sets the seconds per row (default 3).
+bench-vm:
+	HCOMM_BENCH_VM=1 HCOMM_VM_GOFLAGS='-v -run ^TestVMBench$$' tests/vm/run.sh ./vfio/nvme
 
 # Long modes, without -race: HCOMM_LONG=1 makes stress tests move their long
 # counts (ring/: >= 10^8 items per descriptor-ring stress test).
