@@ -13,9 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hcomm-go/hcomm/internal/uring"
+	"github.com/hcomm-go/hcomm/internal/vfiotest"
 	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/nvme"
-	"github.com/hcomm-go/hcomm/vfio/vfiotest"
 )
 
 // TestVMBench is `make bench-vm`: 4 KiB random reads and writes at queue

@@ -16,9 +16,9 @@ import (
 
 	"github.com/hcomm-go/hcomm/hugepage"
 	"github.com/hcomm-go/hcomm/internal/testutil"
+	"github.com/hcomm-go/hcomm/internal/vfiotest"
 	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/nvme"
-	"github.com/hcomm-go/hcomm/internal/vfiotest"
 )
 
 // These tests drive QEMU's NVMe controller (1b36:0010, NVMe 1.4, a 1 GiB

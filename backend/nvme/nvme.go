@@ -1,0 +1,359 @@
+package nvme
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/hugepage"
+	"github.com/hcomm-go/hcomm/vfio"
+	drv "github.com/hcomm-go/hcomm/vfio/nvme"
+)
+
+// DefaultTimeout is Config.Timeout's default.
+const DefaultTimeout = 10 * time.Second
+
+// Config configures the backend.
+type Config struct {
+	// NSID is the namespace (default 1).
+	NSID uint32
+	// Polled: no interrupts; the engine polls the completion queue
+	// (ReadyFD is -1). Default: the queue's MSI-X vector wakes the engine
+	// through an eventfd.
+	Polled bool
+	// Timeout is how long a command may stay outstanding before the
+	// controller counts as stalled and is reset (default 10 s; 1ms..1h).
+	Timeout time.Duration
+	// CloseDevice makes the backend close the device when it closes.
+	CloseDevice bool
+	// Logger receives recovery events (default: the engine's).
+	Logger *slog.Logger
+}
+
+// Op codes (engine.Op.Code).
+const (
+	opWrite = 1 + iota // host → namespace
+	opRead             // namespace → host
+)
+
+// Backend drives one I/O queue pair of an NVMe controller. Create it with
+// New and give it to engine.Open.
+type Backend struct {
+	cfg      Config
+	dev      vfio.Device
+	attached atomic.Bool
+	log      *slog.Logger
+	ctr      *engine.Counters
+	desc     engine.Description
+
+	dma *vfio.DMASpace
+	c   *drv.Controller
+	q   *drv.Queue
+
+	// Fixed after Attach, read by Prepare on submitters.
+	lba     uint64
+	nsBytes uint64
+	maxXfer uint32
+
+	arenas [engine.MaxArenas]*hugepage.Arena
+
+	lens    []uint32 // by CID: the bytes of the command in that slot
+	cpl     []drv.Completion
+	queued  int
+	stalled bool      // a timeout or a failed doorbell: reset before forwarding
+	nextTry time.Time // after a failed reset
+	errs    [8 << 8]error
+}
+
+var _ engine.Backend = (*Backend)(nil)
+
+// New returns a backend over dev, an NVMe controller (bound to vfio-pci).
+// The controller is opened at Attach (engine.Open).
+func New(dev vfio.Device, cfg Config) (*Backend, error) {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.NSID == 0 {
+		cfg.NSID = 1
+	}
+	switch {
+	case dev == nil:
+		return nil, fmt.Errorf("nvme: device is nil: give a vfio.Device (vfio.OpenPCI of an NVMe controller bound to vfio-pci): %w", engine.ErrBadConfig)
+	case cfg.Timeout < time.Millisecond || cfg.Timeout > time.Hour:
+		return nil, fmt.Errorf("nvme: Timeout %v: want 1ms..1h (0 = %v): %w", cfg.Timeout, DefaultTimeout, engine.ErrBadConfig)
+	}
+	return &Backend{cfg: cfg, dev: dev}, nil
+}
+
+// Controller is the driver, once attached (for statistics and tests).
+func (b *Backend) Controller() *drv.Controller { return b.c }
+
+// Describe implements engine.Backend.
+func (b *Backend) Describe() engine.Description { return b.desc }
+
+// Attach implements engine.Backend: it opens the controller with one I/O
+// queue pair one entry deeper than the engine's queue (a ring of N entries
+// holds N-1 commands).
+func (b *Backend) Attach(env engine.Env) (err error) {
+	if !b.attached.CompareAndSwap(false, true) {
+		return errors.New("nvme: backend already attached to an engine")
+	}
+	b.ctr, b.log = env.Counters, b.cfg.Logger
+	if b.log == nil {
+		b.log = env.Logger
+	}
+	name := b.dev.Info().Name
+	if b.dma, err = vfio.NewDMASpace(b.dev, vfio.DMAConfig{}); err != nil {
+		return fmt.Errorf("nvme: device %s: %w", name, err)
+	}
+	depth := env.QueueDepth + 1
+	b.c, err = drv.Open(b.dev, drv.Config{DMA: b.dma, NSID: b.cfg.NSID, IOQueues: 1, QueueDepth: depth, Interrupts: !b.cfg.Polled})
+	if err != nil {
+		return fmt.Errorf("nvme: device %s: %w", name, err)
+	}
+	if mq := b.c.Cap().MQES(); depth > mq {
+		return fmt.Errorf("nvme: QueueDepth %d: the controller's queues hold at most %d entries, so QueueDepth must be ≤ %d: %w",
+			env.QueueDepth, mq, mq-1, engine.ErrBadConfig)
+	}
+	b.q = b.c.Queue(0)
+	ns := b.c.Namespace()
+	b.lba, b.nsBytes, b.maxXfer = uint64(ns.LBASize), ns.Bytes(), uint32(b.c.MaxTransfer())
+	b.lens = make([]uint32, b.q.Depth())
+	b.cpl = make([]drv.Completion, b.q.Depth())
+	features := []string{"doorbell-per-batch", "prp-lists"}
+	if b.cfg.Polled {
+		features = append(features, "polled")
+	} else {
+		features = append(features, "msix-eventfd")
+	}
+	b.desc = engine.Description{
+		Name: "nvme", Device: name, Locs: 1 << engine.LocDevice,
+		MaxTransfer: b.maxXfer, DeviceMemory: b.nsBytes, Align: ns.LBASize,
+		CPUThreshold: -1, Timeout: b.cfg.Timeout, Features: features,
+	}
+	b.buildErrors()
+	return nil
+}
+
+// statusDevice+s is the engine status of an error completion with NVMe
+// status s (SCT<<8|SC).
+const (
+	statusDevice = engine.StatusBackend
+	statusEnd    = statusDevice + 8<<8
+)
+
+// buildErrors makes every error Err can return, so that Err allocates
+// nothing.
+func (b *Backend) buildErrors() {
+	for i := range b.errs {
+		s := drv.Status(i)
+		b.errs[i] = fmt.Errorf("%w: %s: %w", engine.ErrDevice, b.desc.Device, s.Err())
+	}
+}
+
+// Err implements engine.Backend.
+func (b *Backend) Err(s engine.Status) error {
+	if s > statusDevice && s < statusEnd {
+		return b.errs[s-statusDevice]
+	}
+	return fmt.Errorf("%w: unknown status %#x", engine.ErrDevice, uint32(s))
+}
+
+// MapArena implements engine.Backend: the arena is DMA-mapped into the
+// controller's IOMMU domain once, whole.
+func (b *Backend) MapArena(slot int, a *hugepage.Arena) (uint64, error) {
+	iova, err := b.dma.MapArena(a, vfio.DMAReadWrite)
+	if err != nil {
+		return 0, fmt.Errorf("nvme: DMA-map %d bytes into %s: %w", a.Len(), b.desc.Device, err)
+	}
+	b.arenas[slot] = a
+	return iova, nil
+}
+
+// UnmapArena implements engine.Backend.
+func (b *Backend) UnmapArena(slot int) error {
+	a := b.arenas[slot]
+	b.arenas[slot] = nil
+	if a == nil {
+		return nil
+	}
+	if err := b.dma.UnmapArena(a); err != nil {
+		return fmt.Errorf("nvme: DMA-unmap arena %d from %s: %w", slot, b.desc.Device, err)
+	}
+	return nil
+}
+
+// Prepare implements engine.Backend: host → namespace (Write) and
+// namespace → host (Read), whole logical blocks, within MDTS and the
+// namespace. It allocates nothing when it succeeds.
+func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32) (op engine.Op, err error) {
+	var ns *engine.Endpoint
+	switch {
+	case src.Kind == engine.LocHost && dst.Kind == engine.LocDevice:
+		op.Code, op.HostArena, op.Src, op.Dst, ns = opWrite, uint16(src.Arena), src.Addr, dst.Off, &dst
+	case src.Kind == engine.LocDevice && dst.Kind == engine.LocHost:
+		op.Code, op.HostArena, op.Src, op.Dst, ns = opRead, uint16(dst.Arena), src.Off, dst.Addr, &src
+	default:
+		return op, fmt.Errorf("nvme: %v → %v: the NVMe backend moves host blocks to and from the namespace: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
+	}
+	switch {
+	case uint64(n)%b.lba != 0 || ns.Off%b.lba != 0:
+		return op, fmt.Errorf("nvme: %d bytes at namespace offset %d: both must be multiples of the %d-byte LBA: %w", n, ns.Off, b.lba, engine.ErrAlignment)
+	case n > b.maxXfer:
+		return op, fmt.Errorf("nvme: %d bytes in one transfer, the controller's limit (MDTS) is %d: %w", n, b.maxXfer, engine.ErrOutOfBounds)
+	case ns.Off > b.nsBytes || uint64(n) > b.nsBytes-ns.Off:
+		return op, fmt.Errorf("nvme: %d bytes at namespace offset %d beyond the %d-byte namespace: %w", n, ns.Off, b.nsBytes, engine.ErrOutOfBounds)
+	}
+	if (op.Code == opWrite && op.Src&3 != 0) || (op.Code == opRead && op.Dst&3 != 0) {
+		return op, fmt.Errorf("nvme: host address not dword aligned: %w", engine.ErrAlignment)
+	}
+	op.Path = engine.PathDMA
+	return op, nil
+}
+
+// Execute implements engine.Backend; Prepare never makes an inline op.
+func (b *Backend) Execute(engine.Op) (uint32, engine.Status) { return 0, engine.StatusCanceled }
+
+// Forward implements engine.Backend: one submission entry (its PRPs built
+// in the command slot's list page), no doorbell.
+func (b *Backend) Forward(tag uint64, op *engine.Op, last bool) bool {
+	if b.stalled || b.q.Free() == 0 {
+		return false
+	}
+	t := drv.Transfer{Opcode: drv.OpWrite, Offset: op.Dst, IOVA: op.Src, Len: int(op.Len)}
+	if op.Code == opRead {
+		t = drv.Transfer{Opcode: drv.OpRead, Offset: op.Src, IOVA: op.Dst, Len: int(op.Len)}
+	}
+	// Prepare checked the namespace side, the engine the host side (a
+	// live block of a mapped arena).
+	cid, err := b.q.SubmitTransferUnchecked(t, tag)
+	if err != nil {
+		b.log.Warn("nvme: submit", "err", err)
+		return false
+	}
+	b.lens[cid] = op.Len
+	b.queued++
+	return true
+}
+
+// Flush implements engine.Backend: one 32-bit MMIO store of the SQ tail.
+func (b *Backend) Flush() {
+	if b.queued == 0 {
+		return
+	}
+	b.queued = 0
+	if err := b.q.Ring(); err != nil {
+		b.log.Warn("nvme: doorbell failed", "err", err)
+		b.stalled = true
+		return
+	}
+	b.ctr.Doorbells++
+}
+
+// Reap implements engine.Backend: completions by phase tag, one CQ head
+// store per batch.
+func (b *Backend) Reap(out []engine.Completion) int {
+	n, err := b.q.Reap(b.cpl[:min(len(out), len(b.cpl))])
+	if err != nil {
+		b.log.Warn("nvme: completion doorbell failed", "err", err)
+		b.stalled = true
+	}
+	for i := range n {
+		out[i] = b.completion(&b.cpl[i])
+	}
+	return n
+}
+
+func (b *Backend) completion(c *drv.Completion) engine.Completion {
+	ec := engine.Completion{Tag: c.Tag}
+	switch {
+	case c.Status.OK():
+		ec.N = b.lens[c.CID]
+	case c.Status == drv.StatusReset:
+		// Only Check (a stall) and Cancel (which relabels) reset.
+		ec.Status = engine.StatusTimeout
+	default:
+		ec.Status = statusDevice + engine.Status(c.Status&0x7ff)
+	}
+	return ec
+}
+
+// Check implements engine.Backend: a command outstanding longer than the
+// timeout (or a failed doorbell) resets the controller; every transfer in
+// flight then completes exactly once through Reap, as a timeout.
+func (b *Backend) Check() {
+	if !b.stalled && !b.q.Expired(b.cfg.Timeout) {
+		return
+	}
+	b.stalled = true
+	if time.Now().Before(b.nextTry) {
+		return
+	}
+	inFlight := b.q.Outstanding()
+	if err := b.c.Reset(); err != nil {
+		b.log.Warn("nvme: controller reset failed; retrying in 100ms", "device", b.desc.Device, "err", err)
+		b.nextTry = time.Now().Add(100 * time.Millisecond)
+		return
+	}
+	b.stalled = false
+	b.ctr.Recoveries++
+	b.log.Warn("nvme: controller reset after a stall", "device", b.desc.Device, "outstanding", inFlight, "timeout", b.cfg.Timeout)
+}
+
+// Outstanding implements engine.Backend.
+func (b *Backend) Outstanding() int { return b.q.Outstanding() }
+
+// ReadyFD implements engine.Backend: the queue's MSI-X eventfd.
+func (b *Backend) ReadyFD() (int, bool) {
+	if ev := b.q.EventFD(); ev != nil {
+		return ev.Fd(), true
+	}
+	return -1, false
+}
+
+// Cancel implements engine.Backend: a controller reset ends what is in
+// flight; completions posted before it stay as they were, the rest are
+// canceled.
+func (b *Backend) Cancel(out []engine.Completion) int {
+	if b.q.Outstanding() > 0 {
+		if err := b.c.Reset(); err != nil {
+			b.log.Warn("nvme: close: controller reset", "device", b.desc.Device, "err", err)
+		}
+	}
+	n := 0
+	for n < len(out) {
+		k, err := b.q.Reap(b.cpl[:min(len(out)-n, len(b.cpl))])
+		if err != nil || k == 0 {
+			break
+		}
+		for i := range k {
+			c := b.completion(&b.cpl[i])
+			if b.cpl[i].Status == drv.StatusReset {
+				c.Status = engine.StatusCanceled
+			}
+			out[n+i] = c
+		}
+		n += k
+	}
+	return n
+}
+
+// Close implements engine.Backend: the controller (shut down), the DMA
+// mappings and (with Config.CloseDevice) the device.
+func (b *Backend) Close() error {
+	var errs []error
+	if b.c != nil {
+		errs = append(errs, b.c.Close())
+	}
+	if b.dma != nil {
+		errs = append(errs, b.dma.Close())
+	}
+	if b.cfg.CloseDevice && b.dev != nil {
+		errs = append(errs, b.dev.Close())
+	}
+	b.c, b.dma, b.dev = nil, nil, nil
+	return errors.Join(errs...)
+}
