@@ -173,10 +173,10 @@ type Endpoint struct {
 	// Off: for LocDevice, LocFile and LocRemote, the offset the caller
 	// gave. For LocHost, the offset of the first byte within its arena.
 	Off uint64
-	// Host ends only.
-	Addr  uint64  // the backend address of the first byte: MapArena's address + Off
-	Ptr   uintptr // the virtual address of the first byte
-	Arena int     // the arena slot
+	// Host ends only. Arenas start on a page boundary (at least 4096), so
+	// Off's alignment is the virtual address's alignment up to that.
+	Addr  uint64 // the backend address of the first byte: MapArena's address + Off
+	Arena int    // the arena slot
 	// Peer is the remote peer (LocRemote).
 	Peer uint32
 }

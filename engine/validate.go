@@ -61,7 +61,6 @@ func (e *Engine) endpoint(l *Loc, n int, what string, ep *Endpoint) error {
 	}
 	ep.Off = uint64(b.hb.Offset()) + l.off
 	ep.Addr = b.addr + l.off
-	ep.Ptr = b.Addr() + uintptr(l.off)
 	ep.Arena = int(b.arena)
 	return nil
 }

@@ -188,9 +188,11 @@ func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32) (op engine.Op, err
 	if file.Off > 1<<62 {
 		return op, fmt.Errorf("uringfile: file offset %d: negative or huge: %w", int64(file.Off), engine.ErrOutOfBounds)
 	}
-	if b.direct && (uint64(host.Ptr)%DirectAlign != 0 || n%DirectAlign != 0 || file.Off%DirectAlign != 0) {
-		return op, fmt.Errorf("uringfile: memory address %#x, length %d and file offset %d must be multiples of %d on an O_DIRECT file: %w",
-			host.Ptr, n, file.Off, DirectAlign, engine.ErrAlignment)
+	// host.Off is the offset in a page-aligned arena: its alignment to
+	// 4096 is the memory address's.
+	if b.direct && (host.Off%DirectAlign != 0 || n%DirectAlign != 0 || file.Off%DirectAlign != 0) {
+		return op, fmt.Errorf("uringfile: memory at arena offset %#x, length %d and file offset %d must be multiples of %d on an O_DIRECT file: %w",
+			host.Off, n, file.Off, DirectAlign, engine.ErrAlignment)
 	}
 	op.Path = engine.PathFile
 	op.HostArena = uint16(host.Arena)
