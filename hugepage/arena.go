@@ -41,6 +41,7 @@ type Arena struct {
 	fd        int
 	locked    bool
 	fallbacks []error
+	borrowed  *poolArena // Borrow: caller memory, never unmapped here (wrap.go)
 
 	mu     sync.Mutex
 	closed bool
@@ -140,7 +141,9 @@ func (a *Arena) Close() error {
 	}
 	a.closed = true
 	var errs []error
-	if err := unix.MunmapPtr(a.base, uintptr(a.size)); err != nil {
+	if a.borrowed != nil {
+		a.borrowed.dead.Store(true) // the caller's memory: not ours to unmap
+	} else if err := unix.MunmapPtr(a.base, uintptr(a.size)); err != nil {
 		errs = append(errs, fmt.Errorf("hugepage: munmap arena %#x+%d: %w", uintptr(a.base), a.size, err))
 	}
 	if a.fd >= 0 {
