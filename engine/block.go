@@ -150,6 +150,9 @@ func (e *Engine) Free(b Block) error {
 	if e.closing.Load() {
 		return fmt.Errorf("engine: free block at %#x: %w", b.Addr(), ErrClosed)
 	}
+	if isRegistered(&b) {
+		return fmt.Errorf("engine: free block at %#x: registered memory (use Unregister): %w", b.Addr(), ErrForeignBlock)
+	}
 	if !e.blocks.put(b.idx, b.gen) {
 		return fmt.Errorf("engine: free block at %#x: %w", b.Addr(), ErrFreedBlock)
 	}

@@ -37,7 +37,8 @@ type slot struct {
 	res  atomic.Uint64
 	cb   func(Result)
 	user uint64
-	_    [32]byte
+	reg  uint16 // registered regions the transfer uses (register.go)
+	_    [30]byte
 }
 
 func packRes(s Status, n uint32) uint64 { return uint64(s)<<32 | uint64(n) }
@@ -56,6 +57,7 @@ type Engine struct {
 	desc    Description // the backend's, after Attach
 	devMem  *span.Space // AllocDevice's ranges of device memory (nil: none)
 	arenas  arenaTable
+	reg     registry         // caller memory (Register)
 	backing hugepage.Backing // the first arena's
 
 	// The staging ring: submitters Reserve and Commit; the owner drains.

@@ -84,6 +84,9 @@ func (e *Engine) complete(batch []Completion) {
 	for _, c := range batch {
 		s := &e.slots[c.Tag&e.mask]
 		s.res.Store(resOf(c))
+		if s.reg != 0 {
+			e.releaseRegistered(s)
+		}
 		if cb := s.cb; cb != nil {
 			s.cb = nil
 			cb(Result{ID: e.makeID(c.Tag), User: s.user, N: int(c.N), Err: e.statusErr(c.Status)})

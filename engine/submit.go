@@ -50,6 +50,10 @@ func (e *Engine) fill(pos uint64, t *Transfer, op *Op) (ID, error) {
 		return 0, errClosedWhile("submit")
 	}
 	s.cb, s.user = t.Callback, t.User
+	if e.reg.mask.Load() != 0 && !e.holdRegistered(s, t) {
+		e.fillNoop(pos)
+		return 0, errUnregistering
+	}
 	if op.done == opDone {
 		n, st := e.be.Execute(*op)
 		op.res = packRes(st, n)
