@@ -10,9 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hcomm-go/hcomm/internal/testutil"
+	"github.com/hcomm-go/hcomm/internal/vfiotest"
 	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/edu"
-	"github.com/hcomm-go/hcomm/internal/vfiotest"
 )
 
 // These tests need kernel VFIO and QEMU's edu device: on the host they skip

@@ -15,9 +15,9 @@ import (
 	"github.com/hcomm-go/hcomm/hugepage"
 	"github.com/hcomm-go/hcomm/internal/testutil"
 	"github.com/hcomm-go/hcomm/internal/uring"
+	"github.com/hcomm-go/hcomm/internal/vfiotest"
 	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/edu"
-	"github.com/hcomm-go/hcomm/internal/vfiotest"
 )
 
 // These tests drive the real edu device through kernel VFIO and the vIOMMU:
