@@ -82,11 +82,11 @@ test-vm:
 	tests/vm/run.sh $(VM_PKGS)
 
 # The measured VM table (docs/nvme.md): 4 KiB random I/O at queue depth 32
-# on QEMU's NVMe controller, the userspace driver (vfio/nvme) against the
-# guest kernel's nvme driver through io_uring and pread/pwrite. Not part of
-# make test. HCOMM_BENCH_VM_SECONDS sets the seconds per row (default 3).
+# on QEMU's NVMe controller, the engine on backend/nvme and the userspace
+# driver (vfio/nvme) against the guest kernel's nvme driver through
+# io_uring and pread/pwrite. Not part of make test. HCOMM_BENCH_VM_SECONDS sets the seconds per row (default 3).
 bench-vm:
-	HCOMM_BENCH_VM=1 HCOMM_VM_GOFLAGS='-v -run ^TestVMBench$$' tests/vm/run.sh ./vfio/nvme
+	HCOMM_BENCH_VM=1 HCOMM_VM_GOFLAGS='-v -run ^TestVMBench$$' tests/vm/run.sh ./backend/nvme
 
 # Long modes, without -race: HCOMM_LONG=1 makes stress tests move their long
 # counts (ring/: >= 10^8 items per descriptor-ring stress test).
