@@ -97,6 +97,7 @@ type Engine struct {
 	// Completion side.
 	reaping   atomic.Uint32 // one Poll/reaper cycle at a time
 	sleeping  atomic.Uint32 // the reaper is (about to be) asleep
+	readyFD   bool          // the backend has a ReadyFD (set before the reaper starts)
 	wakeFd    int           // eventfd that wakes the reaper
 	batch     []Completion  // the cycle's completions (reaper/Poll private)
 	stop      atomic.Bool
@@ -448,8 +449,14 @@ const (
 // sleeps (idleOnly: only when it sleeps without a timeout), and only once
 // per sleep: the swap to awake lets one waker through. Never on a busy
 // engine, whose reaper is awake.
+//
+// idleOnly wake-ups (work forwarded to the backend while the reaper sleeps
+// idle) are skipped when the backend has a ReadyFD: its signal wakes the
+// reaper when that work completes, and the idle sleep's timeout bounds how
+// late a stall is noticed; a wake-up per synchronous submission would cost
+// a system call and a thread hand-off each time.
 func (e *Engine) wakeReaper(idleOnly bool) {
-	if e.cfg.Mode != ModeReaper {
+	if e.cfg.Mode != ModeReaper || idleOnly && e.readyFD {
 		return
 	}
 	s := e.sleeping.Load()
@@ -467,6 +474,9 @@ func (e *Engine) startCompletions() {
 	if e.cfg.Mode != ModeReaper {
 		close(e.done)
 		return
+	}
+	if fd, _ := e.be.ReadyFD(); fd >= 0 {
+		e.readyFD = true
 	}
 	ready := make(chan struct{})
 	go e.reaper(ready)

@@ -110,11 +110,18 @@ func (e *Engine) Poll() int {
 	return n
 }
 
-// reaper is the background completion goroutine (ModeReaper). It spins for
-// Config.Spin after its last completion, then sleeps until the backend
-// signals completions (device interrupt eventfd, io_uring fd) or a
-// submitter wakes it; with transfers outstanding it wakes at least every
-// 10ms to notice a stalled device.
+// reaper is the background completion goroutine (ModeReaper). It reaps
+// what nobody waiting reaps: callbacks of transfers nobody waits on, and
+// completions that arrive while waiters are parked. A goroutine blocked in
+// Wait, Drain or SubmitContext reaps for itself (waitFor), so the reaper
+// takes the reaping flag like they do and steps aside when one of them
+// holds it. It spins for Config.Spin after the last completion it reaped
+// itself (a wake-up that found the work already done by a waiter does not
+// restart the spin), then sleeps until the backend signals completions
+// (device interrupt eventfd, io_uring fd) or a submitter wakes it for
+// inline completions; while it sleeps it wakes every tick with transfers
+// outstanding, and every idleTick without, so that a stall is noticed
+// without a wake-up per submission.
 func (e *Engine) reaper(ready chan<- struct{}) {
 	defer close(e.done)
 	fd, isEventfd := e.be.ReadyFD()
@@ -124,13 +131,24 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 	}
 	close(ready)
 	defer sl.close()
+	// On the way out, take the reaping flag for good: a waiter reaping
+	// inline finishes the cycle it is in (completing what it collected),
+	// and no later one starts, so Close's cancelOutstanding is the only
+	// one left to complete what is open.
+	defer func() {
+		for !e.reaping.CompareAndSwap(0, 1) {
+			runtime.Gosched()
+		}
+	}()
 	tick := 10 * time.Millisecond
 	if e.desc.Timeout > 0 {
 		tick = min(e.desc.Timeout/4, tick)
 	}
+	idleTick := 10 * tick
 	last := time.Now()
 	for !e.stop.Load() {
-		if n, _ := e.cycle(); n > 0 {
+		n, _, ok := e.tryCycle()
+		if n > 0 {
 			last = time.Now()
 			continue
 		}
@@ -141,29 +159,39 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 		// Going to sleep. Publish it first, then look once more: a
 		// submitter that has something for the reaper after this look
 		// sees sleepIdle and writes the wake eventfd (SC atomics: one of
-		// the two sees the other). With transfers outstanding, sleep
-		// with a timeout instead (sleepBusy), unless a waker got in.
+		// the two sees the other). With transfers outstanding, or when a
+		// waiter held the reaping flag (it may leave work behind), sleep
+		// with the shorter timeout (sleepBusy), unless a waker got in.
 		e.sleeping.Store(sleepIdle)
-		n, busy := e.cycle()
+		var busy bool
+		n, busy, ok = e.tryCycle()
 		if n > 0 || e.stop.Load() {
 			e.sleeping.Store(awake)
 			last = time.Now()
 			continue
 		}
-		var timeout time.Duration
-		if busy {
+		timeout := idleTick
+		if busy || !ok {
 			if !e.sleeping.CompareAndSwap(sleepIdle, sleepBusy) {
 				continue // woken meanwhile (the eventfd holds the wake-up too)
 			}
 			timeout = tick
 		}
-		woke := sl.sleep(timeout)
+		sl.sleep(timeout)
 		e.sysc.Add(sl.syscalls())
 		e.sleeping.Store(awake)
-		if woke {
-			last = time.Now()
-		}
 	}
+}
+
+// tryCycle runs one cycle unless another goroutine (a waiter reaping for
+// itself) holds the reaping flag; ok says whether it ran.
+func (e *Engine) tryCycle() (n int, busy, ok bool) {
+	if !e.reaping.CompareAndSwap(0, 1) {
+		return 0, false, false
+	}
+	n, busy = e.cycle()
+	e.reaping.Store(0)
+	return n, busy, true
 }
 
 // Wait waits until transfer id has completed and returns its error (nil on

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"time"
 
 	"github.com/hcomm-go/hcomm/ring"
 )
@@ -183,9 +184,17 @@ func (e *Engine) waitReleased(ctx context.Context, target uint64) error {
 	return e.waitFor(ctx, func() bool { return e.released.Load() >= target })
 }
 
-// waitFor waits until cond holds. Reaper mode: on the completion
-// notification; poll mode: by polling.
+// waitFor waits until cond holds, reaping on the caller meanwhile: the
+// goroutine that waits is the one that polls (as SPDK's pollers and
+// io_uring's completion-by-waiter do), so a synchronous Submit+Wait needs
+// no hand-off to another thread. Poll mode: by polling. Reaper mode: the
+// waiter runs completion cycles itself whenever no one else holds the
+// reaping flag, yielding between them, for Config.Spin without progress;
+// then it parks until the reaper, woken by the backend's completion
+// signal, completes something (notify). A waiter never spins while the
+// reaper reaps, so a busy engine does not burn two threads on two CPUs.
 func (e *Engine) waitFor(ctx context.Context, cond func() bool) error {
+	var since time.Time
 	for i := 0; ; i++ {
 		if cond() {
 			return nil
@@ -202,26 +211,50 @@ func (e *Engine) waitFor(ctx context.Context, cond func() bool) error {
 			}
 			continue
 		}
-		if i < 32 {
-			// Completions usually come within microseconds: yield a few
-			// times before parking on the notification channel.
+		if e.reaping.CompareAndSwap(0, 1) {
+			n := 0
+			if !e.stop.Load() {
+				n, _ = e.cycle()
+			}
+			e.reaping.Store(0)
+			if n > 0 {
+				since = time.Time{}
+				continue
+			}
+		}
+		// Nothing reaped: spin (yielding) for Config.Spin, then park. The
+		// clock is read only once the first cycle came back empty.
+		if since.IsZero() {
+			since = time.Now()
 			runtime.Gosched()
 			continue
 		}
-		e.waiters.Add(1)
-		e.waitMu.Lock()
-		ch := e.waitCh
-		e.waitMu.Unlock()
-		if cond() {
-			e.waiters.Add(-1)
-			return nil
+		if time.Since(since) < e.cfg.Spin {
+			runtime.Gosched()
+			continue
 		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-		case <-e.closedCh:
-		}
-		e.waiters.Add(-1)
+		e.park(ctx, cond)
+		since = time.Time{}
+	}
+}
+
+// park blocks until the next notify (a completion cycle finished), ctx
+// ends or the engine closes. The reaper is the one that wakes it: it
+// sleeps on the backend's completion signal (and, without one, is woken
+// by every submission), and a stall is noticed at its next timeout.
+func (e *Engine) park(ctx context.Context, cond func() bool) {
+	e.waiters.Add(1)
+	defer e.waiters.Add(-1)
+	e.waitMu.Lock()
+	ch := e.waitCh
+	e.waitMu.Unlock()
+	if cond() {
+		return
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	case <-e.closedCh:
 	}
 }
 
