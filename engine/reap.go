@@ -120,7 +120,7 @@ func (e *Engine) Poll() int {
 // restart the spin), then sleeps until the backend signals completions
 // (device interrupt eventfd, io_uring fd) or a submitter wakes it for
 // inline completions; while it sleeps it wakes every tick with transfers
-// outstanding, and every idleTick without, so that a stall is noticed
+// outstanding, and every half Timeout without, so that a stall is noticed
 // without a wake-up per submission.
 func (e *Engine) reaper(ready chan<- struct{}) {
 	defer close(e.done)
@@ -144,7 +144,10 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 	if e.desc.Timeout > 0 {
 		tick = min(e.desc.Timeout/4, tick)
 	}
-	idleTick := 10 * tick
+	// Idle, the reaper needs a timeout only to notice a stall of work
+	// submitted while it slept (submissions do not wake it): half the
+	// backend's Timeout is early enough; without a Timeout, none.
+	idleTick := e.desc.Timeout / 2
 	last := time.Now()
 	for !e.stop.Load() {
 		n, _, ok := e.tryCycle()
