@@ -173,6 +173,18 @@ func (b *bench) run() int {
 		}
 		b.addGroup(g, res)
 	}
+	if b.o.scenarios["latency"] {
+		for _, g := range latGroups(b.o) {
+			b.o.logf("measuring latency: %s", g.title)
+			res := runLatency(b.o, g)
+			for _, r := range res {
+				if r.err != nil {
+					b.skipped = append(b.skipped, fmt.Sprintf("latency/%s: %v", r.name, r.err))
+				}
+			}
+			b.addLatency(g, res)
+		}
+	}
 	if b.o.scenarios["pages"] {
 		b.o.logf("measuring pages")
 		pr, sk := runPages(b.o)
@@ -289,7 +301,8 @@ func (b *bench) printMachine() {
 // is a traced child process, about a second): the ones the targets name.
 var quickCounted = map[string]bool{
 	"device-small/4096/traditional": true, "device-small/4096/engine-b64": true,
-	"file-4k/randread/engine": true, "file-4k/randread/fio-io_uring": true,
+	"file-4k/randread/engine": true, "file-4k/randread/fio-io_uring": true, "file-4k/randread/engine-reaper": true,
+	"file-4k/randwrite/engine": true, "file-4k/randwrite/engine-reaper": true, "file-4k/randwrite/fio-io_uring": true,
 	"bulk/device-1MiB/engine": true,
 }
 

@@ -47,7 +47,7 @@ type options struct {
 	target    time.Duration // wall time of one repetition
 }
 
-var allScenarios = []string{"device-small", "file-4k", "bulk", "alloc", "pages"}
+var allScenarios = []string{"latency", "device-small", "file-4k", "bulk", "alloc", "pages"}
 
 func main() {
 	var o options
