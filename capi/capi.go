@@ -7,11 +7,14 @@ package main
 
 // Defined in hcomm.c.
 void hcommc_callback(uintptr_t cb, uint64_t id, int status, uintptr_t user_data);
+void hcommc_set_error(const char *msg, size_t n);
 */
 import "C"
 
 import (
 	"unsafe"
+
+	"github.com/hcomm-go/hcomm"
 )
 
 // The Go codes and the header's must agree: each line fails to compile
@@ -32,6 +35,14 @@ var _ = [1]struct{}{}[codeETIMEDOUT-C.HCOMM_ETIMEDOUT]
 var _ = [1]struct{}{}[codeEINPROGRESS-C.HCOMM_EINPROGRESS]
 var _ = [1]struct{}{}[codeESTALE-C.HCOMM_ESTALE]
 var _ = [1]struct{}{}[codeECANCELED-C.HCOMM_ECANCELED]
+var _ = [1]struct{}{}[codeEACCES-C.HCOMM_EACCES]
+var _ = [1]struct{}{}[codeEBUSY-C.HCOMM_EBUSY]
+var _ = [1]struct{}{}[codeEFORK-C.HCOMM_EFORK]
+
+// The header's version is the module's (hcomm.Version).
+var _ = [1]struct{}{}[hcomm.VersionMajor-C.HCOMM_VERSION_MAJOR]
+var _ = [1]struct{}{}[hcomm.VersionMinor-C.HCOMM_VERSION_MINOR]
+var _ = [1]struct{}{}[hcomm.VersionPatch-C.HCOMM_VERSION_PATCH]
 var _ = [1]struct{}{}[uint64(devAddrBase)-uint64(C.HCOMM_DEV_ADDR_BASE)]
 var _ = [1]struct{}{}[targetMock-C.HCOMM_TARGET_MOCK+targetFile-C.HCOMM_TARGET_FILE+targetVFIO-C.HCOMM_TARGET_VFIO+targetMemory-C.HCOMM_TARGET_MEMORY]
 
@@ -43,6 +54,19 @@ var _ = [1]struct{}{}[unsafe.Offsetof(cTransfer{}.Size)-unsafe.Offsetof(C.hcomm_
 var _ = [1]struct{}{}[unsafe.Offsetof(cTransfer{}.Callback)-unsafe.Offsetof(C.hcomm_transfer_t{}.callback)]
 var _ = [1]struct{}{}[unsafe.Offsetof(cTransfer{}.UserData)-unsafe.Offsetof(C.hcomm_transfer_t{}.user_data)]
 var _ = [1]struct{}{}[unsafe.Offsetof(cTransfer{}.ID)-unsafe.Offsetof(C.hcomm_transfer_t{}.id)]
+
+func init() { detail = cSetError }
+
+// cSetError stores msg as the calling thread's hcomm_last_error (the Go
+// side of an hcommgo_* call runs on the C caller's thread). The string's
+// bytes are passed for the duration of the call only: no Go pointer is
+// kept by C.
+func cSetError(msg string) {
+	if msg == "" {
+		return
+	}
+	C.hcommc_set_error((*C.char)(unsafe.Pointer(unsafe.StringData(msg))), C.size_t(len(msg)))
+}
 
 // cInvoke runs a C callback: one cgo call from the engine's goroutine.
 func cInvoke(cb, ud uintptr, id uint64, status int32) {
@@ -65,6 +89,7 @@ func hcommgo_init(h *C.hcomm_handle_t, c *C.hcomm_config_t) C.int {
 	s, code, err := open(cfg, cInvoke)
 	if err != nil {
 		logger.Warn("hcomm_init failed", "code", code, "err", err)
+		cSetError("hcomm_init: " + err.Error())
 		return C.int(code)
 	}
 	*h = C.hcomm_handle_t(s.handle)
@@ -99,6 +124,26 @@ func hcommgo_free(h C.hcomm_handle_t, p C.uintptr_t, dev C.int) C.int {
 		return C.int(s.freeDev(uintptr(p)))
 	}
 	return C.int(s.freeHost(uintptr(p)))
+}
+
+//export hcommgo_register
+func hcommgo_register(h C.hcomm_handle_t, p unsafe.Pointer, n C.size_t) C.int {
+	s := lookup(uint64(h))
+	if s == nil {
+		return C.int(codeEBADF)
+	}
+	// C memory, held by a Go slice in the engine: the garbage collector
+	// ignores pointers outside its heap.
+	return C.int(s.registerHost(p, uintptr(n)))
+}
+
+//export hcommgo_unregister
+func hcommgo_unregister(h C.hcomm_handle_t, p C.uintptr_t) C.int {
+	s := lookup(uint64(h))
+	if s == nil {
+		return C.int(codeEBADF)
+	}
+	return C.int(s.unregisterHost(uintptr(p)))
 }
 
 //export hcommgo_submit

@@ -29,9 +29,19 @@ const (
 	codeEINPROGRESS int32 = -115
 	codeESTALE      int32 = -116
 	codeECANCELED   int32 = -125
+	codeEACCES      int32 = -13
+	codeEBUSY       int32 = -16
+	codeEFORK       int32 = -1001 // returned by hcomm.c only (before Go is entered)
 )
 
-// codeOf maps an engine error to a code. Hot errors (queue full) are tested
+// definedCodes are every code hcomm.h defines: the only values the ABI
+// returns (TestCodesDefined).
+var definedCodes = []int32{codeOK, codeENOENT, codeEIO, codeEBADF, codeEAGAIN, codeENOMEM, codeEACCES,
+	codeEFAULT, codeEBUSY, codeENODEV, codeEINVAL, codeEMFILE, codeEOPNOTSUPP, codeESHUTDOWN,
+	codeETIMEDOUT, codeEINPROGRESS, codeESTALE, codeECANCELED, codeEFORK}
+
+// codeOf maps an engine error to a code, always one hcomm.h defines (an
+// errno without a code of its own becomes the nearest defined one). Hot errors (queue full) are tested
 // first, by identity; errors.Is walks wrapped causes without allocating.
 func codeOf(err error) int32 {
 	switch {
@@ -57,6 +67,8 @@ func codeOf(err error) int32 {
 		return codeEFAULT
 	case errors.Is(err, engine.ErrNotSupported):
 		return codeEOPNOTSUPP
+	case errors.Is(err, engine.ErrBusy):
+		return codeEBUSY
 	case errors.Is(err, engine.ErrBadConfig), errors.Is(err, engine.ErrBadTransfer), errors.Is(err, engine.ErrAlignment),
 		errors.Is(err, hugepage.ErrInvalidSize), errors.Is(err, hugepage.ErrBadAlign):
 		return codeEINVAL
@@ -67,8 +79,25 @@ func codeOf(err error) int32 {
 		return codeENODEV
 	}
 	var en syscall.Errno
-	if errors.As(err, &en) && en > 0 && en < 4096 {
-		return -int32(en)
+	if errors.As(err, &en) {
+		switch en {
+		case syscall.EPERM, syscall.EACCES, syscall.EROFS, syscall.ETXTBSY:
+			return codeEACCES
+		case syscall.EISDIR, syscall.ENOTDIR, syscall.ENAMETOOLONG, syscall.ELOOP, syscall.EINVAL:
+			return codeEINVAL
+		case syscall.ENXIO, syscall.ENOTBLK:
+			return codeENODEV
+		case syscall.EMFILE, syscall.ENFILE:
+			return codeEMFILE
+		case syscall.EBUSY:
+			return codeEBUSY
+		case syscall.EAGAIN:
+			return codeEAGAIN
+		case syscall.EFAULT:
+			return codeEFAULT
+		case syscall.EOPNOTSUPP, syscall.ENOSYS:
+			return codeEOPNOTSUPP
+		}
 	}
 	return codeEIO
 }

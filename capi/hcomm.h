@@ -18,9 +18,18 @@
  *   hcomm_free_host_mem(h, host); hcomm_free_dev_mem(h, dev);
  *   hcomm_finalize(h);
  *
- * Every function returns HCOMM_OK (0) or a negative errno-style code below
- * (the alloc functions return NULL and set errno to the positive code).
+ * Every function returns HCOMM_OK (0) or a negative code below (the alloc
+ * functions return NULL and set errno to the positive code); no other value
+ * is ever returned. hcomm_last_error() then says what went wrong in words.
  * All functions are safe to call from any thread, concurrently.
+ *
+ * fork(): the library carries the Go runtime, whose threads do not survive
+ * fork(). In a forked child every function that would enter the runtime
+ * returns HCOMM_EFORK at once (hcomm_strerror, hcomm_last_error and
+ * hcomm_version still work), even when the parent never called hcomm_init.
+ * Use the library in the parent only, or start workers with posix_spawn /
+ * fork+exec (Python: multiprocessing's "spawn" or "forkserver" start method;
+ * PyTorch DataLoader: multiprocessing_context="spawn").
  */
 #ifndef HCOMM_H
 #define HCOMM_H
@@ -32,6 +41,20 @@
 extern "C" {
 #endif
 
+/* The version of this header; hcomm_version() is the library's. Both are
+ * the Go module's (hcomm.Version). The library's soname changes with the
+ * major version (libhcomm.so.0). */
+#define HCOMM_VERSION_MAJOR 0
+#define HCOMM_VERSION_MINOR 1
+#define HCOMM_VERSION_PATCH 0
+#define HCOMM_VERSION_STRING "0.1.0"
+/* MAJOR*10000 + MINOR*100 + PATCH, for #if. */
+#define HCOMM_VERSION_NUMBER (HCOMM_VERSION_MAJOR * 10000 + HCOMM_VERSION_MINOR * 100 + HCOMM_VERSION_PATCH)
+
+/* The library's version, "MAJOR.MINOR.PATCH" (static; do not free). When
+ * major, minor or patch is not NULL, the number is stored there too. */
+const char *hcomm_version(int *major, int *minor, int *patch);
+
 /* Return codes: the negated Linux errno values of the same meaning. */
 #define HCOMM_OK           0
 #define HCOMM_ENOENT      (-2)   /* unknown transfer ID (never issued by this handle) */
@@ -39,7 +62,9 @@ extern "C" {
 #define HCOMM_EBADF       (-9)   /* handle not initialized, or finalized */
 #define HCOMM_EAGAIN      (-11)  /* queue full: queue_depth transfers in flight; retry after a completion */
 #define HCOMM_ENOMEM      (-12)  /* pool or device memory exhausted, or the pool could not be mapped */
+#define HCOMM_EACCES      (-13)  /* the target exists but may not be opened (permissions, read-only, immutable) */
 #define HCOMM_EFAULT      (-14)  /* a pointer (or size) that is neither hcomm host memory nor hcomm device memory */
+#define HCOMM_EBUSY       (-16)  /* hcomm_unregister_host_mem: transfers that use the memory are in flight */
 #define HCOMM_ENODEV      (-19)  /* the target could not be opened (no such VFIO device, ...) */
 #define HCOMM_EINVAL      (-22)  /* invalid argument or configuration */
 #define HCOMM_EMFILE      (-24)  /* too many handles open at once */
@@ -49,10 +74,19 @@ extern "C" {
 #define HCOMM_EINPROGRESS (-115) /* hcomm_wait_completion_timeout: still in flight when the timeout passed */
 #define HCOMM_ESTALE      (-116) /* the ID's result is gone: its queue slot was reused by a later transfer */
 #define HCOMM_ECANCELED   (-125) /* the transfer was canceled by hcomm_finalize */
+#define HCOMM_EFORK       (-1001) /* called in a child created by fork(): the Go runtime does not survive
+                                   * fork (not an errno: no errno means this) */
 
 /* hcomm_strerror's text for code (any int; unknown codes get a generic text).
  * The string is static: do not free it. */
 const char *hcomm_strerror(int code);
+
+/* The message of the last call that failed on this thread (thread-local),
+ * with the detail the code cannot carry ("queue_depth 100: want a power of
+ * two ..."); "" when no call has failed on this thread. A successful call
+ * does not clear it. Valid until the next failing call on this thread; do
+ * not free it. */
+const char *hcomm_last_error(void);
 
 /* A handle names one initialized engine. 0 is never a valid handle; a
  * finalized handle is refused with HCOMM_EBADF (handles are not reused). */
@@ -97,7 +131,7 @@ typedef struct hcomm_config {
 typedef void (*hcomm_callback_t)(uint64_t id, int status, void *user_data);
 
 typedef struct hcomm_transfer {
-	void *src_ptr;             /* host memory (hcomm_alloc_host_mem, any byte of it) or a device address */
+	void *src_ptr;             /* host memory (hcomm_alloc_host_mem or registered, any byte of it) or a device address */
 	void *dst_ptr;             /* likewise; the pair decides the direction */
 	size_t size;               /* bytes, > 0; the range must lie in one allocation */
 	hcomm_callback_t callback; /* may be NULL */
@@ -121,6 +155,27 @@ int hcomm_free_host_mem(hcomm_handle_t h, void *p);
  * NULL with errno set (EBADF, EINVAL, ENOMEM, EOPNOTSUPP) on failure. */
 void *hcomm_alloc_dev_mem(hcomm_handle_t h, size_t size);
 int hcomm_free_dev_mem(hcomm_handle_t h, void *dev);
+
+/* Registers memory the caller owns (an mmap'd buffer, a NumPy array's or a
+ * PyTorch CPU tensor's pages) with the handle: it is pinned and mapped into
+ * the target like the pool (DMA-mapped for a device, registered with
+ * io_uring for a file), and from then on any byte range of it is host
+ * memory for hcomm_submit_transfer, used in place (no copy), exactly as
+ * memory from hcomm_alloc_host_mem. ptr must be page aligned and len a
+ * multiple of the page size (HCOMM_EINVAL otherwise), and the range must
+ * not overlap pool memory or another registration. This is
+ * cudaHostRegister / aclrtHostRegister for hcomm.
+ *
+ * Lifetime: the memory must stay mapped and must not be freed until
+ * hcomm_unregister_host_mem returned HCOMM_OK, or hcomm_finalize returned
+ * (which unregisters everything). Unregister before free. */
+int hcomm_register_host_mem(hcomm_handle_t h, void *ptr, size_t len);
+/* Undoes hcomm_register_host_mem(h, ptr, ...). HCOMM_EBUSY (nothing
+ * changed) while a transfer that uses the memory is in flight: wait for it
+ * (its callback may unregister), then call again. HCOMM_EFAULT when ptr is
+ * not the start of a registration of h; HCOMM_EINVAL for pool memory (use
+ * hcomm_free_host_mem). */
+int hcomm_unregister_host_mem(hcomm_handle_t h, void *ptr);
 
 /* Submits one transfer without waiting for it and writes its ID into t->id.
  * No system call on the fast path. HCOMM_EAGAIN when the queue is full;

@@ -8,10 +8,12 @@ import (
 	"github.com/hcomm-go/hcomm/engine"
 )
 
-// hostBlock is one live hcomm_alloc_host_mem allocation.
+// hostBlock is one live hcomm_alloc_host_mem allocation, or one
+// registration (hcomm_register_host_mem).
 type hostBlock struct {
 	addr, n uintptr
 	blk     engine.Block
+	reg     bool
 }
 
 // hostIndex resolves C pointers to live host blocks. The blocks are a
@@ -35,8 +37,8 @@ func (x *hostIndex) load() []hostBlock {
 	return nil
 }
 
-func (x *hostIndex) add(b engine.Block) {
-	hb := hostBlock{addr: b.Addr(), n: uintptr(b.Len()), blk: b}
+func (x *hostIndex) add(b engine.Block, reg bool) {
+	hb := hostBlock{addr: b.Addr(), n: uintptr(b.Len()), blk: b, reg: reg}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	old := x.load()
@@ -60,6 +62,26 @@ func (x *hostIndex) remove(addr uintptr) (engine.Block, bool) {
 	bs = append(append(bs, old[:i]...), old[i+1:]...)
 	x.snap.Store(&bs)
 	return b, true
+}
+
+// at returns the block that starts exactly at addr.
+func (x *hostIndex) at(addr uintptr) (engine.Block, bool, bool) {
+	bs := x.load()
+	i := sort.Search(len(bs), func(i int) bool { return bs[i].addr >= addr })
+	if i == len(bs) || bs[i].addr != addr {
+		return engine.Block{}, false, false
+	}
+	return bs[i].blk, bs[i].reg, true
+}
+
+// overlaps reports whether [addr, addr+n) overlaps a block of the index.
+func (x *hostIndex) overlaps(addr, n uintptr) bool {
+	for _, b := range x.load() {
+		if addr < b.addr+b.n && b.addr < addr+n {
+			return true
+		}
+	}
+	return false
 }
 
 // find returns the block holding [p, p+n) and p's offset in it.

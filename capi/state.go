@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
 	"github.com/hcomm-go/hcomm/backend/memory"
@@ -51,6 +52,27 @@ type config struct {
 	DevMemSize uint64
 }
 
+// detail receives the message of a failed call for hcomm_last_error (set
+// by capi.go to the C thread-local store; nil in Go tests). It runs on the
+// thread of the C call that failed.
+var detail func(msg string)
+
+// fail records a failed call's message and returns its code.
+func fail(code int32, format string, args ...any) int32 {
+	if detail != nil {
+		detail(fmt.Sprintf(format, args...))
+	}
+	return code
+}
+
+// failErr records err's message and returns its code.
+func failErr(err error) int32 {
+	if detail != nil {
+		detail(err.Error())
+	}
+	return codeOf(err)
+}
+
 // invokeFunc runs a transfer's C callback (cgo in the library; a Go
 // function in tests).
 type invokeFunc func(cb, ud uintptr, id uint64, status int32)
@@ -66,6 +88,7 @@ type state struct {
 	// fileSpace hands out the file target's "device addresses" (file
 	// offsets); device targets use the engine's device-memory allocator.
 	fileSpace *span.Space
+	regMu     sync.Mutex // registerHost, unregisterHost
 	cbs       *cbTable
 	invoke    invokeFunc
 	onDone    func(engine.Result) // s.complete as a method value, made once
@@ -325,24 +348,74 @@ func (s *state) closeFile() {
 // allocHost returns the address of a new pool block.
 func (s *state) allocHost(n uint64) (uintptr, int32) {
 	if n == 0 || n > math.MaxInt64 {
-		return 0, codeEINVAL
+		return 0, fail(codeEINVAL, "hcomm_alloc_host_mem: size %d: want 1..%d", n, uint64(math.MaxInt64))
 	}
 	b, err := s.eng.Alloc(int(n))
 	if err != nil {
-		return 0, codeOf(err)
+		return 0, failErr(err)
 	}
-	s.host.add(b)
+	s.host.add(b, false)
 	return b.Addr(), codeOK
 }
 
 func (s *state) freeHost(p uintptr) int32 {
+	if _, reg, ok := s.host.at(p); ok && reg {
+		return fail(codeEINVAL, "hcomm_free_host_mem(%#x): registered memory: use hcomm_unregister_host_mem", p)
+	}
 	b, ok := s.host.remove(p)
 	if !ok {
-		return codeEFAULT
+		return fail(codeEFAULT, "hcomm_free_host_mem(%#x): not a pointer hcomm_alloc_host_mem returned (or freed already)", p)
 	}
 	if err := s.eng.Free(b); err != nil {
-		return codeOf(err)
+		return failErr(err)
 	}
+	return codeOK
+}
+
+// registerHost registers n bytes of caller memory at p (page aligned, not
+// overlapping pool memory or another registration) with the engine.
+func (s *state) registerHost(p unsafe.Pointer, n uintptr) int32 {
+	ps := uintptr(os.Getpagesize())
+	addr := uintptr(p)
+	switch {
+	case p == nil || n == 0:
+		return fail(codeEINVAL, "hcomm_register_host_mem(%#x, %d): NULL or empty", addr, n)
+	case addr%ps != 0 || n%ps != 0:
+		return fail(codeEINVAL, "hcomm_register_host_mem(%#x, %d): want a page-aligned pointer and a multiple of %d bytes", addr, n, ps)
+	case n > math.MaxInt64 || addr+n < addr:
+		return fail(codeEINVAL, "hcomm_register_host_mem(%#x, %d): range wraps", addr, n)
+	}
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	if s.host.overlaps(addr, n) {
+		return fail(codeEINVAL, "hcomm_register_host_mem(%#x, %d): overlaps pool memory or another registration", addr, n)
+	}
+	b, err := s.eng.Register(unsafe.Slice((*byte)(p), n))
+	if err != nil {
+		return failErr(err)
+	}
+	s.host.add(b, true)
+	return codeOK
+}
+
+// unregisterHost undoes registerHost for the registration that starts at p.
+func (s *state) unregisterHost(p uintptr) int32 {
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	b, reg, ok := s.host.at(p)
+	switch {
+	case !ok:
+		return fail(codeEFAULT, "hcomm_unregister_host_mem(%#x): not the start of a registration", p)
+	case !reg:
+		return fail(codeEINVAL, "hcomm_unregister_host_mem(%#x): pool memory: use hcomm_free_host_mem", p)
+	}
+	// Unregister first: while it refuses (transfers in flight), the
+	// memory stays in the index and usable. After it succeeded, a submit
+	// that still finds it in the index is refused by the engine.
+	if err := s.eng.Unregister(b); err != nil {
+		return failErr(err)
+	}
+	s.host.remove(p)
 	return codeOK
 }
 
@@ -350,44 +423,44 @@ func (s *state) freeHost(p uintptr) int32 {
 // the engine, or file space for the file target.
 func (s *state) allocDev(n uint64) (uintptr, int32) {
 	if n == 0 {
-		return 0, codeEINVAL
+		return 0, fail(codeEINVAL, "hcomm_alloc_dev_mem: size 0")
 	}
 	if s.fileSpace != nil {
 		r, ok := s.fileSpace.Alloc(n)
 		if !ok {
-			return 0, codeENOMEM
+			return 0, fail(codeENOMEM, "hcomm_alloc_dev_mem(%d): no free range of the file's %d bytes (dev_mem_size) fits", n, s.fileSpace.Size())
 		}
 		return devAddrBase + uintptr(r.Off), codeOK
 	}
 	if s.eng.Backend().DeviceMemory == 0 {
-		return 0, codeEOPNOTSUPP
+		return 0, fail(codeEOPNOTSUPP, "hcomm_alloc_dev_mem: the %s target has no device memory", s.eng.Backend().Name)
 	}
 	if n > maxDevSpace {
-		return 0, codeENOMEM
+		return 0, fail(codeENOMEM, "hcomm_alloc_dev_mem(%d): larger than any device memory", n)
 	}
 	r, err := s.eng.AllocDevice(n)
 	if err != nil {
 		if errors.Is(err, engine.ErrOutOfBounds) {
-			return 0, codeENOMEM
+			return 0, fail(codeENOMEM, "hcomm_alloc_dev_mem: %v", err)
 		}
-		return 0, codeOf(err)
+		return 0, failErr(err)
 	}
 	return devAddrBase + uintptr(r.Off), codeOK
 }
 
 func (s *state) freeDev(p uintptr) int32 {
 	if p < devAddrBase || p-devAddrBase >= maxDevSpace {
-		return codeEFAULT
+		return fail(codeEFAULT, "hcomm_free_dev_mem(%#x): not a device address", p)
 	}
 	off := uint64(p - devAddrBase)
 	if s.fileSpace != nil {
 		if !s.fileSpace.Free(off) {
-			return codeEFAULT
+			return fail(codeEFAULT, "hcomm_free_dev_mem(%#x): not the start of a live allocation", p)
 		}
 		return codeOK
 	}
-	if s.eng.FreeDevice(off) != nil {
-		return codeEFAULT
+	if err := s.eng.FreeDevice(off); err != nil {
+		return fail(codeEFAULT, "hcomm_free_dev_mem(%#x): %v", p, err)
 	}
 	return codeOK
 }
@@ -424,28 +497,28 @@ func (s *state) resolve(p, n uintptr) (engine.Loc, int, int32) {
 // transfer builds the engine transfer for src → dst, n bytes.
 func (s *state) transfer(t *engine.Transfer, src, dst, n uintptr) int32 {
 	if n == 0 || n > math.MaxUint32 {
-		return codeEINVAL
+		return fail(codeEINVAL, "transfer of %d bytes: want 1..%d", n, uint32(math.MaxUint32))
 	}
 	if uint64(n) > s.maxLen {
 		// As the engine would refuse it (ErrOutOfBounds → EFAULT).
-		return codeEFAULT
+		return fail(codeEFAULT, "transfer of %d bytes: the target moves at most %d per transfer", n, s.maxLen)
 	}
 	var sk, dk int
 	var code int32
 	if t.Src, sk, code = s.resolve(src, n); code != codeOK {
-		return code
+		return fail(code, "src_ptr %#x + %d bytes: not inside one live allocation (hcomm_alloc_host_mem, a registration, hcomm_alloc_dev_mem)", src, n)
 	}
 	if t.Dst, dk, code = s.resolve(dst, n); code != codeOK {
-		return code
+		return fail(code, "dst_ptr %#x + %d bytes: not inside one live allocation (hcomm_alloc_host_mem, a registration, hcomm_alloc_dev_mem)", dst, n)
 	}
 	switch s.target {
 	case targetMock, targetVFIO:
 		if sk == locHost && dk == locHost {
-			return codeEOPNOTSUPP
+			return fail(codeEOPNOTSUPP, "host to host: a device target moves data between host and device memory only")
 		}
 	case targetFile:
 		if sk == dk {
-			return codeEOPNOTSUPP
+			return fail(codeEOPNOTSUPP, "the file target moves data between host memory and file space only")
 		}
 	case targetMemory:
 		// Device space is empty: both are host blocks.
@@ -474,7 +547,10 @@ func (s *state) submit(src, dst, n, cb, ud uintptr) (uint64, int32) {
 		if cb != 0 {
 			s.cbs.put(ci)
 		}
-		return 0, codeOf(err)
+		if err == engine.ErrQueueFull {
+			return 0, codeEAGAIN // hot: no message (hcomm.c gives the code's text)
+		}
+		return 0, failErr(err)
 	}
 	return uint64(id), codeOK
 }
@@ -597,7 +673,7 @@ func (s *state) close(timeoutMs int) int32 {
 	s.closeFile()
 	if err != nil {
 		s.log.Warn("hcomm: finalize", "err", err)
-		return codeEIO
+		return fail(codeEIO, "hcomm_finalize: %v", err)
 	}
 	return codeOK
 }

@@ -15,6 +15,12 @@
 #include <time.h>
 #include <sched.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <linux/fs.h>
 
 #include "hcomm.h"
 
@@ -79,8 +85,13 @@ static void test_codes(void) {
 		      HCOMM_ECANCELED == -ECANCELED && HCOMM_EINPROGRESS == -EINPROGRESS &&
 		      HCOMM_ESTALE == -ESTALE && HCOMM_ENOENT == -ENOENT && HCOMM_EIO == -EIO &&
 		      HCOMM_ENODEV == -ENODEV && HCOMM_EOPNOTSUPP == -EOPNOTSUPP &&
-		      HCOMM_ESHUTDOWN == -ESHUTDOWN && HCOMM_EMFILE == -EMFILE,
+		      HCOMM_ESHUTDOWN == -ESHUTDOWN && HCOMM_EMFILE == -EMFILE &&
+		      HCOMM_EACCES == -EACCES && HCOMM_EBUSY == -EBUSY,
 	      "codes are not the negated errnos");
+	// HCOMM_EFORK is no errno's negation (Linux errnos end below 200).
+	CHECK(HCOMM_EFORK < -200, "HCOMM_EFORK = %d", HCOMM_EFORK);
+	CHECK(strstr(hcomm_strerror(HCOMM_EFORK), "fork") != NULL, "strerror(EFORK) = %s", hcomm_strerror(HCOMM_EFORK));
+	CHECK(strstr(hcomm_strerror(HCOMM_EBUSY), "in flight") != NULL, "strerror(EBUSY) = %s", hcomm_strerror(HCOMM_EBUSY));
 	CHECK(strcmp(hcomm_strerror(HCOMM_OK), "success") == 0, "strerror(0)");
 	CHECK(strstr(hcomm_strerror(HCOMM_EFAULT), "pointer") != NULL, "strerror(EFAULT) = %s", hcomm_strerror(HCOMM_EFAULT));
 	CHECK(strstr(hcomm_strerror(12345), "unknown") != NULL, "strerror(12345)");
@@ -526,6 +537,228 @@ static void test_memory_target(void) {
 	CHECK(atomic_load(&r.calls) == 1, "callback ran %d times", atomic_load(&r.calls));
 }
 
+// ---- hcomm_last_error, fork, registered memory, targets that cannot be opened
+
+static void *other_thread_error(void *arg) {
+	(void)arg;
+	return (void *)hcomm_last_error();
+}
+
+static void test_last_error(void) {
+	hcomm_handle_t h;
+	hcomm_config_t c = small_cfg();
+	c.queue_depth = 100;
+	CHECK_RC(hcomm_init(&h, &c), HCOMM_EINVAL);
+	const char *e = hcomm_last_error();
+	CHECK(strstr(e, "100") != NULL && strstr(e, "power of two") != NULL, "last error after queue_depth 100: \"%s\"", e);
+	// Thread-local: a thread on which nothing failed sees "".
+	pthread_t th;
+	void *other;
+	CHECK(pthread_create(&th, NULL, other_thread_error, NULL) == 0, "pthread_create");
+	pthread_join(th, &other);
+	CHECK(other != NULL && ((const char *)other)[0] == 0, "other thread's last error: \"%s\"", (const char *)other);
+	// A success leaves it; the next failure replaces it.
+	CHECK_RC(hcomm_init(&h, NULL), HCOMM_OK);
+	CHECK(strstr(hcomm_last_error(), "100") != NULL, "cleared by a success: \"%s\"", hcomm_last_error());
+	int x;
+	hcomm_transfer_t t = {.src_ptr = &x, .dst_ptr = &x, .size = 4};
+	CHECK_RC(hcomm_submit_transfer(h, &t), HCOMM_EFAULT);
+	CHECK(strstr(hcomm_last_error(), "src_ptr") != NULL, "last error after a stack pointer: \"%s\"", hcomm_last_error());
+	// A code without a detailed message still gets its text.
+	CHECK_RC(hcomm_wait_completion(h, 12345), HCOMM_ENOENT);
+	CHECK(strlen(hcomm_last_error()) > 0, "no message after ENOENT");
+	CHECK_RC(hcomm_finalize(h), HCOMM_OK);
+	CHECK_RC(hcomm_finalize(h), HCOMM_EBADF);
+	CHECK(strlen(hcomm_last_error()) > 0, "no message after EBADF");
+}
+
+// in_child runs fn in a forked child and returns what it exited with (-1:
+// killed, e.g. by the alarm that catches a hang).
+static int in_child(int (*fn)(void *), void *arg) {
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(20); // a hang in the runtime would end here, as a failure
+		_exit(fn(arg));
+	}
+	int st = 0;
+	if (pid < 0 || waitpid(pid, &st, 0) != pid) {
+		return -2;
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int child_calls(void *arg) {
+	hcomm_handle_t parent = arg ? *(hcomm_handle_t *)arg : 0;
+	hcomm_handle_t h = 7;
+	if (hcomm_init(&h, NULL) != HCOMM_EFORK || h != 0) {
+		return 10;
+	}
+	if (strstr(hcomm_last_error(), "fork") == NULL) {
+		return 11;
+	}
+	errno = 0;
+	if (hcomm_alloc_host_mem(parent, 64) != NULL || errno != -HCOMM_EFORK) {
+		return 12;
+	}
+	hcomm_transfer_t t = {.src_ptr = &h, .dst_ptr = &h, .size = 8, .id = 99};
+	if (hcomm_submit_transfer(parent, &t) != HCOMM_EFORK || t.id != 0) {
+		return 13;
+	}
+	if (hcomm_wait_completion(parent, 1) != HCOMM_EFORK || hcomm_finalize(parent) != HCOMM_EFORK ||
+	    hcomm_register_host_mem(parent, &h, 8) != HCOMM_EFORK) {
+		return 14;
+	}
+	if (strcmp(hcomm_version(NULL, NULL, NULL), HCOMM_VERSION_STRING) != 0) {
+		return 15;
+	}
+	return 0;
+}
+
+// The child of a process that holds an engine: every call is HCOMM_EFORK,
+// at once; the parent's engine is unharmed.
+static void test_fork(void) {
+	hcomm_handle_t h;
+	CHECK_RC(hcomm_init(&h, NULL), HCOMM_OK);
+	int rc = in_child(child_calls, &h);
+	CHECK(rc == 0, "child: %d (10..15: a call did not return HCOMM_EFORK; -1: killed, a hang)", rc);
+	unsigned char *a = hcomm_alloc_host_mem(h, 4096), *d = hcomm_alloc_dev_mem(h, 4096);
+	CHECK(a != NULL && d != NULL, "parent alloc after fork");
+	hcomm_transfer_t t = {.src_ptr = a, .dst_ptr = d, .size = 4096};
+	CHECK_RC(hcomm_submit_transfer(h, &t), HCOMM_OK);
+	CHECK_RC(hcomm_wait_completion(h, t.id), HCOMM_OK);
+	CHECK_RC(hcomm_finalize(h), HCOMM_OK);
+}
+
+// fork_noinit runs first in its own process (run.sh): the parent never
+// entered the library, the child still must not hang.
+static void test_fork_noinit(void) {
+	int rc = in_child(child_calls, NULL);
+	CHECK(rc == 0, "child: %d (10..15: a call did not return HCOMM_EFORK; -1: killed, a hang)", rc);
+	hcomm_handle_t h;
+	CHECK_RC(hcomm_init(&h, NULL), HCOMM_OK);
+	CHECK_RC(hcomm_finalize(h), HCOMM_OK);
+}
+
+static void *map_pages(size_t n) {
+	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+// register_on: caller memory used in place on target (mock: through device
+// memory; memory: host to host), and every misuse refused.
+static void register_on(int target) {
+	const size_t n = 1 << 20, ps = (size_t)sysconf(_SC_PAGESIZE);
+	hcomm_handle_t h;
+	hcomm_config_t c = small_cfg();
+	c.target = target;
+	CHECK_RC(hcomm_init(&h, &c), HCOMM_OK);
+	unsigned char *src = map_pages(n), *dst = map_pages(n);
+	CHECK(src != NULL && dst != NULL, "mmap");
+	fill(src, n, 21);
+	CHECK_RC(hcomm_register_host_mem(h, src, n), HCOMM_OK);
+	CHECK_RC(hcomm_register_host_mem(h, dst, n), HCOMM_OK);
+	struct record r = {0};
+	if (target == HCOMM_TARGET_MEMORY) {
+		hcomm_transfer_t t = {.src_ptr = src, .dst_ptr = dst, .size = n, .callback = record_cb, .user_data = &r};
+		CHECK_RC(hcomm_submit_transfer(h, &t), HCOMM_OK);
+		CHECK_RC(hcomm_wait_completion(h, t.id), HCOMM_OK);
+	} else {
+		unsigned char *dev = hcomm_alloc_dev_mem(h, n);
+		CHECK(dev != NULL, "alloc_dev_mem: %s", hcomm_last_error());
+		hcomm_transfer_t ts[2] = {
+			{.src_ptr = src, .dst_ptr = dev, .size = n},
+			{.src_ptr = dev + 4096, .dst_ptr = dst + 4096, .size = n - 8192, .callback = record_cb, .user_data = &r},
+		};
+		CHECK_RC(hcomm_submit_transfer(h, &ts[0]), HCOMM_OK);
+		CHECK_RC(hcomm_wait_completion(h, ts[0].id), HCOMM_OK);
+		CHECK_RC(hcomm_submit_transfer(h, &ts[1]), HCOMM_OK);
+		CHECK_RC(hcomm_wait_completion(h, ts[1].id), HCOMM_OK);
+		memcpy(dst, src, 4096); // the ends the second transfer skipped
+		memcpy(dst + n - 4096, src + n - 4096, 4096);
+	}
+	spin_until(&r.calls, 1, 5000);
+	CHECK(atomic_load(&r.calls) == 1 && atomic_load(&r.status) == HCOMM_OK, "callback: %d calls, status %d", atomic_load(&r.calls), atomic_load(&r.status));
+	CHECK(memcmp(src, dst, n) == 0, "registered round trip differs");
+	// Misuse.
+	unsigned char *pool = hcomm_alloc_host_mem(h, 2 * ps);
+	CHECK(pool != NULL, "alloc_host_mem");
+	CHECK_RC(hcomm_register_host_mem(h, src + 64, ps), HCOMM_EINVAL);      // not page aligned
+	CHECK_RC(hcomm_register_host_mem(h, src, ps + 1), HCOMM_EINVAL);       // not whole pages
+	CHECK_RC(hcomm_register_host_mem(h, src + ps, ps), HCOMM_EINVAL);      // overlaps a registration
+	CHECK(strstr(hcomm_last_error(), "overlaps") != NULL, "last error: %s", hcomm_last_error());
+	CHECK_RC(hcomm_register_host_mem(h, NULL, ps), HCOMM_EINVAL);
+	CHECK_RC(hcomm_free_host_mem(h, src), HCOMM_EINVAL);                  // registered: unregister it
+	CHECK_RC(hcomm_unregister_host_mem(h, pool), HCOMM_EINVAL);           // pool memory: free it
+	CHECK_RC(hcomm_unregister_host_mem(h, src + ps), HCOMM_EFAULT);       // not a registration's start
+	CHECK_RC(hcomm_unregister_host_mem(h, src), HCOMM_OK);
+	CHECK_RC(hcomm_unregister_host_mem(h, src), HCOMM_EFAULT);            // twice
+	hcomm_transfer_t gone = {.src_ptr = src, .dst_ptr = dst, .size = 64};
+	if (target != HCOMM_TARGET_MEMORY) {
+		gone.dst_ptr = hcomm_alloc_dev_mem(h, 64);
+	}
+	CHECK_RC(hcomm_submit_transfer(h, &gone), HCOMM_EFAULT);              // unregistered memory
+	// dst stays registered: finalize unregisters it; the memory is ours again.
+	CHECK_RC(hcomm_finalize(h), HCOMM_OK);
+	memset(dst, 0, n);
+	CHECK(munmap(src, n) == 0 && munmap(dst, n) == 0, "munmap");
+}
+
+static void test_register(void) {
+	register_on(HCOMM_TARGET_MOCK);
+	register_on(HCOMM_TARGET_MEMORY);
+}
+
+// register_busy (HCOMM_MOCK_FAULT=stall:1, see run.sh): the device stalls
+// on a transfer from registered memory; unregister refuses (HCOMM_EBUSY)
+// until the transfer ended, then succeeds.
+static void test_register_busy(void) {
+	const size_t n = 1 << 20;
+	hcomm_handle_t h;
+	CHECK_RC(hcomm_init(&h, NULL), HCOMM_OK);
+	unsigned char *mem = map_pages(n), *dev = hcomm_alloc_dev_mem(h, n);
+	CHECK(mem != NULL && dev != NULL, "alloc");
+	CHECK_RC(hcomm_register_host_mem(h, mem, n), HCOMM_OK);
+	hcomm_transfer_t t = {.src_ptr = mem, .dst_ptr = dev, .size = n};
+	CHECK_RC(hcomm_submit_transfer(h, &t), HCOMM_OK);
+	CHECK_RC(hcomm_unregister_host_mem(h, mem), HCOMM_EBUSY);
+	CHECK(strstr(hcomm_last_error(), "in flight") != NULL, "last error: %s", hcomm_last_error());
+	CHECK_RC(hcomm_wait_completion(h, t.id), HCOMM_ETIMEDOUT); // the stall, timed out by the engine
+	CHECK_RC(hcomm_unregister_host_mem(h, mem), HCOMM_OK);
+	CHECK_RC(hcomm_finalize(h), HCOMM_OK);
+	munmap(mem, n);
+}
+
+// Targets that cannot be opened get a code of hcomm.h, never a raw errno
+// (issue 14: a directory gave -21, an immutable file -1).
+static void test_bad_targets(void) {
+	hcomm_handle_t h;
+	hcomm_config_t c = small_cfg();
+	c.target = HCOMM_TARGET_FILE;
+	c.target_path = "/tmp";
+	CHECK_RC(hcomm_init(&h, &c), HCOMM_EINVAL);
+	CHECK(strstr(hcomm_last_error(), "/tmp") != NULL, "last error: %s", hcomm_last_error());
+	c.target_path = "/nonexistent-dir/x";
+	CHECK_RC(hcomm_init(&h, &c), HCOMM_ENODEV);
+	char path[] = "/var/tmp/hcomm-immutable-XXXXXX";
+	int fd = mkstemp(path);
+	CHECK(fd >= 0, "mkstemp: %s", strerror(errno));
+	int flags = 0;
+	if (ioctl(fd, FS_IOC_GETFLAGS, &flags) != 0 || (flags |= FS_IMMUTABLE_FL, ioctl(fd, FS_IOC_SETFLAGS, &flags)) != 0) {
+		printf("SKIP bad_targets: immutable file: FS_IOC_SETFLAGS: %s (file system or privilege)\n", strerror(errno));
+		close(fd);
+		unlink(path);
+		return;
+	}
+	c.target_path = path;
+	int rc = hcomm_init(&h, &c);
+	flags &= ~FS_IMMUTABLE_FL;
+	ioctl(fd, FS_IOC_SETFLAGS, &flags);
+	close(fd);
+	unlink(path);
+	CHECK(rc == HCOMM_EACCES, "immutable file: %d (%s), want HCOMM_EACCES", rc, hcomm_strerror(rc));
+}
+
 struct test {
 	const char *name;
 	void (*fn)(void);
@@ -543,6 +776,12 @@ static const struct test tests[] = {
 	{"threads", test_threads, 0},
 	{"file_target", test_file_target, 0},
 	{"memory_target", test_memory_target, 0},
+	{"last_error", test_last_error, 0},
+	{"fork", test_fork, 0},
+	{"fork_noinit", test_fork_noinit, 1},
+	{"register", test_register, 0},
+	{"register_busy", test_register_busy, 1},
+	{"bad_targets", test_bad_targets, 0},
 };
 
 static void run(const struct test *t) {

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The installed library as a user meets it (make capi-install-test, part of
+# make capi-test):
+#
+#   tests/capi/install.sh OUTDIR     (OUTDIR: bin/capi, already built)
+#
+# 1. make install PREFIX=<temporary directory>: libhcomm.so.X.Y.Z with the
+#    soname libhcomm.so.X and both symlinks, hcomm.h, hcomm.pc;
+# 2. the seed example built with `pkg-config --cflags --libs hcomm` against
+#    that prefix alone, and run;
+# 3. the library exports exactly the hcomm_* functions of hcomm.h
+#    (nm -D --defined-only; the linker version script capi/hcomm.map), and
+#    hcomm_version() equals the header's version;
+# 4. make uninstall leaves no file behind.
+set -euo pipefail
+out=${1:?usage: install.sh OUTDIR}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+CC=${CC:-cc}
+MAKE=${MAKE:-make}
+for tool in pkg-config nm; do
+	if ! command -v "$tool" >/dev/null; then
+		if [ "${HCOMM_REQUIRE_PRIVILEGED:-}" = 1 ]; then
+			echo "FAIL: $tool not installed (HCOMM_REQUIRE_PRIVILEGED=1)"
+			exit 1
+		fi
+		echo "SKIP: install test: $tool not installed (apt-get install pkg-config binutils)"
+		exit 0
+	fi
+done
+prefix=$(mktemp -d /tmp/hcomm-install.XXXXXX)
+trap 'rm -rf "$prefix"' EXIT
+
+echo "== make install PREFIX=$prefix"
+"$MAKE" -s -C "$root" install PREFIX="$prefix" >/dev/null
+ver=$(sed -n 's/^#define HCOMM_VERSION_STRING "\(.*\)"/\1/p' "$root/capi/hcomm.h")
+major=${ver%%.*}
+for f in "lib/libhcomm.so.$ver" "lib/libhcomm.so.$major" lib/libhcomm.so include/hcomm.h lib/pkgconfig/hcomm.pc; do
+	[ -e "$prefix/$f" ] || { echo "FAIL: make install did not install $f"; exit 1; }
+done
+[ "$(readlink "$prefix/lib/libhcomm.so.$major")" = "libhcomm.so.$ver" ] || { echo "FAIL: libhcomm.so.$major does not point to libhcomm.so.$ver"; exit 1; }
+soname=$(readelf -d "$prefix/lib/libhcomm.so.$ver" 2>/dev/null | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p' || true)
+if command -v readelf >/dev/null && [ "$soname" != "libhcomm.so.$major" ]; then
+	echo "FAIL: soname is '$soname', want libhcomm.so.$major"
+	exit 1
+fi
+
+echo "== pkg-config build of the seed example against the installed copy"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+[ "$(pkg-config --modversion hcomm)" = "$ver" ] || { echo "FAIL: pkg-config --modversion hcomm: $(pkg-config --modversion hcomm), want $ver"; exit 1; }
+bin="$prefix/seed_example"
+# shellcheck disable=SC2046 # pkg-config's output is meant to be split
+"$CC" -Wall -Werror -O2 -o "$bin" "$here/seed_example.c" $(pkg-config --cflags --libs hcomm) -Wl,-rpath,"$(pkg-config --variable=libdir hcomm)"
+if ldd "$bin" | grep -q "$root/bin"; then
+	echo "FAIL: the example links the build tree's library, not the installed one:"; ldd "$bin"; exit 1
+fi
+ldd "$bin" | grep -q "libhcomm.so.$major => $prefix/lib/libhcomm.so.$major" || { echo "FAIL: not linked against $prefix/lib/libhcomm.so.$major:"; ldd "$bin"; exit 1; }
+HCOMM_LOG=off "$bin"
+
+echo "== exported symbols (nm -D --defined-only)"
+syms=$(nm -D --defined-only "$prefix/lib/libhcomm.so.$ver" | awk '$2 != "A" {print $3}' | sed 's/@.*//' | sort)
+want=$(sed -n 's/^[a-z_ ]*[ *]\(hcomm_[a-z_]*\)(.*/\1/p' "$root/capi/hcomm.h" | sort -u)
+if [ "$syms" != "$want" ]; then
+	echo "FAIL: exported symbols differ from hcomm.h's functions"
+	diff <(echo "$want") <(echo "$syms") || true
+	exit 1
+fi
+echo "ok   $(echo "$syms" | wc -l) symbols, all hcomm_*: $(echo $syms)"
+
+echo "== hcomm_version() and the header agree"
+cat >"$prefix/ver.c" <<'C'
+#include <stdio.h>
+#include <string.h>
+#include "hcomm.h"
+int main(void) {
+	int a = -1, b = -1, c = -1;
+	const char *v = hcomm_version(&a, &b, &c);
+	if (strcmp(v, HCOMM_VERSION_STRING) != 0 || a != HCOMM_VERSION_MAJOR || b != HCOMM_VERSION_MINOR ||
+	    c != HCOMM_VERSION_PATCH || HCOMM_VERSION_NUMBER != a * 10000 + b * 100 + c) {
+		fprintf(stderr, "library %s (%d.%d.%d), header %s\n", v, a, b, c, HCOMM_VERSION_STRING);
+		return 1;
+	}
+	printf("ok   libhcomm %s\n", v);
+	return 0;
+}
+C
+# shellcheck disable=SC2046
+"$CC" -Wall -Werror -o "$prefix/ver" "$prefix/ver.c" $(pkg-config --cflags --libs hcomm) -Wl,-rpath,"$prefix/lib"
+"$prefix/ver"
+
+echo "== make uninstall"
+"$MAKE" -s -C "$root" uninstall PREFIX="$prefix" >/dev/null
+left=$(find "$prefix" \( -type f -o -type l \) ! -name 'seed_example' ! -name 'ver' ! -name 'ver.c')
+if [ -n "$left" ]; then
+	echo "FAIL: make uninstall left: $left"
+	exit 1
+fi
+echo "install test passed"
