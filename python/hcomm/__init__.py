@@ -1,0 +1,39 @@
+"""hcomm: host-device data movement with few copies and system calls.
+
+A pure-Python package over libhcomm.so (ctypes; no compiler needed):
+
+    import hcomm
+    with hcomm.Engine(pool_size=256 << 20, queue_depth=64, align=64) as eng:
+        buf = eng.alloc(n)                  # pool memory: memoryview(buf), numpy, torch.from_dlpack(buf)
+        dev = eng.alloc_dev(n)              # device memory
+        fut = eng.submit(buf, dev)          # a concurrent.futures.Future; await it in asyncio
+        fut.result(timeout=1.0)
+
+See docs/python.md. The library is found through Engine(library=...),
+$HCOMM_LIBRARY, pkg-config (make install), or the dynamic loader.
+"""
+
+from . import _lib
+from ._dlpack import live as _dlpack_live
+from ._engine import (DEV_ADDR_BASE, PAGE_SIZE, DeviceBuffer, Engine, HostBuffer, Region, Registration,
+                      Transfer, empty, pending)
+from .errors import (BY_CODE, BadAddress, BadHandle, Busy, CallbackError, Canceled, DeviceError, ForkError,
+                     HcommError, InProgress, InvalidArgument, NoDevice, NotFound, NotSupported, OutOfMemory,
+                     PermissionDenied, QueueFull, ShuttingDown, StaleID, TooManyHandles, TransferTimeout,
+                     error_for)
+
+__version__ = "0.1.0"
+
+
+def library_version(library=None):
+    """The loaded libhcomm's version (hcomm_version()); equals __version__."""
+    return _lib.load(library).hcomm_version(None, None, None).decode()
+
+
+__all__ = [
+    "Engine", "HostBuffer", "DeviceBuffer", "Registration", "Region", "Transfer", "empty", "pending",
+    "library_version", "DEV_ADDR_BASE", "PAGE_SIZE", "HcommError", "CallbackError", "BY_CODE", "error_for",
+    "BadAddress", "BadHandle", "Busy", "Canceled", "DeviceError", "ForkError", "InProgress", "InvalidArgument",
+    "NoDevice", "NotFound", "NotSupported", "OutOfMemory", "PermissionDenied", "QueueFull", "ShuttingDown",
+    "StaleID", "TooManyHandles", "TransferTimeout",
+]

@@ -1,0 +1,425 @@
+"""Engine, buffers and transfers over libhcomm (ctypes)."""
+
+import asyncio
+import concurrent.futures
+import ctypes
+import functools
+import itertools
+import logging
+import mmap
+import threading
+import time
+
+from . import _dlpack, _lib
+from .errors import CallbackError, HcommError, error_for
+
+log = logging.getLogger("hcomm")
+
+TARGETS = {"mock": 0, "file": 1, "vfio": 2, "memory": 3}
+DEV_ADDR_BASE = 0x4000000000000000
+PAGE_SIZE = mmap.PAGESIZE
+
+
+def _check(lib, rc):
+    if rc < 0:
+        raise error_for(rc, lib.hcomm_last_error().decode(errors="replace") or lib.hcomm_strerror(rc).decode())
+    return rc
+
+
+# ---- memory -----------------------------------------------------------------
+
+
+class _Memory:
+    """What host buffers, registrations and device buffers share: an address
+    (.ptr), a length (.nbytes) and views of a part of it."""
+
+    def view(self, offset=0, nbytes=None):
+        """A Region: nbytes (default: the rest) from offset, for transfers."""
+        if nbytes is None:
+            nbytes = self.nbytes - offset
+        if offset < 0 or nbytes <= 0 or offset + nbytes > self.nbytes:
+            raise ValueError(f"view({offset}, {nbytes}) of {self.nbytes} bytes")
+        return Region(self, offset, nbytes)
+
+
+class Region(_Memory):
+    """nbytes of a buffer from offset (buf.view(offset, n))."""
+
+    def __init__(self, base, offset, nbytes):
+        self.base, self.offset, self.nbytes = base, offset, nbytes
+        self.ptr = base.ptr + offset
+
+    def __len__(self):
+        return self.nbytes
+
+
+class HostBuffer(_Memory):
+    """Pool memory (Engine.alloc): DMA-mapped once, off the Python heap.
+
+    It is a ctypes array of bytes, so it supports the buffer protocol
+    (memoryview(buf), numpy.frombuffer(buf)) without a copy, and DLPack
+    (torch.from_dlpack(buf): a uint8 tensor over the same bytes). Every view
+    is valid until buf.free() or the engine's close(): using one afterwards
+    reads unmapped memory (the process faults)."""
+
+    def __dlpack__(self, stream=None):
+        if stream is not None and stream != -1:
+            raise BufferError("hcomm host memory is CPU memory: no stream")
+        self._alive()
+        return _dlpack.capsule(self, self.ptr, self.nbytes)
+
+    def __dlpack_device__(self):
+        return (_dlpack.kDLCPU, 0)
+
+    @property
+    def __array_interface__(self):
+        self._alive()
+        return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.ptr, False), "version": 3}
+
+    def memoryview(self):
+        """A memoryview of unsigned bytes over the buffer (no copy). memoryview(buf)
+        works too, but ctypes gives it the format "<B", which supports no
+        indexing; this one is "B"."""
+        self._alive()
+        return memoryview(self).cast("B")
+
+    def numpy(self, dtype="uint8"):
+        """A NumPy array over the buffer (no copy)."""
+        import numpy
+
+        return numpy.frombuffer(self, dtype=dtype)
+
+    def free(self):
+        """Gives the memory back to the pool (not while a transfer uses it)."""
+        self._eng._free_host(self)
+
+    def _alive(self):
+        if self._freed or self._eng._h is None:
+            raise ValueError("hcomm: buffer was freed (or its engine closed)")
+
+
+@functools.lru_cache(maxsize=512)
+def _host_type(n):
+    return type("HostBuffer", (HostBuffer, ctypes.c_ubyte * n), {})
+
+
+def _host_buffer(eng, ptr, n):
+    b = _host_type(n).from_address(ptr)
+    b._eng, b.ptr, b.nbytes, b._freed = eng, ptr, n, False
+    return b
+
+
+class DeviceBuffer(_Memory):
+    """Device memory (Engine.alloc_dev): a device address, not host-addressable."""
+
+    def __init__(self, eng, ptr, n):
+        self._eng, self.ptr, self.nbytes, self._freed = eng, ptr, n, False
+
+    def __len__(self):
+        return self.nbytes
+
+    @property
+    def offset(self):
+        """The device-memory offset (for the file target: the file offset)."""
+        return self.ptr - DEV_ADDR_BASE
+
+    def free(self):
+        self._eng._free_dev(self)
+
+
+class Registration(_Memory):
+    """Caller memory registered with the engine (Engine.register): transfers
+    read and write obj's own bytes. obj stays referenced until unregister."""
+
+    def __init__(self, eng, obj, ptr, n):
+        self._eng, self.obj, self.ptr, self.nbytes = eng, obj, ptr, n
+        self.registered = True
+
+    def __len__(self):
+        return self.nbytes
+
+    def unregister(self):
+        self._eng.unregister(self)
+
+
+def _address_of(obj):
+    """(address, bytes) of a CPU array: a torch tensor (data_ptr), anything
+    with __array_interface__ (NumPy), or a writable buffer (bytearray, mmap)."""
+    if hasattr(obj, "data_ptr") and hasattr(obj, "element_size"):
+        if getattr(obj, "device", None) is not None and str(obj.device) != "cpu":
+            raise ValueError(f"hcomm: register: a tensor on {obj.device}: want CPU memory")
+        if not obj.is_contiguous():
+            raise ValueError("hcomm: register: the tensor is not contiguous")
+        return obj.data_ptr(), obj.numel() * obj.element_size()
+    ai = getattr(obj, "__array_interface__", None)
+    if ai is not None:
+        if ai.get("strides") is not None and not obj.flags["C_CONTIGUOUS"]:
+            raise ValueError("hcomm: register: the array is not contiguous")
+        ptr, readonly = ai["data"]
+        if readonly:
+            raise ValueError("hcomm: register: the array is read-only")
+        return ptr, obj.nbytes
+    mv = memoryview(obj)
+    if mv.readonly or not mv.contiguous:
+        raise ValueError("hcomm: register: want a writable, contiguous buffer")
+    return ctypes.addressof(ctypes.c_char.from_buffer(mv)), mv.nbytes
+
+
+def empty(nbytes, dtype="uint8"):
+    """A NumPy array of nbytes (rounded up to whole pages) in fresh
+    page-aligned memory, ready for Engine.register (torch.from_numpy shares
+    it). The memory lives as long as the array."""
+    import numpy
+
+    n = -(-nbytes // PAGE_SIZE) * PAGE_SIZE
+    m = mmap.mmap(-1, n)
+    return numpy.frombuffer(m, dtype=dtype)
+
+
+# ---- transfers --------------------------------------------------------------
+
+
+class Transfer(concurrent.futures.Future):
+    """A submitted transfer: a concurrent.futures.Future whose result is
+    the number of bytes moved, or the HcommError of its failure. await it in
+    asyncio. result(timeout) waits in hcomm_wait_completion_timeout."""
+
+    def __init__(self, eng, nbytes, callback):
+        super().__init__()
+        self._eng, self.nbytes, self._cb, self.id = eng, nbytes, callback, 0
+        self.set_running_or_notify_cancel()
+
+    def result(self, timeout=None):
+        if not self.done() and self.id and self._eng._h is not None:
+            ms = -1 if timeout is None else max(0, int(timeout * 1000))
+            t0 = time.monotonic()
+            self._eng._lib.hcomm_wait_completion_timeout(self._eng._h, self.id, ms)
+            if timeout is not None:
+                timeout = max(0.0, timeout - (time.monotonic() - t0))
+        # The callback ran before the wait returned (or the slot was
+        # reused: the future holds the result anyway).
+        return super().result(timeout)
+
+    def cancel(self):
+        return False  # a submitted transfer runs to its end
+
+    def __await__(self):
+        return asyncio.wrap_future(self).__await__()
+
+
+# ---- engine -----------------------------------------------------------------
+
+
+class Engine:
+    """An hcomm engine: a pool of host memory and a target to move it to.
+
+        with hcomm.Engine(pool_size=256 << 20, queue_depth=64, align=64) as eng:
+            buf = eng.alloc(n)
+            dev = eng.alloc_dev(n)
+            eng.submit(buf, dev).result()
+
+    target: "mock" (default: a software HDMA device), "file" (path), "vfio"
+    (path: a PCI address), "memory" (host to host). library: an explicit
+    libhcomm path (else $HCOMM_LIBRARY, pkg-config, the loader's search).
+    """
+
+    def __init__(self, pool_size=256 << 20, queue_depth=64, align=64, target="mock", path=None,
+                 dev_mem_size=0, library=None):
+        self._lib = lib = _lib.load(library)
+        if target not in TARGETS:
+            raise ValueError(f"hcomm: target {target!r}: want one of {sorted(TARGETS)}")
+        cfg = _lib.Config(mem_pool_size=pool_size, queue_depth=queue_depth, align_size=align,
+                          target=TARGETS[target], dev_mem_size=dev_mem_size,
+                          target_path=None if path is None else str(path).encode())
+        h = _lib.handle_t()
+        _check(lib, lib.hcomm_init(ctypes.byref(h), ctypes.byref(cfg)))
+        self._h = h.value
+        self._host = {}  # ptr -> HostBuffer
+        self._dev = {}
+        self._regs = {}  # ptr -> Registration
+        self.callback_errors = []
+
+    # context manager
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _handle(self):
+        if self._h is None:
+            raise error_for(-9, "hcomm: engine is closed")
+        return self._h
+
+    # memory
+    def alloc(self, nbytes):
+        """nbytes of pool memory (a HostBuffer)."""
+        p = self._lib.hcomm_alloc_host_mem(self._handle(), nbytes)
+        if not p:
+            _check(self._lib, -ctypes.get_errno())
+        b = _host_buffer(self, p, nbytes)
+        self._host[p] = b
+        return b
+
+    def _free_host(self, b):
+        if b._freed:
+            raise ValueError("hcomm: buffer freed twice")
+        _check(self._lib, self._lib.hcomm_free_host_mem(self._handle(), b.ptr))
+        b._freed = True
+        self._host.pop(b.ptr, None)
+
+    def alloc_dev(self, nbytes):
+        """nbytes of device memory (a DeviceBuffer)."""
+        p = self._lib.hcomm_alloc_dev_mem(self._handle(), nbytes)
+        if not p:
+            _check(self._lib, -ctypes.get_errno())
+        d = DeviceBuffer(self, p, nbytes)
+        self._dev[p] = d
+        return d
+
+    def _free_dev(self, d):
+        _check(self._lib, self._lib.hcomm_free_dev_mem(self._handle(), d.ptr))
+        d._freed = True
+        self._dev.pop(d.ptr, None)
+
+    def register(self, obj):
+        """Registers obj's memory (a NumPy array, a CPU tensor, an mmap) so
+        that transfers use it in place. It must be page aligned and whole
+        pages long (hcomm.empty makes such arrays). Unregister before the
+        memory goes away; obj is kept alive until then."""
+        ptr, n = _address_of(obj)
+        _check(self._lib, self._lib.hcomm_register_host_mem(self._handle(), ptr, n))
+        r = Registration(self, obj, ptr, n)
+        self._regs[ptr] = r
+        return r
+
+    def unregister(self, reg):
+        """Busy (nothing changed) while a transfer that uses it is in flight."""
+        _check(self._lib, self._lib.hcomm_unregister_host_mem(self._handle(), reg.ptr))
+        reg.registered = False
+        self._regs.pop(reg.ptr, None)
+        reg.obj = None
+
+    # transfers
+    def _prepare(self, t, src, dst, nbytes, callback):
+        if nbytes is None:
+            nbytes = min(src.nbytes, dst.nbytes)
+        fut = Transfer(self, nbytes, callback)
+        with _pending_lock:
+            key = next(_keys)
+            _pending[key] = (self, fut)
+        t.src_ptr, t.dst_ptr, t.size = src.ptr, dst.ptr, nbytes
+        t.callback, t.user_data = _on_complete, key
+        return fut, key
+
+    def submit(self, src, dst, nbytes=None, callback=None):
+        """Moves nbytes (default: the smaller length) from src to dst
+        (HostBuffer, DeviceBuffer, Registration or a view of one) and
+        returns a Transfer future. callback(transfer) runs once, on an
+        engine thread, when it ends; what it raises is logged and kept in
+        engine.callback_errors (close() raises CallbackError)."""
+        t = _lib.TransferStruct()
+        fut, key = self._prepare(t, src, dst, nbytes, callback)
+        rc = self._lib.hcomm_submit_transfer(self._handle(), ctypes.byref(t))
+        if rc < 0:
+            with _pending_lock:
+                _pending.pop(key, None)
+            _check(self._lib, rc)
+        fut.id = t.id
+        return fut
+
+    def submit_batch(self, transfers):
+        """Submits [(src, dst[, nbytes[, callback]]), ...] with one
+        doorbell per queue_depth; returns their futures. All are checked
+        first: one invalid entry and none is submitted. QueueFull when the
+        queue filled up: the futures of the prefix that went are in
+        err.submitted."""
+        n = len(transfers)
+        arr = (_lib.TransferStruct * n)()
+        futs, keys = [], []
+        for i, tr in enumerate(transfers):
+            src, dst, nbytes, cb = (tuple(tr) + (None, None))[:4]
+            f, k = self._prepare(arr[i], src, dst, nbytes, cb)
+            futs.append(f)
+            keys.append(k)
+        rc = self._lib.hcomm_submit_batch(self._handle(), arr, n)
+        for i, f in enumerate(futs):
+            f.id = arr[i].id
+        if rc < 0:
+            with _pending_lock:
+                for i, k in enumerate(keys):
+                    if arr[i].id == 0:
+                        _pending.pop(k, None)
+            try:
+                _check(self._lib, rc)
+            except HcommError as e:
+                e.submitted = [f for f in futs if f.id]
+                raise
+        return futs
+
+    def _complete(self, fut, status):
+        if status == 0:
+            fut.set_result(fut.nbytes)
+        else:
+            fut.set_exception(error_for(status, self._lib.hcomm_strerror(status).decode()))
+        if fut._cb is not None:
+            try:
+                fut._cb(fut)
+            except BaseException as e:  # noqa: BLE001 - reported, never lost
+                self.callback_errors.append(e)
+                log.exception("hcomm: transfer callback raised")
+
+    def close(self, timeout=None):
+        """Finalizes the engine: waits for transfers in flight (at most
+        timeout seconds, then cancels the rest: their futures get
+        Canceled), runs every callback, frees all memory. Raises
+        CallbackError if a callback raised."""
+        if self._h is None:
+            return
+        h, self._h = self._h, None
+        ms = -1 if timeout is None else int(timeout * 1000)
+        rc = self._lib.hcomm_finalize_timeout(h, ms)
+        for b in self._host.values():
+            b._freed = True
+        self._host.clear()
+        self._dev.clear()
+        for r in self._regs.values():
+            r.registered, r.obj = False, None
+        self._regs.clear()
+        _check(self._lib, rc)
+        if self.callback_errors:
+            errs, self.callback_errors = self.callback_errors, []
+            raise CallbackError(f"hcomm: {len(errs)} transfer callbacks raised", errs) from errs[0]
+
+    def __del__(self):
+        if getattr(self, "_h", None) is not None:
+            try:
+                self.close()
+            except Exception:  # noqa: BLE001 - nothing to report to at GC time
+                pass
+
+    @property
+    def closed(self):
+        return self._h is None
+
+
+# One C callback for every transfer of every engine: user_data is the key of
+# the transfer's (engine, future) in _pending. ctypes takes the GIL for it
+# (it runs on an engine thread); the library's calls release it, so a thread
+# waiting in hcomm_wait_completion or hcomm_finalize never blocks it.
+_pending = {}
+_keys = itertools.count(1)
+_pending_lock = threading.Lock()
+
+
+@_lib.callback_t
+def _on_complete(tid, status, user_data):
+    with _pending_lock:
+        entry = _pending.pop(user_data, None)
+    if entry is not None:
+        entry[0]._complete(entry[1], status)
+
+
+def pending():
+    """Transfers submitted and not yet completed, over all engines (tests)."""
+    return len(_pending)

@@ -1,0 +1,117 @@
+"""Exceptions: one class per hcomm.h return code."""
+
+import errno as _errno
+
+
+class HcommError(Exception):
+    """A call into libhcomm failed. code is the negative HCOMM_* code,
+    message what hcomm_last_error said."""
+
+    code = None
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class NotFound(HcommError, LookupError):
+    code = -_errno.ENOENT  # unknown transfer ID
+
+
+class DeviceError(HcommError, OSError):
+    code = -_errno.EIO
+
+
+class BadHandle(HcommError):
+    code = -_errno.EBADF
+
+
+class QueueFull(HcommError):
+    code = -_errno.EAGAIN
+
+
+class OutOfMemory(HcommError, MemoryError):
+    code = -_errno.ENOMEM
+
+
+class PermissionDenied(HcommError, PermissionError):
+    code = -_errno.EACCES
+
+
+class BadAddress(HcommError, ValueError):
+    code = -_errno.EFAULT
+
+
+class Busy(HcommError):
+    code = -_errno.EBUSY
+
+
+class NoDevice(HcommError):
+    code = -_errno.ENODEV
+
+
+class InvalidArgument(HcommError, ValueError):
+    code = -_errno.EINVAL
+
+
+class TooManyHandles(HcommError):
+    code = -_errno.EMFILE
+
+
+class NotSupported(HcommError, NotImplementedError):
+    code = -_errno.EOPNOTSUPP
+
+
+class ShuttingDown(HcommError):
+    code = -_errno.ESHUTDOWN
+
+
+class TransferTimeout(HcommError, TimeoutError):
+    """The device stalled on the transfer (HCOMM_ETIMEDOUT); not a wait that
+    ran out (that is concurrent.futures.TimeoutError)."""
+
+    code = -_errno.ETIMEDOUT
+
+
+class InProgress(HcommError):
+    code = -_errno.EINPROGRESS
+
+
+class StaleID(HcommError):
+    code = -_errno.ESTALE
+
+
+class Canceled(HcommError):
+    code = -_errno.ECANCELED
+
+
+class ForkError(HcommError, RuntimeError):
+    """Called in a child of fork(): the Go runtime inside libhcomm does not
+    survive fork. Use hcomm in the parent only, or the "spawn" start method
+    (multiprocessing, torch DataLoader's multiprocessing_context)."""
+
+    code = -1001
+
+
+class CallbackError(HcommError):
+    """A transfer callback raised; the exceptions are in .errors (the first
+    is also the __cause__)."""
+
+    def __init__(self, message, errors):
+        super().__init__(message)
+        self.errors = errors
+
+
+BY_CODE = {
+    c.code: c
+    for c in (NotFound, DeviceError, BadHandle, QueueFull, OutOfMemory, PermissionDenied, BadAddress, Busy,
+              NoDevice, InvalidArgument, TooManyHandles, NotSupported, ShuttingDown, TransferTimeout,
+              InProgress, StaleID, Canceled, ForkError)
+}
+
+
+def error_for(code, message):
+    """The exception for a negative code."""
+    cls = BY_CODE.get(code, HcommError)
+    return cls(message, code)
