@@ -5,7 +5,10 @@
 #               (they skip with a reason unless root; HCOMM_REQUIRE_PRIVILEGED=1
 #               turns those skips into failures, as CI does), then test-vm:
 #               the privileged tests again inside a QEMU guest (tests/vm/);
-#               capi-test: the C ABI's C tests (libhcomm.so, valgrind)
+#               capi-test: the C ABI's C tests (libhcomm.so, valgrind, install);
+#               python-test: the Python package's tests (python/, pytest)
+#   make install    libhcomm.so.0, hcomm.h and hcomm.pc under PREFIX (/usr/local);
+#                   make uninstall removes them (DESTDIR is honoured)
 #
 # Targets that need packages install them when missing (apt-get, as root).
 
@@ -14,7 +17,7 @@ PKGS      ?= ./...
 BIN       := bin
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test lint-vet test-unit test-engine test-vm bench-vm test-long bench bench-uring-nop bench-hcomm demo lint generate clean capi capi-valgrind capi-cgocheck2 capi-test bench-capi bpf-tools bpf-vmlinux check-generate godefs-tools
+.PHONY: install uninstall python-test capi-install-test all build test lint-vet test-unit test-engine test-vm bench-vm test-long bench bench-uring-nop bench-hcomm demo lint generate clean capi capi-valgrind capi-cgocheck2 capi-test bench-capi bpf-tools bpf-vmlinux check-generate godefs-tools
 
 all: build
 
@@ -24,7 +27,7 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 # The README's test command. Everything CI runs hangs off this target.
-test: lint-vet test-unit test-engine capi-test test-vm
+test: lint-vet test-unit test-engine capi-test python-test test-vm
 
 lint-vet:
 	$(GO) vet $(PKGS)
@@ -44,26 +47,69 @@ test-engine:
 # Go pointer stored into C memory). capi-test compiles the C tests with
 # cc -Wall -Werror and runs them (< 30 s), the seed example under valgrind
 # included; bench-capi prints ns/submit from C and from Go side by side.
+#
+# The library is libhcomm.so.MAJOR.MINOR.PATCH with the soname libhcomm.so.MAJOR
+# (symlinks libhcomm.so.MAJOR and libhcomm.so beside it) and exports only the
+# hcomm_* functions (capi/hcomm.map, a linker version script). The version is
+# hcomm.h's, which capi checks against hcomm.Version at compile time.
 CAPI := $(BIN)/capi
+HCOMM_VERSION := $(shell sed -n 's/^\#define HCOMM_VERSION_STRING "\(.*\)"/\1/p' capi/hcomm.h)
+HCOMM_SOMAJOR := $(firstword $(subst ., ,$(HCOMM_VERSION)))
+CAPI_LDFLAGS := -ldflags='-extldflags "-Wl,-soname,libhcomm.so.$(HCOMM_SOMAJOR) -Wl,--version-script=$(CURDIR)/capi/hcomm.map"'
+# capi_lib DIR ENV TAGS: build the library into DIR with its symlinks.
+define capi_lib
+	mkdir -p $(1)
+	$(2) $(GO) build $(3) -buildmode=c-shared $(CAPI_LDFLAGS) -o $(1)/libhcomm.so.$(HCOMM_VERSION) ./capi
+	rm -f $(1)/libhcomm*.h
+	ln -sf libhcomm.so.$(HCOMM_VERSION) $(1)/libhcomm.so.$(HCOMM_SOMAJOR)
+	ln -sf libhcomm.so.$(HCOMM_SOMAJOR) $(1)/libhcomm.so
+endef
 
 capi:
-	mkdir -p $(CAPI)
-	$(GO) build -buildmode=c-shared -o $(CAPI)/libhcomm.so ./capi
-	rm -f $(CAPI)/libhcomm.h
+	$(call capi_lib,$(CAPI),,)
 	cp capi/hcomm.h $(CAPI)/hcomm.h
 
 capi-valgrind:
-	mkdir -p $(CAPI)/valgrind
-	GOEXPERIMENT=nodwarf5 $(GO) build -tags valgrind -buildmode=c-shared -o $(CAPI)/valgrind/libhcomm.so ./capi
-	rm -f $(CAPI)/valgrind/libhcomm.h
+	$(call capi_lib,$(CAPI)/valgrind,GOEXPERIMENT=nodwarf5,-tags valgrind)
 
 capi-cgocheck2:
-	mkdir -p $(CAPI)/cgocheck2
-	GOEXPERIMENT=cgocheck2 $(GO) build -buildmode=c-shared -o $(CAPI)/cgocheck2/libhcomm.so ./capi
-	rm -f $(CAPI)/cgocheck2/libhcomm.h
+	$(call capi_lib,$(CAPI)/cgocheck2,GOEXPERIMENT=cgocheck2,)
 
-capi-test: capi capi-valgrind capi-cgocheck2
+capi-test: capi capi-valgrind capi-cgocheck2 capi-install-test
 	tests/capi/run.sh $(CAPI)
+
+# make install into a temporary prefix, a pkg-config build of the seed
+# example against it, the exported symbols (nm -D: hcomm_* only), then
+# make uninstall (tests/capi/install.sh).
+capi-install-test: capi
+	MAKE="$(MAKE)" tests/capi/install.sh $(CAPI)
+
+PREFIX     ?= /usr/local
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PCDIR      ?= $(LIBDIR)/pkgconfig
+
+install: capi
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PCDIR)
+	install -m 0755 $(CAPI)/libhcomm.so.$(HCOMM_VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libhcomm.so.$(HCOMM_VERSION) $(DESTDIR)$(LIBDIR)/libhcomm.so.$(HCOMM_SOMAJOR)
+	ln -sf libhcomm.so.$(HCOMM_SOMAJOR) $(DESTDIR)$(LIBDIR)/libhcomm.so
+	install -m 0644 capi/hcomm.h $(DESTDIR)$(INCLUDEDIR)/hcomm.h
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(HCOMM_VERSION)|' \
+		capi/hcomm.pc.in > $(DESTDIR)$(PCDIR)/hcomm.pc
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libhcomm.so.$(HCOMM_VERSION) $(DESTDIR)$(LIBDIR)/libhcomm.so.$(HCOMM_SOMAJOR) \
+		$(DESTDIR)$(LIBDIR)/libhcomm.so $(DESTDIR)$(INCLUDEDIR)/hcomm.h $(DESTDIR)$(PCDIR)/hcomm.pc
+
+# Python package (python/, docs/python.md) over bin/capi/libhcomm.so, with
+# Debian's python3-pytest, python3-numpy and python3-torch (.ci/run installs
+# them; tests that need numpy or torch skip with the reason without them).
+PYTHON ?= /usr/bin/python3
+
+python-test: capi
+	cd python && PYTHONDONTWRITEBYTECODE=1 HCOMM_LIBRARY=$(abspath $(CAPI))/libhcomm.so $(PYTHON) -m pytest -q -p no:cacheprovider tests
 
 bench-capi: capi
 	mkdir -p $(CAPI)/tests
