@@ -82,7 +82,7 @@ capi-test: capi capi-valgrind capi-cgocheck2 capi-install-test
 # example against it, the exported symbols (nm -D: hcomm_* only), then
 # make uninstall (tests/capi/install.sh).
 capi-install-test: capi
-	MAKE="$(MAKE)" tests/capi/install.sh $(CAPI)
+	tests/capi/install.sh $(CAPI)
 
 PREFIX     ?= /usr/local
 LIBDIR     ?= $(PREFIX)/lib

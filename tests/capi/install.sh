@@ -17,7 +17,8 @@ out=${1:?usage: install.sh OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 CC=${CC:-cc}
-MAKE=${MAKE:-make}
+# A make of its own: not the calling make's flags (-n would install nothing).
+MAKE=(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL "${HCOMM_MAKE:-make}")
 for tool in pkg-config nm; do
 	if ! command -v "$tool" >/dev/null; then
 		if [ "${HCOMM_REQUIRE_PRIVILEGED:-}" = 1 ]; then
@@ -32,7 +33,7 @@ prefix=$(mktemp -d /tmp/hcomm-install.XXXXXX)
 trap 'rm -rf "$prefix"' EXIT
 
 echo "== make install PREFIX=$prefix"
-"$MAKE" -s -C "$root" install PREFIX="$prefix" >/dev/null
+"${MAKE[@]}" -s -C "$root" install PREFIX="$prefix" >/dev/null
 ver=$(sed -n 's/^#define HCOMM_VERSION_STRING "\(.*\)"/\1/p' "$root/capi/hcomm.h")
 major=${ver%%.*}
 for f in "lib/libhcomm.so.$ver" "lib/libhcomm.so.$major" lib/libhcomm.so include/hcomm.h lib/pkgconfig/hcomm.pc; do
@@ -89,7 +90,7 @@ C
 "$prefix/ver"
 
 echo "== make uninstall"
-"$MAKE" -s -C "$root" uninstall PREFIX="$prefix" >/dev/null
+"${MAKE[@]}" -s -C "$root" uninstall PREFIX="$prefix" >/dev/null
 left=$(find "$prefix" \( -type f -o -type l \) ! -name 'seed_example' ! -name 'ver' ! -name 'ver.c')
 if [ -n "$left" ]; then
 	echo "FAIL: make uninstall left: $left"
