@@ -51,9 +51,9 @@ func groups(o *options) []group {
 	}
 	if o.scenarios["file-4k"] {
 		for _, op := range fileOps {
-			p := op + "/"
-			gs = append(gs, group{"file-4k", "4 KiB " + op + ", O_DIRECT, one file", []string{p + "engine", p + "engine-reaper", p + "fio-io_uring", p + "writeat-direct-g64",
-				p + "writeat-direct-qd1", p + "fio-psync", p + "writeat-buffered-qd1"}, p + "engine", unitIOPS})
+			p, at := op+"/", atName(op)
+			gs = append(gs, group{"file-4k", "4 KiB " + op + ", O_DIRECT, one file", []string{p + "engine", p + "engine-reaper", p + "fio-io_uring", p + at + "-direct-g64",
+				p + at + "-direct-qd1", p + "fio-psync", p + at + "-buffered-qd1"}, p + "fio-io_uring", unitIOPS})
 		}
 	}
 	if o.scenarios["bulk"] {
@@ -80,12 +80,15 @@ func groups(o *options) []group {
 }
 
 type bench struct {
-	release []func()
-	o       *options
-	out     io.Writer
-	m       machine
-	entries []entry
-	skipped []string
+	release  []func()
+	o        *options
+	out      io.Writer
+	m        machine
+	entries  []entry
+	skipped  []string
+	progress progress
+	// described holds the variant descriptions already printed.
+	described map[string]bool
 }
 
 func newBench(o *options) *bench {
@@ -113,11 +116,21 @@ func (b *bench) run() int {
 		}
 	}
 	b.m.PoolBacking = b.reservePools()
-	if !b.o.json {
+	if b.tables() {
 		b.printMachine()
 	}
 	failed := false
-	for _, g := range groups(b.o) {
+	gs := groups(b.o)
+	var lgs []latGroup
+	if b.o.scenarios["latency"] {
+		lgs = latGroups(b.o)
+	}
+	b.progress = progress{start: time.Now(), total: len(gs) + len(lgs)}
+	if b.o.scenarios["pages"] {
+		b.progress.total++
+	}
+	for _, g := range gs {
+		b.progress.step(g.scenario + ": " + g.title)
 		var ws []*workload
 		for _, v := range g.variants {
 			w, err := lookup(g.scenario, v)
@@ -174,8 +187,8 @@ func (b *bench) run() int {
 		b.addGroup(g, res)
 	}
 	if b.o.scenarios["latency"] {
-		for _, g := range latGroups(b.o) {
-			b.o.logf("measuring latency: %s", g.title)
+		for _, g := range lgs {
+			b.progress.step("latency: " + g.title)
 			res := runLatency(b.o, g)
 			for _, r := range res {
 				if r.err != nil {
@@ -186,7 +199,7 @@ func (b *bench) run() int {
 		}
 	}
 	if b.o.scenarios["pages"] {
-		b.o.logf("measuring pages")
+		b.progress.step("pages: 1 GiB per page size")
 		pr, sk := runPages(b.o)
 		b.skipped = append(b.skipped, sk...)
 		b.addPages(pr)
@@ -196,22 +209,25 @@ func (b *bench) run() int {
 	}
 	b.m.LoadEnd = loadAvg()
 	b.m.Seconds = time.Since(start).Seconds()
-	rep := report{Machine: b.m, Scenarios: b.entries, Skipped: b.skipped}
+	rep := report{SchemaVersion: schemaVersion, Machine: b.m, Scenarios: b.entries, Skipped: b.skipped}
 	if b.o.json {
 		if err := writeJSON(b.out, rep); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-	} else {
+	} else if !b.o.csv {
 		b.printSummary()
 	}
-	if b.o.jsonOut != "" {
-		f, err := os.Create(b.o.jsonOut)
-		if err == nil {
-			err = writeJSON(f, rep)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
+	if b.o.csv {
+		if err := writeCSV(b.out, rep); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	if f := b.o.jsonFile; f != nil {
+		err := writeJSON(f, rep)
+		if cerr := f.Close(); err == nil {
+			err = cerr
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "hcomm-bench: -json-out: %v\n", err)
@@ -222,6 +238,24 @@ func (b *bench) run() int {
 		return 1
 	}
 	return 0
+}
+
+// progress tells stderr what runs now and about how long the rest takes
+// (the mean time of the steps so far times the steps left).
+type progress struct {
+	start       time.Time
+	done, total int
+}
+
+func (p *progress) step(what string) {
+	el := time.Since(p.start)
+	left := ""
+	if p.done > 0 {
+		rest := el / time.Duration(p.done) * time.Duration(p.total-p.done)
+		left = fmt.Sprintf(", about %s left", rest.Round(time.Second))
+	}
+	p.done++
+	fmt.Fprintf(os.Stderr, "hcomm-bench: [%d/%d] %s (%s so far%s)\n", p.done, p.total, what, el.Round(time.Second), left)
 }
 
 // machine describes where the numbers came from.

@@ -11,8 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +48,14 @@ func fileSize(o *options) int64 {
 
 var fileOps = []string{"randwrite", "randread"}
 
+// atName names the traditional rows for op: os.File.WriteAt or ReadAt.
+func atName(op string) string {
+	if op == "randread" {
+		return "readat"
+	}
+	return "writeat"
+}
+
 func init() {
 	for _, op := range fileOps {
 		write := op == "randwrite"
@@ -54,9 +64,10 @@ func init() {
 		}
 		reg("engine", func(o *options) (*runner, error) { return setupEngineFile(o, write) }, true)
 		reg("engine-reaper", func(o *options) (*runner, error) { return setupEngineFileReaper(o, write) }, true)
-		reg("writeat-direct-qd1", func(o *options) (*runner, error) { return setupWriteAt(o, write, true, 1) }, true)
-		reg("writeat-direct-g64", func(o *options) (*runner, error) { return setupWriteAt(o, write, true, fileQD) }, true)
-		reg("writeat-buffered-qd1", func(o *options) (*runner, error) { return setupWriteAt(o, write, false, 1) }, true)
+		at := atName(op)
+		reg(at+"-direct-qd1", func(o *options) (*runner, error) { return setupWriteAt(o, write, true, 1) }, true)
+		reg(at+"-direct-g64", func(o *options) (*runner, error) { return setupWriteAt(o, write, true, fileQD) }, true)
+		reg(at+"-buffered-qd1", func(o *options) (*runner, error) { return setupWriteAt(o, write, false, 1) }, true)
 		reg("fio-io_uring", func(o *options) (*runner, error) { return setupFio(o, op, "io_uring") }, false)
 		reg("fio-psync", func(o *options) (*runner, error) { return setupFio(o, op, "psync") }, false)
 	}
@@ -112,6 +123,9 @@ func layOut(o *options, name string) (string, error) {
 		name = strings.Replace(name, ".dat", fmt.Sprintf("-uid%d.dat", uid), 1)
 	}
 	path := filepath.Join(dir, name)
+	if !o.worker {
+		noteDataFile(path)
+	}
 	size := fileSize(o)
 	if st, err := os.Stat(path); err == nil && st.Size() == size {
 		return path, nil
@@ -134,6 +148,38 @@ func layOut(o *options, name string) (string, error) {
 		return "", err
 	}
 	return path, nil
+}
+
+var (
+	dataMu    sync.Mutex
+	dataFiles []string
+)
+
+// noteDataFile remembers a data file this run laid out or reused, for
+// removeDataFiles.
+func noteDataFile(path string) {
+	dataMu.Lock()
+	defer dataMu.Unlock()
+	if !slices.Contains(dataFiles, path) {
+		dataFiles = append(dataFiles, path)
+	}
+}
+
+// removeDataFiles removes the run's data files at exit, or with -keep
+// names them on stderr.
+func removeDataFiles(o *options) {
+	dataMu.Lock()
+	defer dataMu.Unlock()
+	for _, p := range dataFiles {
+		if o.keep {
+			fmt.Fprintf(os.Stderr, "hcomm-bench: kept %s (-keep)\n", p)
+			continue
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(os.Stderr, "hcomm-bench: remove %s: %v\n", p, err)
+		}
+	}
+	dataFiles = nil
 }
 
 // offsets returns a fixed pseudo-random sequence of block offsets.

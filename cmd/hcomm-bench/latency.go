@@ -372,7 +372,7 @@ func (b *bench) addLatency(g latGroup, res []*latResult) {
 				BaselineVariant: g.ref})
 		}
 	}
-	if b.o.json {
+	if !b.tables() {
 		return
 	}
 	fmt.Fprintf(b.out, "\n== latency: %s\n", g.title)
@@ -401,8 +401,8 @@ func (b *bench) addLatency(g latGroup, res []*latResult) {
 		switch {
 		case r.err != nil:
 			fmt.Fprintf(b.out, "   %s: not measured: %s\n", r.name, firstLine(r.err.Error()))
-		case r.desc != "":
-			fmt.Fprintf(b.out, "   %s: %s\n", r.name, r.desc)
+		default:
+			b.describe(r.name, r.desc)
 		}
 	}
 }

@@ -17,7 +17,7 @@
 //
 // Usage:
 //
-//	hcomm-bench [-quick] [-json | -json-out FILE] [-scenarios device-small,file-4k,bulk,alloc,pages] [-reps 5] [-dir DIR]
+//	hcomm-bench [-quick] [-json | -csv] [-json-out FILE] [-plot DIR] [-scenarios latency,device-small,file-4k,bulk,alloc,pages] [-reps 5] [-dir DIR] [-keep]
 //	hcomm-bench -strace-check   # compare the eBPF counts with strace -c -f of the same workloads
 package main
 
@@ -39,11 +39,15 @@ type options struct {
 	quick     bool
 	json      bool
 	jsonOut   string
+	jsonFile  *os.File // -json-out, created before the run so that a bad path fails at once
+	csv       bool
+	keep      bool
 	reps      int
 	scenarios map[string]bool
 	dir       string
 	noTrace   bool
 	verbose   bool
+	worker    bool          // this process is a traced worker child
 	target    time.Duration // wall time of one repetition
 }
 
@@ -61,15 +65,19 @@ func main() {
 	flag.BoolVar(&o.quick, "quick", false, "everything in under a minute: shorter repetitions, smaller files and arenas")
 	flag.BoolVar(&o.json, "json", false, "print one JSON object (schema: docs/benchmarks.md) instead of tables")
 	flag.StringVar(&o.jsonOut, "json-out", "", "also write the -json object to this file (tables still print)")
+	flag.BoolVar(&o.csv, "csv", false, "print the results as CSV (one row per metric of an engine variant against a baseline) instead of tables")
+	flag.BoolVar(&o.keep, "keep", false, "keep the benchmark's data files (512 MiB each in -dir) for the next run; they are removed at exit otherwise")
 	flag.IntVar(&o.reps, "reps", 5, "repetitions per measurement (at least 5 for the medians)")
 	flag.StringVar(&scen, "scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
 	flag.StringVar(&o.dir, "dir", "", "directory for file-4k (default: the first ext4/xfs of $TMPDIR, /var/tmp, the working directory)")
 	flag.BoolVar(&o.noTrace, "no-trace", false, "do not count syscalls/copies with eBPF even when privileged")
 	flag.BoolVar(&o.verbose, "v", false, "log progress to stderr")
+	flag.Usage = usage
 	flag.Parse()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 
 	if *worker {
+		o.worker = true
 		os.Exit(runWorker(*wScen, *wVar, *wN, !*wNoHS, &o))
 	}
 	if o.reps < 5 {
@@ -88,12 +96,33 @@ func main() {
 		}
 		o.scenarios[s] = true
 	}
+	if len(o.scenarios) == 0 && !*straceCheck {
+		fmt.Fprintf(os.Stderr, "hcomm-bench: -scenarios %q names no scenario (want some of %s)\n", scen, strings.Join(allScenarios, ","))
+		os.Exit(2)
+	}
+	if o.json && o.csv {
+		fmt.Fprintln(os.Stderr, "hcomm-bench: -json and -csv both print to stdout: choose one (-json-out FILE writes the JSON beside either)")
+		os.Exit(2)
+	}
+	if o.jsonOut != "" {
+		f, err := os.Create(o.jsonOut)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "hcomm-bench: -json-out: %v\n", err)
+			os.Exit(2)
+		}
+		o.jsonFile = f
+	}
 	o.target = 150 * time.Millisecond
 	if o.quick {
 		o.target = 20 * time.Millisecond
 	}
+	// The data files (512 MiB each) go at exit, Ctrl-C included, unless
+	// -keep.
+	undoData := atExit(func() { removeDataFiles(&o) })
 	if *straceCheck {
-		os.Exit(runStraceCheck(&o, os.Stdout))
+		code := runStraceCheck(&o, os.Stdout)
+		undoData()
+		os.Exit(code)
 	}
 	// Give hugepage reservations back on Ctrl-C too, and when the reader
 	// of the output goes away (hcomm-bench | head: SIGPIPE would otherwise
@@ -107,7 +136,27 @@ func main() {
 		os.Exit(130)
 	}()
 	b := newBench(&o)
-	os.Exit(b.run())
+	code := b.run()
+	undoData()
+	os.Exit(code)
+}
+
+// usage prints the flags people use; the internal ones (worker
+// processes) are left out.
+func usage() {
+	w := flag.CommandLine.Output()
+	fmt.Fprintf(w, "Usage of hcomm-bench (scenarios: %s; docs/benchmarks.md):\n", strings.Join(allScenarios, ", "))
+	flag.VisitAll(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Usage, "internal:") {
+			return
+		}
+		name, use := flag.UnquoteUsage(f)
+		fmt.Fprintf(w, "  -%s %s\n    \t%s", f.Name, name, use)
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
 }
 
 var (

@@ -163,7 +163,7 @@ func runStraceCheck(o *options, out io.Writer) int {
 		{"bulk", "device-1MiB/engine", 3200, 0.01},
 	}
 	if o.dir != "" {
-		items = append(items, item{"file-4k", "randwrite/engine", 8000, 0.3}, item{"file-4k", "randread/writeat-direct-qd1", 2000, 0.01})
+		items = append(items, item{"file-4k", "randwrite/engine", 8000, 0.3}, item{"file-4k", "randread/readat-direct-qd1", 2000, 0.01})
 	}
 	fail := 0
 	for _, it := range items {
