@@ -102,17 +102,23 @@ func (b *bench) run() int {
 	if !canCount {
 		b.skipped = append(b.skipped, "syscall and copy counts: "+why+" — eBPF tracing needs root (CAP_BPF+CAP_PERFMON)")
 	}
-	if b.o.scenarios["file-4k"] {
-		if dir, fs, err := benchDir(b.o); err != nil {
-			b.skipped = append(b.skipped, "file-4k: "+err.Error())
-			delete(b.o.scenarios, "file-4k")
-		} else {
+	// The scenarios that read and write a real file (latency has a
+	// device table too).
+	if b.o.scenarios["file-4k"] || b.o.scenarios["footprint"] || b.o.scenarios["latency"] {
+		dir, fs, err := benchDir(b.o)
+		if err == nil {
 			b.o.dir = dir
 			b.m.FileDir, b.m.FileFS = dir, fs
-			if _, err := prepareFile(b.o); err != nil {
-				b.skipped = append(b.skipped, "file-4k: "+err.Error())
-				delete(b.o.scenarios, "file-4k")
+			_, err = prepareFile(b.o)
+		}
+		if err != nil {
+			for _, s := range []string{"file-4k", "footprint"} {
+				if b.o.scenarios[s] {
+					b.skipped = append(b.skipped, s+": "+err.Error())
+					delete(b.o.scenarios, s)
+				}
 			}
+			b.o.noFile = err
 		}
 	}
 	b.m.PoolBacking = b.reservePools()
@@ -126,8 +132,10 @@ func (b *bench) run() int {
 		lgs = latGroups(b.o)
 	}
 	b.progress = progress{start: time.Now(), total: len(gs) + len(lgs)}
-	if b.o.scenarios["pages"] {
-		b.progress.total++
+	for _, s := range []string{"pages", "footprint"} {
+		if b.o.scenarios[s] {
+			b.progress.total++
+		}
 	}
 	for _, g := range gs {
 		b.progress.step(g.scenario + ": " + g.title)
@@ -197,6 +205,17 @@ func (b *bench) run() int {
 			}
 			b.addLatency(g, res)
 		}
+	}
+	if b.o.scenarios["footprint"] {
+		b.progress.step("footprint: memory with 1, 64, 1024 reads in flight")
+		res := runFootprint(b.o)
+		for _, r := range res {
+			if r.err != nil {
+				failed = true
+				b.skipped = append(b.skipped, fmt.Sprintf("footprint/inflight=%d/%s FAILED: %v", r.n, r.variant, r.err))
+			}
+		}
+		b.addFootprint(res)
 	}
 	if b.o.scenarios["pages"] {
 		b.progress.step("pages: 1 GiB per page size")

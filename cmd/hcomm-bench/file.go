@@ -400,6 +400,7 @@ func setupFio(o *options, op, ioengine string) (*runner, error) {
 			return 0, 0, fmt.Errorf("fio %v: %w", args, err)
 		}
 		iops, ios, err := parseFio(out, op)
+		r.timedCPU = parseFioCPU(out, ios)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -417,6 +418,26 @@ func fioArgs(o *options, path, op, ioengine string, d time.Duration) []string {
 		a = append(a, "--iodepth=64", "--fixedbufs", "--registerfiles")
 	}
 	return a
+}
+
+// parseFioCPU returns fio's job CPU time (usr_cpu+sys_cpu, percentages of
+// job_runtime) per I/O, or 0 when fio did not say.
+func parseFioCPU(out []byte, ios int) float64 {
+	if i := bytes.IndexByte(out, '{'); i > 0 {
+		out = out[i:]
+	}
+	var j struct {
+		Jobs []struct {
+			Usr     float64 `json:"usr_cpu"`
+			Sys     float64 `json:"sys_cpu"`
+			Runtime float64 `json:"job_runtime"` // ms
+		} `json:"jobs"`
+	}
+	if json.Unmarshal(out, &j) != nil || len(j.Jobs) == 0 || ios <= 0 {
+		return 0
+	}
+	jb := j.Jobs[0]
+	return (jb.Usr + jb.Sys) / 100 * jb.Runtime * 1e6 / float64(ios)
 }
 
 func parseFio(out []byte, op string) (iops float64, ios int, err error) {

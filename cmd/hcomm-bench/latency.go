@@ -68,7 +68,7 @@ func latGroups(o *options) []latGroup {
 		{"engine-poll-dma", func(*options) (*latRunner, error) { return latEngineDevice(engine.ModePoll, -1) }},
 	}
 	gs := []latGroup{dev}
-	{
+	if o.noFile == nil {
 		f := latGroup{title: "4 KiB O_DIRECT random read, one synchronous read at a time, one file", ref: "readat"}
 		f.variants = []latVariant{
 			{"readat", latReadAt},

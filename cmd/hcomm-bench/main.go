@@ -48,10 +48,11 @@ type options struct {
 	noTrace   bool
 	verbose   bool
 	worker    bool          // this process is a traced worker child
+	noFile    error         // why the file scenarios cannot run (no suitable directory)
 	target    time.Duration // wall time of one repetition
 }
 
-var allScenarios = []string{"latency", "device-small", "file-4k", "bulk", "alloc", "pages"}
+var allScenarios = []string{"latency", "device-small", "file-4k", "bulk", "alloc", "footprint", "pages"}
 
 func main() {
 	var o options
@@ -78,6 +79,9 @@ func main() {
 
 	if *worker {
 		o.worker = true
+		if *wScen == "footprint" {
+			os.Exit(footprintWorker(&o, *wVar, *wN))
+		}
 		os.Exit(runWorker(*wScen, *wVar, *wN, !*wNoHS, &o))
 	}
 	if o.reps < 5 {

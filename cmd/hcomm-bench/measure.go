@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"slices"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // stat is a median with its extremes over the repetitions.
@@ -53,19 +55,33 @@ func calibrate(r *runner, target time.Duration) (int, error) {
 	return max(r.per, (want+r.per-1)/r.per*r.per), nil
 }
 
-// once runs n transfers and returns ns and heap allocations per transfer.
-func once(r *runner, n int) (ns, allocs float64, err error) {
+// once runs n transfers and returns ns, CPU ns (user+system of the whole
+// process: every thread, the device model's and the runtime's included)
+// and heap allocations per transfer.
+func once(r *runner, n int) (ns, cpu, allocs float64, err error) {
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
+	c0 := cpuNow()
 	t0 := time.Now()
 	err = r.run(n)
 	el := time.Since(t0)
+	c1 := cpuNow()
 	runtime.ReadMemStats(&m1)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	return float64(el.Nanoseconds()) / float64(n), float64(m1.Mallocs-m0.Mallocs) / float64(n), nil
+	return float64(el.Nanoseconds()) / float64(n), float64(c1-c0) / float64(n), float64(m1.Mallocs-m0.Mallocs) / float64(n), nil
+}
+
+// cpuNow is the process's CPU time so far (user+system, every thread), in
+// ns, from getrusage(2).
+func cpuNow() int64 {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // result is what one variant measured.
@@ -73,6 +89,7 @@ type result struct {
 	scenario, variant string
 	desc              string
 	ns                stat // per transfer (or per operation)
+	cpu               stat // CPU ns per transfer (user+system, whole process; fio: its job's)
 	allocs            stat
 	bytes             int
 	n                 int // transfers per repetition
@@ -89,6 +106,7 @@ func measureGroup(o *options, ws []*workload) []*result {
 	rs := make([]*runner, len(ws))
 	ns := make([][]float64, len(ws))
 	al := make([][]float64, len(ws))
+	cp := make([][]float64, len(ws))
 	for i, w := range ws {
 		res[i] = &result{scenario: w.scenario, variant: w.variant}
 		o.logf("setting up %s/%s", w.scenario, w.variant)
@@ -120,15 +138,19 @@ func measureGroup(o *options, ws []*workload) []*result {
 					continue
 				}
 				ns[i] = append(ns[i], v)
+				if r.timedCPU > 0 {
+					cp[i] = append(cp[i], r.timedCPU)
+				}
 				res[i].n = ops
 				continue
 			}
-			v, a, err := once(r, res[i].n)
+			v, c, a, err := once(r, res[i].n)
 			if err != nil {
 				res[i].err = err
 				continue
 			}
 			ns[i] = append(ns[i], v)
+			cp[i] = append(cp[i], c)
 			al[i] = append(al[i], a)
 		}
 	}
@@ -142,7 +164,7 @@ func measureGroup(o *options, ws []*workload) []*result {
 		if err := r.close(); err != nil && res[i].err == nil {
 			res[i].err = fmt.Errorf("close: %w", err)
 		}
-		res[i].ns, res[i].allocs = newStat(ns[i]), newStat(al[i])
+		res[i].ns, res[i].allocs, res[i].cpu = newStat(ns[i]), newStat(al[i]), newStat(cp[i])
 	}
 	return res
 }

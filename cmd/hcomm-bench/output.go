@@ -147,10 +147,10 @@ func (b *bench) addGroup(g group, res []*result) {
 	fmt.Fprintf(b.out, "\n== %s: %s\n", g.scenario, g.title)
 	fmt.Fprintf(b.out, "   ratio = row ÷ %s, %s is better\n", g.ref, better)
 	tw := tabwriter.NewWriter(b.out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "variant\t%s median [min–max]\tsyscalls/op\tdev-model sc/op\tCPU copies/op\tallocs/op\tratio\t\n", uname)
+	fmt.Fprintf(tw, "variant\t%s median [min–max]\tsyscalls/op\tdev-model sc/op\tCPU copies/op\tallocs/op\tCPU µs/op\tratio\t\n", uname)
 	for _, r := range res {
 		if r.err != nil {
-			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\n", shortVariant(r.variant), "error: "+firstLine(r.err.Error()))
+			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t\n", shortVariant(r.variant), "error: "+firstLine(r.err.Error()))
 			continue
 		}
 		p := primaryStat(g.unit, r.ns, r.bytes)
@@ -164,7 +164,11 @@ func (b *bench) addGroup(g group, res []*result) {
 		if len(r.allocs.Runs) > 0 {
 			al = fmt.Sprintf("%.2f", r.allocs.Median)
 		}
-		fmt.Fprintf(tw, "%s\t%s [%s–%s]\t%s\t%s\t%s\t%s\t%s\t\n", shortVariant(r.variant), num(p.Median), num(p.Min), num(p.Max), sc, dev, cp, al, ratio)
+		cpu := "—"
+		if len(r.cpu.Runs) > 0 {
+			cpu = num(r.cpu.Median / 1e3)
+		}
+		fmt.Fprintf(tw, "%s\t%s [%s–%s]\t%s\t%s\t%s\t%s\t%s\t%s\t\n", shortVariant(r.variant), num(p.Median), num(p.Min), num(p.Max), sc, dev, cp, al, cpu, ratio)
 	}
 	tw.Flush()
 	for _, r := range res {
@@ -220,6 +224,15 @@ func compare(g group, e, base *result, metric, uname, better string) []entry {
 	x.EngineMin, x.EngineMax, x.BaselineMin, x.BaselineMax = ptr(ep.Min), ptr(ep.Max), ptr(bp.Min), ptr(bp.Max)
 	x.EngineRuns, x.BaselineRuns = ep.Runs, bp.Runs
 	out = append(out, x)
+	if len(e.cpu.Runs) > 0 && len(base.cpu.Runs) > 0 {
+		c := mk("cpu", "CPU-ns/op", "lower", ptr(e.cpu.Median), ptr(base.cpu.Median), "user+system CPU time per op: the whole process (device model, reaper and Go runtime included); fio: its job's")
+		c.EngineMin, c.EngineMax, c.BaselineMin, c.BaselineMax = ptr(e.cpu.Min), ptr(e.cpu.Max), ptr(base.cpu.Min), ptr(base.cpu.Max)
+		c.EngineRuns, c.BaselineRuns = e.cpu.Runs, base.cpu.Runs
+		out = append(out, c)
+		if e.bytes > 0 && base.bytes > 0 {
+			out = append(out, mk("cpu_per_gib", "CPU-s/GiB", "lower", ptr(e.cpu.Median/float64(e.bytes)*(1<<30)/1e9), ptr(base.cpu.Median/float64(base.bytes)*(1<<30)/1e9), ""))
+		}
+	}
 	if len(e.allocs.Runs) > 0 && len(base.allocs.Runs) > 0 {
 		out = append(out, mk("allocs", "allocs/op", "lower", ptr(e.allocs.Median), ptr(base.allocs.Median), ""))
 	}
@@ -353,6 +366,7 @@ func targets(es []entry) []string {
 			at := atName(op)
 			check(p+"IOPS vs "+at+" O_DIRECT qd1", find("file-4k", op+"/"+ev, op+"/"+at+"-direct-qd1", "iops"), func(v float64) bool { return v >= 3 }, "≥ 3×")
 			check(p+"IOPS vs "+at+" O_DIRECT 64 goroutines", find("file-4k", op+"/"+ev, op+"/"+at+"-direct-g64", "iops"), func(v float64) bool { return v >= 3 }, "≥ 3×")
+			check(p+"CPU per I/O vs fio io_uring", find("file-4k", op+"/"+ev, op+"/fio-io_uring", "cpu"), func(v float64) bool { return v <= 0.5 }, "≤ 0.5×")
 			check(p+"syscalls per I/O", find("file-4k", op+"/"+ev, op+"/fio-io_uring", "syscalls"), func(v float64) bool { return v <= 1.0/32 }, "≤ 0.03125 /op")
 		}
 	}

@@ -27,7 +27,10 @@ type runner struct {
 	// timed replaces run for external peers (fio): one repetition of
 	// about d, returning nanoseconds per operation and the operations.
 	timed func(d time.Duration) (nsPerOp float64, ops int, err error)
-	desc  string // what this variant does, one line
+	// timedCPU is the CPU time per operation of timed's last run (fio
+	// reports its own, user+system).
+	timedCPU float64
+	desc     string // what this variant does, one line
 }
 
 // workload is one variant of a scenario. Its setup must be reproducible in
