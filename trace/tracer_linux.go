@@ -226,7 +226,7 @@ func (t *Tracer) dropMissingTracepoints(spec *ebpf.CollectionSpec, kspec *btf.Sp
 // counting from the command's exec, the syscall filter, the per-task
 // breakdown and the kernel's REQ_F_BUF_NODE bit.
 func (t *Tracer) configure(spec *ebpf.CollectionSpec, kspec *btf.Spec, tg target, opts Options) error {
-	vars := map[string]any{"req_f_buf_node": reqFBufNode(kspec), "by_task": uint32(opts.By)}
+	vars := map[string]any{"req_f_buf_node": reqFBufNode(), "by_task": uint32(opts.By)}
 	if tg.cgroup != nil {
 		vars["filter_mode"] = uint32(bpf.FilterCgroup)
 		if spec.Programs["process_exec"] != nil && spec.Programs["process_fork"] != nil {
@@ -350,27 +350,6 @@ func (t *Tracer) startReader() error {
 	t.wg.Add(1)
 	go t.readEvents()
 	return nil
-}
-
-// reqFBufNode finds REQ_F_BUF_NODE (bit REQ_F_BUF_NODE_BIT of an anonymous
-// enum of io_uring) in the kernel's BTF: the flag a request carries while it
-// holds a registered buffer. 0 when this kernel has no such flag.
-func reqFBufNode(kspec *btf.Spec) uint64 {
-	for typ, err := range kspec.All() {
-		if err != nil {
-			return 0
-		}
-		e, ok := typ.(*btf.Enum)
-		if !ok || e.Name != "" {
-			continue
-		}
-		for _, v := range e.Values {
-			if v.Name == "REQ_F_BUF_NODE_BIT" && v.Value < 64 {
-				return 1 << v.Value
-			}
-		}
-	}
-	return 0
 }
 
 // pidNamespace returns the device and inode of this process's PID namespace
