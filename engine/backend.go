@@ -94,8 +94,12 @@ type Backend interface {
 	ReadyFD() (fd int, eventfd bool)
 	// Cancel stops the backend's outstanding transfers (Close, once its
 	// context ended) and moves every one of them into out, completed or
-	// canceled (StatusCanceled). It may block briefly; out has room for
-	// every outstanding transfer.
+	// canceled (StatusCanceled). It may block briefly, never for ever; out
+	// has room for every outstanding transfer. A transfer it cannot take
+	// back (I/O the kernel or a device still holds) stays outstanding:
+	// the engine cancels it for the caller, keeps the memory mapped, and
+	// calls Cancel again (dropping what it returns) until Outstanding is 0,
+	// and only then unmaps the pool and calls Close.
 	Cancel(out []Completion) int
 	// Close releases the backend's resources (after Cancel, or once
 	// nothing is outstanding). The engine calls it once.

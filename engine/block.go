@@ -22,8 +22,31 @@ type Block struct {
 	arena uint16 // the arena's backend slot
 }
 
-// Bytes is the block's memory (nil for the zero Block or after Close).
-func (b Block) Bytes() []byte { return b.hb.Bytes() }
+// Bytes is the block's memory (nil for the zero Block).
+//
+// The memory lives only as long as the engine: Close (and Shutdown)
+// unmaps the pool. After that, Bytes returns nil, and a slice that Bytes
+// returned before is a dangling pointer: touching it faults the process
+// (SIGSEGV, not a recoverable panic) or, once the addresses are reused,
+// reads or writes unrelated memory. The same holds after Free, where the
+// memory goes to the next Alloc. Keep no slice of a block beyond Free or
+// Close. Built with -tags hcommdebug, Bytes panics with a message instead
+// of returning memory of a freed block or a closed engine.
+func (b Block) Bytes() []byte {
+	if b.e == nil {
+		return nil
+	}
+	if b.e.unmapped.Load() {
+		if debug {
+			panic(fmt.Sprintf("engine: Block.Bytes of a block at %#x after its engine was closed: the pool is unmapped", b.hb.Addr()))
+		}
+		return nil
+	}
+	if debug && !b.e.blocks.live(b.idx, b.gen) {
+		panic(fmt.Sprintf("engine: Block.Bytes of a freed block at %#x: the memory belongs to the pool (or the next Alloc)", b.hb.Addr()))
+	}
+	return b.hb.Bytes()
+}
 
 // Len is the block's length: the size asked for, rounded up to the
 // alignment.

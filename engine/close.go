@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,38 +28,183 @@ func (e *Engine) Close() error {
 // reaper, unmaps the pool from the backend, closes the backend and frees
 // everything. A canceled ctx is not an error: Shutdown still closes
 // everything and logs what it canceled. Closing again returns nil.
+//
+// Shutdown honours ctx in what it waits for that the engine does not
+// control. When ctx ends while a callback is still running (on the reaper,
+// or in another goroutine's Poll) and it goes on running for
+// CallbackGrace, or while the backend still holds
+// transfers it could not take back (file I/O the kernel cannot cancel),
+// Shutdown returns an error wrapping ctx's error at once: the transfers
+// are canceled for the caller (every callback still runs once, with
+// ErrCanceled), and the engine finishes closing in the background — the
+// reaper stops when the callback returns, the pool is unmapped and the
+// backend closed once the backend has nothing outstanding. Until then a
+// later Shutdown waits for that (or for its own ctx and returns the same
+// error). Close, whose context has already ended, waits CallbackGrace for
+// a blocked callback (Close called from inside a callback returns that
+// way instead of deadlocking).
+//
+// A callback that panics while Shutdown runs it (poll mode drains on the
+// caller; cancellations run on the caller in both modes): Shutdown still
+// closes the engine, running every other callback once, and then panics
+// with the first such value.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	first := false
 	e.closeOnce.Do(func() { first = true })
 	if !first {
-		<-e.closedCh
-		return nil
+		select {
+		case <-e.closedCh:
+			return nil
+		case <-e.stuckCh:
+		}
+		select {
+		case <-e.closedCh:
+			return nil
+		case <-ctx.Done():
+			return e.stuckErr
+		}
 	}
 	e.closing.Store(true)
-	defer close(e.closedCh)
 
-	drainErr := e.drainAll(ctx) // new reservations are no-ops now
-	e.stopCompletions()
-	end := e.tearDownStaging()
-	e.cancelOutstanding(end)
-	if err := e.release(); err != nil {
+	var drainErr error
+	for e.safely(func() { drainErr = e.drainAll(ctx) }) {
+		// a callback polled by drainAll panicked: the engine is whole,
+		// drain on (the panic goes up at the end).
+	}
+	if !e.stopCompletions(ctx) {
+		e.goStuck(fmt.Errorf("engine: shutdown: a callback was still running when the context ended; the engine finishes closing when it returns: %w", ctxErr(ctx)))
+		go func() {
+			e.stopCompletions(context.Background())
+			e.finishClose(ctx, drainErr)
+		}()
+		return e.stuckErr
+	}
+	return e.finishClose(ctx, drainErr)
+}
+
+// ctxErr is ctx's error: its cause when it has one.
+func ctxErr(ctx context.Context) error {
+	if err := context.Cause(ctx); err != nil {
 		return err
 	}
+	return context.Canceled
+}
+
+// goStuck records what Shutdown returns when it leaves before the engine
+// has closed, and lets a later Shutdown return it too.
+func (e *Engine) goStuck(err error) {
+	e.stuckErr = err
+	close(e.stuckCh)
+}
+
+// finishClose cancels what is left, runs every outstanding callback once
+// and releases everything, with the completion side stopped (the reaping
+// flag held, or the reaper gone).
+func (e *Engine) finishClose(ctx context.Context, drainErr error) error {
+	e.runPending()
+	end := e.tearDownStaging()
+	batch := e.cancelOutstanding(end)
+	e.runCallbacks(batch)
+	e.released.Store(end)
+	e.notify()
 	if drainErr != nil {
 		e.log.Info("engine: close canceled in-flight transfers", "reason", drainErr)
 	}
-	return nil
+	var err error
+	if held := e.be.Outstanding(); held > 0 {
+		// The backend could not take these back (the kernel still holds
+		// file I/O): their callbacks have run with ErrCanceled, but the
+		// memory they read or write must stay mapped until they end.
+		stuck := fmt.Errorf("engine: shutdown: the %s backend still holds %d transfers it could not cancel (canceled for the caller); the pool is released when they end: %w",
+			e.desc.Name, held, ctxErr(ctx))
+		e.log.Warn("engine: close: transfers the backend could not cancel", "backend", e.desc.Name, "held", held)
+		select {
+		case <-e.stuckCh: // already returned (a blocked callback)
+		default:
+			e.goStuck(stuck)
+		}
+		err = stuck
+		go func() {
+			e.waitBackend()
+			e.closeRelease()
+		}()
+	} else {
+		err = e.closeRelease()
+	}
+	if p := e.cbPanic; p != nil {
+		panic(p)
+	}
+	return err
+}
+
+// closeRelease releases everything and marks the engine closed.
+func (e *Engine) closeRelease() error {
+	defer close(e.closedCh)
+	return e.release()
+}
+
+// waitBackend waits until the backend holds nothing more: it asks it to
+// cancel again and again (uringfile's Cancel waits a while for the kernel)
+// and drops what comes back, whose callbacks have already run.
+func (e *Engine) waitBackend() {
+	for e.be.Outstanding() > 0 {
+		e.be.Cancel(e.batch)
+		if e.be.Outstanding() > 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// safely runs f and recovers a panic of a callback f ran, keeping the first
+// one for Shutdown to raise again; it reports whether f panicked.
+func (e *Engine) safely(f func()) (panicked bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			if e.cbPanic == nil {
+				e.cbPanic = p
+			}
+			panicked = true
+		}
+	}()
+	f()
+	return false
+}
+
+// runPending runs what a panicking callback left of its batch.
+func (e *Engine) runPending() {
+	for len(e.pend) > 0 {
+		e.safely(func() {
+			p := e.pend
+			e.pend = nil
+			e.complete(p)
+		})
+	}
+}
+
+// runCallbacks completes batch on the caller, every callback once even when
+// some panic.
+func (e *Engine) runCallbacks(batch []Completion) {
+	if e.safely(func() { e.complete(batch) }) {
+		e.runPending()
+	}
 }
 
 // stopCompletions stops the reaper, or in poll mode takes the reaping flag
-// for good.
-func (e *Engine) stopCompletions() {
+// for good. It waits for a callback in progress only until ctx ends, and
+// then returns false: the completion side is not stopped yet.
+func (e *Engine) stopCompletions(ctx context.Context) bool {
 	e.stop.Store(true)
 	if e.cfg.Mode == ModeReaper {
 		e.sleeping.Store(sleepIdle) // make sure the wake-up goes through
 		e.wakeReaper(false)
-		<-e.done
-		return
+		return e.waitStopped(ctx, func() bool {
+			select {
+			case <-e.done:
+				return true
+			default:
+				return false
+			}
+		})
 	}
 	// Poll mode: an application goroutine (or a Wait/Drain polling for
 	// it) may be inside Poll, with completions collected and callbacks
@@ -66,8 +212,42 @@ func (e *Engine) stopCompletions() {
 	// finish (it completes what it collected), and every later Poll
 	// returns 0. Without this, cancelOutstanding would see those slots
 	// open and complete them a second time.
-	for !e.reaping.CompareAndSwap(0, 1) {
-		runtime.Gosched()
+	return e.waitStopped(ctx, func() bool { return e.reaping.CompareAndSwap(0, 1) })
+}
+
+// CallbackGrace is how long Shutdown (or Close) whose context has ended
+// still waits for one callback in progress before it takes it as blocked
+// and returns (the engine then finishes closing when the callback
+// returns). Callbacks are meant to be short: many of them running one
+// after another are always waited for.
+const CallbackGrace = 100 * time.Millisecond
+
+// waitStopped waits until stopped holds. The completion side's own work is
+// short and always waited for; a callback (application code) until ctx
+// ends, and then for CallbackGrace more: a callback still running by then
+// is blocked, and waitStopped returns false.
+func (e *Engine) waitStopped(ctx context.Context, stopped func() bool) bool {
+	var seq uint64
+	var since time.Time
+	for i := 0; ; i++ {
+		if stopped() {
+			return true
+		}
+		if ctx.Err() != nil && e.inCallback.Load() {
+			switch s := e.cbSeq.Load(); {
+			case since.IsZero() || s != seq:
+				seq, since = s, time.Now()
+			case time.Since(since) >= CallbackGrace:
+				return false
+			}
+		} else {
+			since = time.Time{}
+		}
+		if i < 64 {
+			runtime.Gosched()
+			continue
+		}
+		time.Sleep(time.Duration(min(i-63, 10)) * 100 * time.Microsecond)
 	}
 }
 
@@ -94,13 +274,15 @@ func (e *Engine) tearDownStaging() (end uint64) {
 	// check is published, so every real transfer is in [head, end).
 	b := e.stage.Peek(e.depth)
 	e.torn = true
-	return b.Start() + uint64(b.Len())
+	e.tornEnd = b.Start() + uint64(b.Len())
+	return e.tornEnd
 }
 
-// cancelOutstanding completes everything still open, on this goroutine:
-// what finished, what the canceled backend reports, then the rest (with
-// ErrCanceled). It is entered holding the owner flag and lets it go.
-func (e *Engine) cancelOutstanding(end uint64) {
+// cancelOutstanding collects everything still open: what finished, what
+// the canceled backend reports, then the rest (ErrCanceled); it counts them
+// and returns them for the caller to complete. It is entered holding the
+// owner flag and lets it go.
+func (e *Engine) cancelOutstanding(end uint64) []Completion {
 	n := e.collectLocked(e.batch)
 	n += e.be.Cancel(e.batch[n:])
 	seen := make([]bool, e.depth)
@@ -115,13 +297,12 @@ func (e *Engine) cancelOutstanding(end uint64) {
 	}
 	e.countLocked(e.batch[:n])
 	e.owner.Store(0)
-	e.complete(e.batch[:n])
-	e.released.Store(end)
-	e.notify()
+	return e.batch[:n]
 }
 
 // release unmaps the pool from the backend and frees everything.
 func (e *Engine) release() error {
+	e.unmapped.Store(true)
 	errs := []error{e.unmapArenas(), e.pool.Close(), e.be.Close(), unix.Close(e.wakeFd)}
 	e.closeErr = errors.Join(errs...)
 	if e.closeErr != nil {

@@ -42,6 +42,18 @@
 // eventfd: an idle engine uses no CPU. Backends recover from device resets
 // and stalls (Backend.Check) and every transfer they catch fails once.
 //
+// Callbacks must be short and must not block. One that panics: in
+// ModePoll the panic comes out of the call that ran it (Poll, Wait, Drain,
+// SubmitContext, Shutdown), the engine having recorded it as run, and the
+// engine stays usable; in ModeReaper it crashes the program, as a panic on
+// any goroutine does. Shutdown(ctx) waits for a blocked callback, and for
+// file I/O the kernel cannot cancel, only until ctx ends: it then returns
+// an error wrapping ctx's and the engine finishes closing by itself.
+//
+// Block memory lives as long as the engine: after Close (or Free) a slice
+// from Block.Bytes is dangling, and touching it faults the process.
+// -tags hcommdebug turns Bytes after Free or Close into a panic.
+//
 // The pool starts at Config.PoolSize and, with Config.PoolMax, grows by whole
 // arenas, each mapped into the backend before its first block is handed
 // out; idle arenas are unmapped and given back after Config.PoolIdle.

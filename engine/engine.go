@@ -95,23 +95,34 @@ type Engine struct {
 	released atomic.Uint64
 
 	// Completion side.
-	reaping   atomic.Uint32 // one Poll/reaper cycle at a time
-	sleeping  atomic.Uint32 // the reaper is (about to be) asleep
-	readyFD   bool          // the backend has a ReadyFD (set before the reaper starts)
-	wakeFd    int           // eventfd that wakes the reaper
-	batch     []Completion  // the cycle's completions (reaper/Poll private)
-	stop      atomic.Bool
-	done      chan struct{} // closed when the reaper goroutine exits
-	waiters   atomic.Int32
-	waitMu    sync.Mutex
-	waitCh    chan struct{}
-	sysc      atomic.Uint64 // syscalls made by the reaper and wake-ups
-	queueFull atomic.Uint64
+	reaping  atomic.Uint32 // one Poll/reaper cycle at a time
+	sleeping atomic.Uint32 // the reaper is (about to be) asleep
+	readyFD  bool          // the backend has a ReadyFD (set before the reaper starts)
+	wakeFd   int           // eventfd that wakes the reaper
+	batch    []Completion  // the cycle's completions (reaper/Poll private)
+	// A callback panicked: the rest of its batch, delivered first by the
+	// next cycle (reaper/Poll private, as batch). pendBuf is its array.
+	pend, pendBuf []Completion
+	cbAt          int           // the index in the batch complete is at
+	inCallback    atomic.Bool   // complete is running callbacks
+	cbSeq         atomic.Uint64 // callbacks started
+	stop          atomic.Bool
+	done          chan struct{} // closed when the reaper goroutine exits
+	waiters       atomic.Int32
+	waitMu        sync.Mutex
+	waitCh        chan struct{}
+	sysc          atomic.Uint64 // syscalls made by the reaper and wake-ups
+	queueFull     atomic.Uint64
 
 	closing   atomic.Bool
 	closeOnce sync.Once
-	closedCh  chan struct{}
+	closedCh  chan struct{} // closed when Shutdown has released everything
+	stuckCh   chan struct{} // closed when Shutdown returned before that (see Shutdown)
+	stuckErr  error         // what that Shutdown returned (written before stuckCh closes)
 	closeErr  error
+	tornEnd   uint64      // the end of the real transfers at Close (owner)
+	unmapped  atomic.Bool // the pool is unmapped: Block.Bytes returns nil
+	cbPanic   any         // the first panic of a callback Shutdown ran
 	fallbacks []error
 }
 
@@ -174,10 +185,12 @@ func newEngine(cfg Config) *Engine {
 		slots:     make([]slot, cfg.QueueDepth),
 		mask:      uint64(cfg.QueueDepth - 1),
 		batch:     make([]Completion, cfg.QueueDepth),
+		pendBuf:   make([]Completion, 0, cfg.QueueDepth),
 		localDone: make([]uint64, cfg.QueueDepth),
 		wakeFd:    -1,
 		waitCh:    make(chan struct{}),
 		closedCh:  make(chan struct{}),
+		stuckCh:   make(chan struct{}),
 		done:      make(chan struct{}),
 	}
 	mem := unsafe.Slice((*byte)(unsafe.Pointer(&e.ops[0])), len(e.ops)*int(unsafe.Sizeof(Op{})))
@@ -198,7 +211,12 @@ func (e *Engine) attach() error {
 		e.log.Debug("engine: blocks are aligned less than the backend needs", "alignment", e.cfg.Alignment, "backend", e.desc.Align)
 	}
 	if e.desc.DeviceMemory > 0 {
-		e.devMem = span.New(e.desc.DeviceMemory, uint64(max(e.cfg.Alignment, 64)))
+		grain := uint64(max(e.cfg.Alignment, 64))
+		if e.desc.DeviceMemory < grain {
+			return fmt.Errorf("engine: the %s backend's device memory is %d bytes, smaller than one device allocation (%d bytes: the larger of Alignment %d and 64): %w",
+				e.desc.Name, e.desc.DeviceMemory, grain, e.cfg.Alignment, ErrBadConfig)
+		}
+		e.devMem = span.New(e.desc.DeviceMemory, grain)
 	}
 	return nil
 }

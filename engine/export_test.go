@@ -14,3 +14,6 @@ func (e *Engine) HoldReservation() (publish func(), err error) {
 		e.kick()
 	}, nil
 }
+
+// Debug reports whether the package was built with -tags hcommdebug.
+const Debug = debug

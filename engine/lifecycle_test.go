@@ -37,7 +37,7 @@ func TestCloseDuringPoll(t *testing.T) {
 		}
 		if r.User == 0 {
 			once.Do(func() { close(started) })
-			time.Sleep(100 * time.Millisecond) // Close runs meanwhile
+			time.Sleep(20 * time.Millisecond) // Close runs meanwhile (less than engine.CallbackGrace)
 		}
 	}
 	for i := range n {

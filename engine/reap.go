@@ -15,6 +15,18 @@ import (
 // callbacks; then it moves the release frontier. It returns how many
 // transfers completed and whether any is still outstanding in the backend.
 func (e *Engine) cycle() (n int, busy bool) {
+	if len(e.pend) > 0 {
+		// The rest of a batch whose callback panicked (see complete):
+		// already collected and counted, delivered before anything new.
+		p := e.pend
+		e.pend = nil
+		e.complete(p)
+		e.lock()
+		e.advanceLocked()
+		e.unlock()
+		e.notify()
+		return len(p), true
+	}
 	e.lock()
 	if e.torn {
 		e.unlock()
@@ -80,8 +92,26 @@ func (e *Engine) countLocked(batch []Completion) (count int, bytes uint64, errs 
 
 // complete stores each result and runs each callback, exactly once, then
 // marks the slot done (which lets the frontier release it).
+//
+// A callback that panics has run: its slot is marked done with its result,
+// the rest of the batch is kept in e.pend for the next cycle (or Close),
+// and the frontier moves on; then the panic goes on up to whoever called
+// Poll (or crashes the program on the reaper goroutine, as any panic on a
+// goroutine does). The engine is never left half-way through a batch.
 func (e *Engine) complete(batch []Completion) {
-	for _, c := range batch {
+	// inCallback tells Shutdown that the completion side is running
+	// application code, which may block: Shutdown waits for it only until
+	// its context ends. Two stores per batch, not per transfer.
+	e.inCallback.Store(true)
+	finished := false
+	defer func() {
+		if !finished {
+			e.afterPanic(batch)
+		}
+		e.inCallback.Store(false)
+	}()
+	for i, c := range batch {
+		e.cbAt = i
 		s := &e.slots[c.Tag&e.mask]
 		s.res.Store(resOf(c))
 		if s.reg != 0 {
@@ -89,24 +119,50 @@ func (e *Engine) complete(batch []Completion) {
 		}
 		if cb := s.cb; cb != nil {
 			s.cb = nil
+			e.cbSeq.Add(1) // which callback runs: Shutdown tells a blocked one from many short ones
 			cb(Result{ID: e.makeID(c.Tag), User: s.user, N: int(c.N), Err: e.statusErr(c.Status)})
 		}
 		// Release: the result and the callback's effects happen before
 		// a waiter or the frontier sees the slot done.
 		s.state.Store((c.Tag+1)<<1 | 1)
 	}
+	finished = true
+}
+
+// afterPanic repairs the completion side after batch[e.cbAt]'s callback
+// panicked: that transfer is done (its callback ran, once), the rest of the
+// batch waits in e.pend for the next cycle, and the release frontier moves
+// over what is done.
+func (e *Engine) afterPanic(batch []Completion) {
+	i := e.cbAt
+	c := batch[i]
+	e.slots[c.Tag&e.mask].state.Store((c.Tag+1)<<1 | 1)
+	// batch may be e.pend's own array: append moves the tail down (memmove).
+	e.pend = append(e.pendBuf[:0], batch[i+1:]...)
+	if len(e.pend) == 0 {
+		e.pend = nil
+	}
+	e.lock()
+	e.advanceLocked()
+	e.unlock()
+	e.notify()
 }
 
 // Poll reaps completions and runs their callbacks on the caller; it
-// returns how many completed. It never blocks. In ModeReaper it does
-// nothing (the reaper polls). Concurrent Polls do not wait for each other:
-// all but one return 0.
+// returns how many completed. It never blocks (unless a callback does). In
+// ModeReaper it does nothing (the reaper polls). Concurrent Polls do not
+// wait for each other: all but one return 0.
+//
+// A callback that panics: the panic propagates out of Poll (or out of the
+// Wait, Drain, SubmitContext or Shutdown that polled) once the engine has
+// recorded that callback as run; the callbacks after it in the same batch
+// run on the next Poll. The engine stays usable.
 func (e *Engine) Poll() int {
 	if e.cfg.Mode != ModePoll || !e.reaping.CompareAndSwap(0, 1) {
 		return 0
 	}
+	defer e.reaping.Store(0)
 	n, _ := e.cycle()
-	e.reaping.Store(0)
 	return n
 }
 

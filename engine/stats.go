@@ -63,7 +63,9 @@ type Stats struct {
 	Completed, ReapBatches uint64
 	// Errors by kind.
 	DeviceErrors, Timeouts, Canceled, IOErrors uint64
-	// InFlight: staged and not yet released (submitted, callback pending).
+	// InFlight: staged and not yet released (submitted, callback pending);
+	// 0 once Close has run every callback (submissions it refused are not
+	// counted).
 	InFlight int
 	// QueueFull counts submissions refused with ErrQueueFull.
 	QueueFull uint64
@@ -83,6 +85,12 @@ func (e *Engine) Stats() Stats {
 	e.lock()
 	c, bc := e.ctr, e.bctr
 	inflight := e.stage.Len()
+	if e.torn {
+		// Closed: submissions refused since then reserved no-op slots
+		// that nothing releases any more; they are not in flight. What
+		// Close canceled is, until its callback has run.
+		inflight = int(e.tornEnd - min(e.released.Load(), e.tornEnd))
+	}
 	e.unlock()
 	s := Stats{
 		Backend: e.desc.Name,

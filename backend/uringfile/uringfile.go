@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -48,6 +49,7 @@ type Backend struct {
 	cqes      []uring.CQE
 	queued    int
 	inFlight  int
+	canceling bool // an ASYNC_CANCEL of ours is in flight (Cancel)
 
 	// arenas are the pool's arenas by slot; fixed says which slots are
 	// registered (buffer index = slot).
@@ -283,16 +285,91 @@ func (b *Backend) Outstanding() int { return b.inFlight }
 // are posted.
 func (b *Backend) ReadyFD() (int, bool) { return b.u.Fd(), false }
 
-// Cancel implements engine.Backend: it waits for the kernel to finish what
-// it started (file I/O cannot be taken back from the device; it completes
-// quickly) and collects it.
+// cancelTag is the user data of the backend's own IORING_OP_ASYNC_CANCEL
+// entry; the engine's tags are ring positions, far below it.
+const cancelTag = ^uint64(0)
+
+// CancelWait is how long one Cancel waits for the kernel to give back the
+// requests it was asked to cancel. File I/O that already reached a device
+// (or an io-wq worker blocked in the file system) cannot be taken back:
+// what is still outstanding after CancelWait stays so, and the engine
+// keeps its memory mapped until it completes.
+const CancelWait = 100 * time.Millisecond
+
+// Cancel implements engine.Backend: it collects what finished, asks the
+// kernel to cancel every request still in flight (one
+// IORING_OP_ASYNC_CANCEL with IORING_ASYNC_CANCEL_ANY|ALL: what has not
+// started completes with ECANCELED, reported as engine.StatusCanceled) and
+// waits at most CancelWait for the rest. It never blocks for ever: a
+// request stuck in the kernel (a hung device, a frozen file system) stays
+// outstanding (Outstanding > 0), and a later Cancel asks again.
 func (b *Backend) Cancel(out []engine.Completion) int {
-	n := 0
+	n := b.collect(out)
+	if b.inFlight == 0 || b.u == nil {
+		return n
+	}
+	if !b.canceling {
+		if sqe := b.u.GetSQE(); sqe != nil {
+			sqe.PrepCancelAny()
+			sqe.SetUserData(cancelTag)
+			b.canceling = true
+		}
+	}
+	deadline := time.Now().Add(CancelWait)
 	for b.inFlight > 0 && n < len(out) {
-		if _, err := b.u.SubmitAndWait(1); err != nil {
+		d := time.Until(deadline)
+		if d <= 0 {
 			break
 		}
-		n += b.Reap(out[n:])
+		before := b.u.Stats().Enters
+		_, err := b.u.SubmitAndWaitTimeout(1, d)
+		b.ctr.Syscalls += b.u.Stats().Enters - before
+		n += b.collect(out[n:])
+		switch {
+		case err == nil, errors.Is(err, uring.ErrTimeout), errors.Is(err, unix.EINTR):
+		case errors.Is(err, uring.ErrUnsupported):
+			// No waiting with a timeout (before Linux 5.11): poll.
+			if _, err := b.u.Submit(); err != nil {
+				return n
+			}
+			time.Sleep(time.Millisecond)
+		default:
+			b.log.Warn("uringfile: cancel: io_uring wait", "err", err)
+			return n
+		}
+	}
+	return n
+}
+
+// collect reaps CQEs like Reap, for Cancel: its own cancel entry's
+// completion is dropped, and a request the kernel canceled (ECANCELED) is
+// engine.StatusCanceled.
+func (b *Backend) collect(out []engine.Completion) int {
+	n := 0
+	for n < len(out) {
+		before := b.u.Stats().Enters
+		k, err := b.u.PeekCQEs(b.cqes[:min(len(out)-n, len(b.cqes))])
+		b.ctr.Syscalls += b.u.Stats().Enters - before
+		if err != nil || k == 0 {
+			break
+		}
+		for i := range k {
+			c := &b.cqes[i]
+			res := c.Res()
+			switch {
+			case c.UserData() == cancelTag:
+				b.canceling = false // answered: a later Cancel may ask again
+				continue
+			case res == -int32(unix.ECANCELED):
+				out[n] = engine.Completion{Tag: c.UserData(), Status: engine.StatusCanceled}
+			case res < 0:
+				out[n] = engine.Completion{Tag: c.UserData(), Status: engine.StatusErrno + engine.Status(-res)}
+			default:
+				out[n] = engine.Completion{Tag: c.UserData(), N: uint32(res)}
+			}
+			n++
+			b.inFlight--
+		}
 	}
 	return n
 }
