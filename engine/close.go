@@ -243,12 +243,18 @@ func (e *Engine) waitStopped(ctx context.Context, stopped func() bool) bool {
 		} else {
 			since = time.Time{}
 		}
-		if i < 64 {
-			runtime.Gosched()
-			continue
-		}
-		time.Sleep(time.Duration(min(i-63, 10)) * 100 * time.Microsecond)
+		backoff(i)
 	}
+}
+
+// backoff yields, then sleeps up to 1ms: for waits on application code
+// (a callback) that may take long, without burning a CPU.
+func backoff(i int) {
+	if i < 64 {
+		runtime.Gosched()
+		return
+	}
+	time.Sleep(time.Duration(min(i-63, 10)) * 100 * time.Microsecond)
 }
 
 // tearDownStaging waits for reservations in progress to be published (a

@@ -45,8 +45,9 @@
 // Callbacks must be short and must not block. One that panics: in
 // ModePoll the panic comes out of the call that ran it (Poll, Wait, Drain,
 // SubmitContext, Shutdown), the engine having recorded it as run, and the
-// engine stays usable; in ModeReaper it crashes the program, as a panic on
-// any goroutine does. Shutdown(ctx) waits for a blocked callback, and for
+// engine stays usable; in ModeReaper the same holds on a goroutine that
+// reaped in Wait, Drain or SubmitContext, while on the reaper goroutine it
+// crashes the program, as a panic on any goroutine does. Shutdown(ctx) waits for a blocked callback, and for
 // file I/O the kernel cannot cancel, only until ctx ends: it then returns
 // an error wrapping ctx's and the engine finishes closing by itself.
 //

@@ -104,6 +104,7 @@ type Engine struct {
 	// next cycle (reaper/Poll private, as batch). pendBuf is its array.
 	pend, pendBuf []Completion
 	cbAt          int           // the index in the batch complete is at
+	cycling       bool          // complete runs inside cycle (reaping flag held)
 	inCallback    atomic.Bool   // complete is running callbacks
 	cbSeq         atomic.Uint64 // callbacks started
 	stop          atomic.Bool

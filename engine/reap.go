@@ -20,7 +20,9 @@ func (e *Engine) cycle() (n int, busy bool) {
 		// already collected and counted, delivered before anything new.
 		p := e.pend
 		e.pend = nil
+		e.cycling = true
 		e.complete(p)
+		e.cycling = false
 		e.lock()
 		e.advanceLocked()
 		e.unlock()
@@ -52,7 +54,9 @@ func (e *Engine) cycle() (n int, busy bool) {
 	if count > 0 {
 		hookReapBatch(uint32(count), bytes, errs)
 	}
+	e.cycling = true
 	e.complete(e.batch[:n])
+	e.cycling = false
 	e.lock()
 	e.advanceLocked()
 	e.unlock()
@@ -132,8 +136,14 @@ func (e *Engine) complete(batch []Completion) {
 // afterPanic repairs the completion side after batch[e.cbAt]'s callback
 // panicked: that transfer is done (its callback ran, once), the rest of the
 // batch waits in e.pend for the next cycle, and the release frontier moves
-// over what is done.
+// over what is done. Inside a cycle it lets the reaping flag go, which
+// whoever ran the cycle (Poll, a waiter, the reaper) holds and, the panic
+// going up past it, would not release.
 func (e *Engine) afterPanic(batch []Completion) {
+	if e.cycling {
+		e.cycling = false
+		defer e.reaping.Store(0)
+	}
 	i := e.cbAt
 	c := batch[i]
 	e.slots[c.Tag&e.mask].state.Store((c.Tag+1)<<1 | 1)
@@ -161,8 +171,8 @@ func (e *Engine) Poll() int {
 	if e.cfg.Mode != ModePoll || !e.reaping.CompareAndSwap(0, 1) {
 		return 0
 	}
-	defer e.reaping.Store(0)
-	n, _ := e.cycle()
+	n, _ := e.cycle() // a panicking callback lets the flag go (afterPanic)
+	e.reaping.Store(0)
 	return n
 }
 
@@ -192,8 +202,8 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 	// and no later one starts, so Close's cancelOutstanding is the only
 	// one left to complete what is open.
 	defer func() {
-		for !e.reaping.CompareAndSwap(0, 1) {
-			runtime.Gosched()
+		for i := 0; !e.reaping.CompareAndSwap(0, 1); i++ {
+			backoff(i) // a waiter's callback may block: do not spin
 		}
 	}()
 	tick := 10 * time.Millisecond
