@@ -37,15 +37,54 @@ type section struct {
 	run   func(*demo) error
 }
 
+// options are the command line's.
+type options struct {
+	touchGB int
+	huge    bool
+	n       int
+	worker  string
+}
+
+// parseArgs parses the command line. Everything it cannot honour is an
+// error that says so: an argument that is not a flag (flag parsing would
+// otherwise stop there and silently ignore every flag after it), a count
+// that would have to be changed to be used.
+func parseArgs(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("hcomm-demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.touchGB, "touch-gib", 1, "GiB of memory each backing touches in the page-fault comparison (-hugepages), at least 1")
+	fs.BoolVar(&o.huge, "hugepages", false, "also show the hugepage sections: backings and fallbacks, page faults 4K vs hugepages, the pool")
+	fs.IntVar(&o.n, "n", 6400, "round trips (host→device and back) per measurement, a positive multiple of 64")
+	fs.StringVar(&o.worker, "worker", "", "internal: run one path as a traced child (engine or traditional)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected argument %q: hcomm-demo takes flags only (flags after it would be ignored)", fs.Arg(0))
+	case o.n < 64 || o.n%64 != 0:
+		return o, fmt.Errorf("-n %d: want a positive multiple of 64 (the transfers go in batches of 64)", o.n)
+	case o.touchGB < 1:
+		return o, fmt.Errorf("-touch-gib %d: want at least 1", o.touchGB)
+	case o.worker != "" && o.worker != "engine" && o.worker != "traditional":
+		return o, fmt.Errorf("-worker %q: want engine or traditional", o.worker)
+	}
+	return o, nil
+}
+
 func main() {
-	touch := flag.Int("touch-gib", 1, "GiB of memory each backing touches in the page-fault comparison (-hugepages)")
-	huge := flag.Bool("hugepages", false, "also show the hugepage sections: backings and fallbacks, page faults 4K vs hugepages, the pool")
-	n := flag.Int("n", 6400, "round trips (host→device and back) per measurement, a multiple of 64")
-	worker := flag.String("worker", "", "internal: run one path as a traced child (engine or traditional)")
-	flag.Parse()
-	d := &demo{out: os.Stdout, root: os.Geteuid() == 0, touchGB: max(*touch, 1), n: max(64, *n/64*64)}
-	if *worker != "" {
-		os.Exit(runWorker(*worker, d.n))
+	o, err := parseArgs(os.Args[1:], os.Stderr)
+	if err != nil {
+		if err != flag.ErrHelp {
+			fmt.Fprintf(os.Stderr, "hcomm-demo: %v\n", err)
+		}
+		os.Exit(2)
+	}
+	huge := &o.huge
+	d := &demo{out: os.Stdout, root: os.Geteuid() == 0, touchGB: o.touchGB, n: o.n}
+	if o.worker != "" {
+		os.Exit(runWorker(o.worker, d.n))
 	}
 
 	sections := []section{
