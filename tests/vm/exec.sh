@@ -10,7 +10,7 @@
 # output to stdout and exits with its exit status, so go test reports as usual.
 # The binary must be static (CGO_ENABLED=0): the guest has no libc.
 #
-# Environment: HCOMM_VM_TIMEOUT (seconds, default 240) bounds one VM;
+# Environment: HCOMM_VM_TIMEOUT (seconds, default 420) bounds one VM;
 # HCOMM_VM_SCRATCH (size of the sparse ext4 disk that is the guest's /tmp,
 # default 16G; 0: none, /tmp is tmpfs); HCOMM_VM_NVME (size of the QEMU NVMe
 # controller's namespace, a sparse raw image, default 1G; 0: no controller);
@@ -105,7 +105,7 @@ fi
 # through the IO-APIC within a few ticks; under TCG on a loaded host it may
 # not, and with interrupt remapping on (the vIOMMU) the kernel then panics
 # ("timer doesn't work through Interrupt-remapped IO-APIC") — seen here.
-timeout --foreground -k 5 "${HCOMM_VM_TIMEOUT:-240}" \
+timeout --foreground -k 5 "${HCOMM_VM_TIMEOUT:-420}" \
 	qemu-system-x86_64 \
 	-accel tcg,thread=multi -cpu max -machine q35 -smp 2 -m "${HCOMM_VM_MEM:-6144}" \
 	-nodefaults -display none -no-reboot \
@@ -135,7 +135,7 @@ setup="$(grep -a 'HCOMM-VM-SETUP-FAILED' "$out")"
 if [ -z "$verdict" ] || [ -n "$setup" ]; then
 	{
 		echo "exec.sh: no verdict from the guest (qemu exit $qrc${setup:+; $setup})"
-		[ $qrc -eq 124 ] && echo "exec.sh: the VM ran longer than ${HCOMM_VM_TIMEOUT:-240}s and was killed"
+		[ $qrc -eq 124 ] && echo "exec.sh: the VM ran longer than ${HCOMM_VM_TIMEOUT:-420}s and was killed"
 		echo "--- qemu:"; cat "$work/qemu.log"
 		echo "--- guest console (last 60 lines):"; tail -n 60 "$work/console.log"
 		echo "--- guest output:"; cat "$out"

@@ -870,3 +870,36 @@ func findFault(f *os.File, iova uint64) string {
 	}
 	return ""
 }
+
+// TestVMHotPathAllocs: submitting, ringing and reaping allocate nothing.
+func TestVMHotPathAllocs(t *testing.T) {
+	e := openEnv(t, nvme.Config{})
+	q := e.c.Queue(0)
+	out := make([]nvme.Completion, 4)
+	tr := nvme.Transfer{Opcode: nvme.OpRead, Offset: 0, IOVA: e.iova, Len: 16384}
+	var failed error
+	allocs := testing.AllocsPerRun(50, func() {
+		if _, err := q.SubmitTransfer(tr, 1); err != nil {
+			failed = err
+			return
+		}
+		if err := q.Ring(); err != nil {
+			failed = err
+			return
+		}
+		for {
+			n, err := q.Reap(out)
+			if err != nil || n == 1 {
+				failed = err
+				return
+			}
+		}
+	})
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	if allocs != 0 {
+		t.Fatalf("SubmitTransfer + Ring + Reap: %v allocations per I/O", allocs)
+	}
+	t.Logf("SubmitTransfer (PRP list) + Ring + Reap, polled: 0 allocations per I/O")
+}
