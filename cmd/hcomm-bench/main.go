@@ -75,6 +75,7 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "log progress to stderr")
 	flag.Usage = usage
 	flag.Parse()
+	exitIfVersion()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 
 	if *worker {

@@ -43,6 +43,7 @@ type options struct {
 	huge    bool
 	n       int
 	worker  string
+	version bool
 }
 
 // parseArgs parses the command line. Everything it cannot honour is an
@@ -57,6 +58,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.huge, "hugepages", false, "also show the hugepage sections: backings and fallbacks, page faults 4K vs hugepages, the pool")
 	fs.IntVar(&o.n, "n", 6400, "round trips (host→device and back) per measurement, a positive multiple of 64")
 	fs.StringVar(&o.worker, "worker", "", "internal: run one path as a traced child (engine or traditional)")
+	fs.BoolVar(&o.version, "version", false, versionUsage)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -81,6 +83,7 @@ func main() {
 		}
 		os.Exit(2)
 	}
+	exitIfVersion(o.version)
 	huge := &o.huge
 	d := &demo{out: os.Stdout, root: os.Geteuid() == 0, touchGB: o.touchGB, n: o.n}
 	if o.worker != "" {

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"runtime/debug"
+
+	"github.com/hcomm-go/hcomm"
 )
 
 // buildInfo is what the binary knows of its own build: the module version
@@ -40,5 +42,5 @@ func versionString() string {
 	if b.modified {
 		mod = " (modified)"
 	}
-	return fmt.Sprintf("hcomm-trace %s, revision %s%s, %s", b.version, b.revision, mod, b.goVersion)
+	return fmt.Sprintf("hcomm-trace %s, revision %s%s, %s", hcomm.Version, b.revision, mod, b.goVersion)
 }

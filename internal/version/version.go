@@ -11,7 +11,8 @@ import (
 )
 
 // String is prog's --version line, e.g.
-// "hcomm-demo 0.1.0 (revision 0aa4c19…, go1.26.8)".
+// "hcomm-demo 0.1.0, revision 0aa4c19…, go1.26.8" (the format of
+// hcomm-trace's).
 func String(prog string) string {
 	rev, mod, gov := "unknown", "", "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -22,10 +23,10 @@ func String(prog string) string {
 				rev = s.Value
 			case "vcs.modified":
 				if s.Value == "true" {
-					mod = ", modified"
+					mod = " (modified)"
 				}
 			}
 		}
 	}
-	return fmt.Sprintf("%s %s (revision %s%s, %s)", prog, hcomm.Version, rev, mod, gov)
+	return fmt.Sprintf("%s %s, revision %s%s, %s", prog, hcomm.Version, rev, mod, gov)
 }
