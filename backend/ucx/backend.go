@@ -1,0 +1,334 @@
+package ucx
+
+/*
+#include "hc.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"time"
+	"unsafe"
+
+	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/hugepage"
+)
+
+// Opcodes (engine.Op.Code).
+const (
+	opPut = C.HC_PUT // host → remote
+	opGet = C.HC_GET // remote → host
+)
+
+// PathRemote is the engine.Path this backend gives its transfers.
+// TODO(core): engine.PathRemote (5) once it lands on main.
+const PathRemote engine.Path = 5
+
+// Describe says what the backend is: "ucx", the listener's address, remote
+// locations only.
+func (b *Backend) Describe() engine.Description {
+	dev := b.addr
+	if dev == "" {
+		dev = "ucx"
+	}
+	feat := []string{"ucp-rma", "peer-error-handling", "worker-efd"}
+	if tls := os.Getenv("UCX_TLS"); tls != "" {
+		feat = append(feat, "UCX_TLS="+tls)
+	}
+	return engine.Description{
+		Name:         "ucx",
+		Device:       dev,
+		Locs:         1 << engine.LocRemote,
+		Align:        1,
+		CPUThreshold: -1,
+		Features:     feat,
+	}
+}
+
+// Attach sizes the staging and completion arrays (C memory) for
+// env.QueueDepth transfers.
+func (b *Backend) Attach(env engine.Env) error {
+	if b.attached {
+		return fmt.Errorf("ucx: second Attach: %w", engine.ErrBadConfig)
+	}
+	if env.QueueDepth <= 0 || env.QueueDepth > 1<<20 {
+		return fmt.Errorf("ucx: QueueDepth %d: want 1..%d: %w", env.QueueDepth, 1<<20, engine.ErrBadConfig)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	if st := C.hc_attach(b.be, C.uint32_t(env.QueueDepth)); st != 0 {
+		return ucxErr("attach", st)
+	}
+	b.attached = true
+	b.depth = env.QueueDepth
+	b.env = env
+	if env.Logger != nil && b.cfg.Logger == nil {
+		b.log = env.Logger
+	}
+	b.sq = unsafe.Slice(b.be.sq, env.QueueDepth)
+	b.cq = unsafe.Slice(b.be.cq, int(b.be.cq_mask)+1)
+	return nil
+}
+
+// MapArena registers mem with UCX (ucp_mem_map) and packs its remote key;
+// peers that connect from now on can reach it. The backend address of a
+// host byte is its virtual address (Op.Src/Dst of a host end is a pointer).
+func (b *Backend) MapArena(slot int, a *hugepage.Arena) (uint64, error) {
+	return b.mapMem(slot, a.Addr(), a.Len())
+}
+
+// mapMem is MapArena for any memory that stays mapped until unmapMem (tests
+// and the bench's passive peer export plain mmap'd memory).
+func (b *Backend) mapMem(slot int, ptr uintptr, size int) (uint64, error) {
+	if slot < 0 || slot >= engine.MaxArenas || size <= 0 {
+		return 0, fmt.Errorf("ucx: map arena %d (%d bytes): %w", slot, size, engine.ErrBadConfig)
+	}
+	addr := uint64(ptr)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, ErrClosed
+	}
+	if b.be.memh[slot] != nil {
+		return 0, fmt.Errorf("ucx: map arena %d: slot in use: %w", slot, engine.ErrBadConfig)
+	}
+	if st := C.hc_map(b.be, C.int(slot), C.uint64_t(addr), C.uint64_t(size)); st != 0 {
+		return 0, fmt.Errorf("ucx: ucp_mem_map arena %d %#x+%d: %s: %w", slot, addr, size, ucsString(st), ErrUCX)
+	}
+	return addr, nil
+}
+
+// UnmapArena deregisters an arena. An arena a live peer received in its
+// handshake stays mapped (ErrExported): the peer may still write to it.
+func (b *Backend) UnmapArena(slot int) error {
+	if slot < 0 || slot >= engine.MaxArenas {
+		return fmt.Errorf("ucx: unmap arena %d: %w", slot, engine.ErrBadConfig)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	if b.exportedLive(slot) {
+		return fmt.Errorf("ucx: unmap arena %d: %w", slot, ErrExported)
+	}
+	if st := C.hc_unmap(b.be, C.int(slot)); st != 0 {
+		return fmt.Errorf("ucx: ucp_mem_unmap arena %d: %s: %w", slot, ucsString(st), ErrUCX)
+	}
+	return nil
+}
+
+// exportedLive: was slot mapped when a peer that is not closed got its
+// hello? Conservative: any arena mapped while a peer was alive counts.
+func (b *Backend) exportedLive(slot int) bool {
+	if b.be.memh[slot] == nil {
+		return false
+	}
+	for _, p := range *b.peers.Load() {
+		if p.state.Load() < stateFailed && b.be.npeers > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// peer returns peer idx if it is ready (Prepare: any goroutine).
+func (b *Backend) peer(idx uint32) (*peer, error) {
+	ps := *b.peers.Load()
+	if int(idx) >= len(ps) {
+		return nil, fmt.Errorf("ucx: peer %d (have %d): %w: %w", idx, len(ps), ErrNoPeer, engine.ErrBadTransfer)
+	}
+	p := ps[idx]
+	switch p.state.Load() {
+	case stateReady:
+		return p, nil
+	case stateConnecting:
+		return nil, fmt.Errorf("ucx: peer %d: handshake not finished: %w: %w", idx, ErrNoPeer, engine.ErrBadTransfer)
+	}
+	return nil, fmt.Errorf("ucx: peer %d: %w: %w", idx, ErrPeerGone, engine.ErrBadTransfer)
+}
+
+// Prepare checks a host→remote (put) or remote→host (get) transfer: the
+// peer is connected, and the remote range lies inside one arena of the
+// window it exported. Nothing is posted for a transfer that fails here.
+func (b *Backend) Prepare(src, dst *engine.Endpoint, n uint32, op *engine.Op) error {
+	var host, rem *engine.Endpoint
+	switch {
+	case src.Kind == engine.LocHost && dst.Kind == engine.LocRemote:
+		host, rem = src, dst
+		op.Code = opPut
+	case src.Kind == engine.LocRemote && dst.Kind == engine.LocHost:
+		host, rem = dst, src
+		op.Code = opGet
+	default:
+		return fmt.Errorf("ucx: %s → %s: want host → remote or remote → host: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
+	}
+	if rem.Peer > 0xffff {
+		return fmt.Errorf("ucx: peer %d: %w: %w", rem.Peer, ErrNoPeer, engine.ErrBadTransfer)
+	}
+	p, err := b.peer(rem.Peer)
+	if err != nil {
+		return err
+	}
+	off, end := rem.Off, rem.Off+uint64(n)
+	if end < off || end > p.size {
+		return fmt.Errorf("ucx: peer %d: range %#x+%d outside its %d-byte window: %w: %w",
+			rem.Peer, off, n, p.size, ErrRemoteBounds, engine.ErrOutOfBounds)
+	}
+	for i := 0; i < p.n; i++ {
+		if off < p.start[i]+p.len[i] {
+			if end > p.start[i]+p.len[i] {
+				return fmt.Errorf("ucx: peer %d: range %#x+%d straddles its arenas %d and %d: %w: %w",
+					rem.Peer, off, n, i, i+1, ErrRemoteBounds, engine.ErrOutOfBounds)
+			}
+			break
+		}
+	}
+	op.Path = PathRemote
+	op.Len = n
+	op.HostArena = uint16(host.Arena)
+	op.Aux = uint16(rem.Peer)
+	if op.Code == opPut {
+		op.Src, op.Dst = host.Addr, rem.Off
+	} else {
+		op.Src, op.Dst = rem.Off, host.Addr
+	}
+	return nil
+}
+
+// Execute is never called: Prepare marks nothing Inline.
+func (b *Backend) Execute(op *engine.Op) (uint32, engine.Status) {
+	return 0, engine.StatusBackend + stBadOp
+}
+
+// Forward stages op in C memory; Flush posts the batch.
+func (b *Backend) Forward(tag uint64, op *engine.Op, last bool) bool {
+	if b.staged+b.inflight >= b.depth {
+		return false
+	}
+	s := &b.sq[b.staged]
+	s.tag = C.uint64_t(tag)
+	s.len = C.uint32_t(op.Len)
+	s.peer = C.uint32_t(op.Aux)
+	s.arena = C.uint16_t(op.HostArena)
+	s.op = C.uint8_t(op.Code)
+	if op.Code == opPut {
+		s.local, s.roff = C.uint64_t(op.Src), C.uint64_t(op.Dst)
+	} else {
+		s.roff, s.local = C.uint64_t(op.Src), C.uint64_t(op.Dst)
+	}
+	b.staged++
+	return true
+}
+
+// Flush posts every staged transfer (ucp_put_nbx / ucp_get_nbx straight
+// from/to pool memory) and one ucp_ep_flush_nbx per peer the batch put to,
+// in one call into C.
+func (b *Backend) Flush() {
+	if b.staged == 0 {
+		return
+	}
+	b.mu.Lock()
+	C.hc_submit(b.be, C.uint32_t(b.staged))
+	b.inflight += b.staged
+	b.staged = 0
+	b.mu.Unlock()
+	if b.env.Counters != nil {
+		b.env.Counters.Doorbells++
+	}
+}
+
+// Reap progresses the worker and moves finished transfers into out.
+func (b *Backend) Reap(out []engine.Completion) int {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return 0
+	}
+	b.progress()
+	n := b.drain(out)
+	b.mu.Unlock()
+	return n
+}
+
+// drain copies completions from C's ring (under mu).
+func (b *Backend) drain(out []engine.Completion) int {
+	n := 0
+	h, t := b.be.cq_head, b.be.cq_tail
+	for h != t && n < len(out) {
+		e := &b.cq[h&b.be.cq_mask]
+		out[n] = engine.Completion{Tag: uint64(e.tag), N: uint32(e.n), Status: status(int32(e.status))}
+		n++
+		h++
+	}
+	b.be.cq_head = h
+	b.inflight -= n
+	b.signaled = false
+	return n
+}
+
+// Check has nothing to do: UCX's peer error handling (keepalive, resets)
+// reports dead peers through the endpoint error callback, handled in Reap.
+func (b *Backend) Check() {}
+
+// Outstanding is staged + posted, not yet reaped.
+func (b *Backend) Outstanding() int { return b.staged + b.inflight }
+
+// ReadyFD is an eventfd the progress goroutine writes when completions wait
+// in the ring (the worker's own event fd belongs to that goroutine).
+func (b *Backend) ReadyFD() (int, bool) { return b.wakeFD, true }
+
+// Cancel force-closes every peer's endpoint, so that UCX completes each
+// request in flight (canceled), and moves every outstanding transfer into
+// out.
+func (b *Backend) Cancel(out []engine.Completion) int {
+	n := 0
+	for i := 0; i < b.staged && n < len(out); i++ {
+		out[n] = engine.Completion{Tag: uint64(b.sq[i].tag), Status: engine.StatusCanceled}
+		n++
+	}
+	b.staged = 0
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return n
+	}
+	C.hc_cancel_all(b.be)
+	for _, p := range *b.peers.Load() {
+		b.syncPeer(p)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b.be.inflight > 0 && time.Now().Before(deadline) {
+		b.progress()
+	}
+	n += b.drain(out[n:])
+	return n
+}
+
+// Close stops the progress goroutine and releases UCX: endpoints (forced),
+// listener, memory registrations, worker, context.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	b.wakeProgress()
+	<-b.done
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range *b.peers.Load() {
+		if p.state.Load() < stateFailed {
+			p.status = C.UCS_ERR_CANCELED
+			p.state.Store(stateClosed)
+		}
+	}
+	b.destroy()
+	return nil
+}

@@ -1,0 +1,86 @@
+// Package ucx is hcomm's remote backend: an engine.Backend whose targets are
+// other processes' pools — on this host or another — reached through UCX's
+// UCP API (libucp, Debian's libucx-dev 1.13). UCX picks the wire per link:
+// RDMA, TCP or shared memory. The package is a thin cgo layer (hc.c) over
+// the UCP calls it needs; it is the only cgo in hcomm besides capi, and the
+// engine core never imports it.
+//
+//	b, _ := ucx.New(ucx.Config{Listen: "10.0.0.5:0"})  // context, worker, listener
+//	eng, _ := engine.Open(engine.Config{Backend: b})     // pool arenas registered (ucp_mem_map)
+//	peer, _ := b.Connect(ctx, "10.0.0.6:13337")          // handshake: windows + rkeys
+//	eng.Submit(engine.Transfer{Src: engine.Host(buf), Dst: engine.Remote(peer, off), Len: n, ...})
+//
+// # What a peer reaches
+//
+// Each arena the engine maps (MapArena) is registered once with ucp_mem_map
+// and its remote key packed. When two backends connect, each sends the other
+// a hello on the new connection: its exported window — every arena mapped
+// at that moment, laid end to end in slot order (offset, length, base
+// address, packed rkey) — and its worker address. engine.Remote(peer, off)
+// names byte off of that window. Prepare refuses, before anything is
+// posted, a range outside the window or straddling two of its arenas
+// (ErrRemoteBounds, wrapping engine.ErrOutOfBounds), an unknown peer
+// (ErrNoPeer) and a failed one (ErrPeerGone). Arenas mapped after a
+// handshake are not exported to that peer; an arena a live peer received
+// cannot be unmapped (ErrExported). See docs/remote.md for what this means
+// for security: the checks are the initiator's.
+//
+// # Transfers
+//
+// host → remote is ucp_put_nbx, remote → host ucp_get_nbx, straight
+// from/to pool memory (the arena's memory handle is passed, so UCX's
+// zero-copy protocols read and write the pool). Forward only writes a
+// submission entry into C memory; Flush posts the whole batch in one call
+// into C, followed by one ucp_ep_flush_nbx per peer the batch put to. A
+// put completes when that flush does (the bytes are in the peer's memory),
+// a get when its own request does. Completions are collected by the
+// request callbacks (C functions; no Go callback, no Go pointer in C
+// memory: user data are pointers into C arrays) into a C ring that Reap
+// copies out, in one call that also progresses the worker.
+//
+// # Threads
+//
+// The worker is created with UCS_THREAD_MODE_SERIALIZED (ThreadMode reports
+// what UCX granted): it may be called from any OS thread, one at a time. A
+// mutex serializes the engine's owner (Flush, Reap, Cancel), Connect and the
+// progress goroutine; the engine calls from whichever goroutine holds its
+// owner flag, so no goroutine is locked to an OS thread (LockOSThread would
+// be needed only for UCS_THREAD_MODE_SINGLE, which the owner-flag hand-over
+// between goroutines cannot honour).
+//
+// The progress goroutine keeps the worker moving when the engine does not:
+// it accepts connections, answers handshakes, serves a peer's tcp puts and
+// gets into this side's pool (the tcp transport needs the target to
+// progress), and finishes transfers while the engine sleeps. It spins for
+// Config.Spin after an event, then arms the worker (ucp_worker_arm) and
+// sleeps in poll(2) on its event fd (ucp_worker_get_efd). ReadyFD is an
+// eventfd that this goroutine writes when completions wait, so an idle
+// engine sleeps too.
+//
+// # Failure
+//
+// Endpoints use UCP_ERR_HANDLING_MODE_PEER. When a peer dies (kill -9,
+// reset, its engine closed) UCX calls the endpoint's error handler; the
+// backend then force-closes its endpoints, and every transfer in flight to
+// the peer completes once with an error wrapping ErrPeerGone (and
+// engine.ErrIO, or engine.ErrTimeout for UCX's endpoint timeout). A
+// request UCX never completes after the close is reported failed anyway;
+// its slot stays held until UCX lets go of it (slots are 2 × QueueDepth;
+// transfers beyond fail with a "no request slot" error). Peer indices are
+// never reused: Connect again after a failure gives a new one.
+//
+// Config.SharedMemory: UCX 1.13 never gives shared-memory lanes to the
+// listener's connection, so with it each peer gets a second, data endpoint
+// from its worker address, without peer error handling (UCX 1.13 gives an
+// address endpoint with peer error handling no RMA lanes at all); failure
+// is still detected on the listener's connection.
+//
+// # Errors
+//
+// Sentinels for errors.Is: ErrUCX, ErrBadAddress, ErrConnect, ErrNoPeer,
+// ErrPeerGone, ErrRemoteBounds, ErrTransport, ErrExported, ErrClosed.
+// Prepare's errors also wrap engine.ErrBadTransfer or
+// engine.ErrOutOfBounds; completion errors (Err) wrap engine.ErrIO,
+// engine.ErrTimeout or engine.ErrCanceled, and are formatted once (the
+// completion path allocates nothing).
+package ucx

@@ -1,0 +1,32 @@
+package ucx
+
+import "errors"
+
+// Sentinel errors, for errors.Is. Every error the package returns wraps one
+// of these (and, for transfers, one of the engine's sentinels).
+var (
+	// ErrUCX: a UCP call failed (context, worker, listener, memory
+	// registration); the message names the call and UCX's status.
+	ErrUCX = errors.New("ucx: UCP call failed")
+	// ErrBadAddress: an address is not "host:port" with a numeric IP.
+	ErrBadAddress = errors.New("ucx: bad address")
+	// ErrConnect: a peer could not be reached, refused the connection, or
+	// sent a handshake this package does not understand.
+	ErrConnect = errors.New("ucx: connect failed")
+	// ErrNoPeer: a Remote location names a peer index this backend never
+	// had.
+	ErrNoPeer = errors.New("ucx: no such peer")
+	// ErrPeerGone: the peer failed (process killed, connection reset,
+	// peer engine closed) or was disconnected; transfers outstanding to it
+	// complete with an error wrapping it, once.
+	ErrPeerGone = errors.New("ucx: peer gone")
+	// ErrRemoteBounds: a remote offset + length lies outside the window
+	// the peer exported, or straddles two of its arenas.
+	ErrRemoteBounds = errors.New("ucx: remote range outside the peer's export")
+	// ErrTransport: UCX failed a transfer for another reason.
+	ErrTransport = errors.New("ucx: transfer failed")
+	// ErrExported: UnmapArena of an arena a live peer can still reach.
+	ErrExported = errors.New("ucx: arena exported to a live peer")
+	// ErrClosed: the backend is closed.
+	ErrClosed = errors.New("ucx: closed")
+)

@@ -1,0 +1,744 @@
+// hc.c: hcomm's thin C layer over UCP. See hc.h and doc.go.
+#include "hc.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define HC_AM_HELLO 0x4843 // "HC"
+#define HC_MAGIC 0x58554348u // "HCUX"
+#define HC_VERSION 1u
+
+static void cq_push(hc_be *be, uint64_t tag, uint32_t n, int32_t st) {
+	hc_cqe *e = &be->cq[be->cq_tail & be->cq_mask];
+	e->tag = tag;
+	e->n = st == 0 ? n : 0;
+	e->status = st;
+	be->cq_tail++;
+}
+
+// A failed peer's requests that UCX cancels when hc force-closes the
+// endpoint complete with the peer's failure, not as "canceled".
+static int32_t peer_status(hc_be *be, uint32_t peer, int32_t st) {
+	if (st == UCS_ERR_CANCELED && peer < be->npeers) {
+		hc_peer *p = be->peers[peer];
+		if (p->fail_status != 0)
+			return p->fail_status;
+	}
+	return st;
+}
+
+// group_complete reports every op of a group (once: an orphaned group was
+// reported when it was orphaned).
+static void group_complete(hc_be *be, hc_group *grp, int32_t fail) {
+	for (int32_t i = grp->head; i >= 0; i = be->ops[i].next) {
+		hc_op *op = &be->ops[i];
+		int32_t st = op->status;
+		if (st == UCS_OK && op->op == HC_PUT)
+			st = grp->status; // a put is done when its flush is
+		if (st == UCS_OK)
+			st = fail;
+		cq_push(be, op->tag, op->len, peer_status(be, grp->peer, st));
+		be->inflight--;
+	}
+}
+
+// group_done runs when the last request of a group completed: report its
+// ops (unless orphaned) and free its slots.
+static void group_done(hc_be *be, int32_t g) {
+	hc_group *grp = &be->groups[g];
+	if (!grp->orphan)
+		group_complete(be, grp, UCS_OK);
+	int32_t i = grp->head;
+	while (i >= 0) {
+		int32_t next = be->ops[i].next;
+		be->ops[i].next = be->op_free;
+		be->op_free = i;
+		i = next;
+	}
+	grp->orphan = 0;
+	grp->next = be->grp_free;
+	be->grp_free = g;
+}
+
+static void group_put(hc_be *be, int32_t g) {
+	if (--be->groups[g].pending == 0)
+		group_done(be, g);
+}
+
+static void op_cb(void *req, ucs_status_t st, void *ud) {
+	hc_op *op = ud;
+	if (st != UCS_OK && op->status == UCS_OK)
+		op->status = st;
+	ucp_request_free(req);
+	group_put(op->be, op->group);
+}
+
+static void flush_cb(void *req, ucs_status_t st, void *ud) {
+	hc_group *grp = ud;
+	if (st != UCS_OK && grp->status == UCS_OK)
+		grp->status = st;
+	ucp_request_free(req);
+	group_put(grp->be, (int32_t)(grp - grp->be->groups));
+}
+
+static void err_cb(void *arg, ucp_ep_h ep, ucs_status_t st) {
+	hc_peer *p = arg;
+	(void)ep;
+	if (p->state < HC_FAILED) {
+		p->state = HC_FAILED;
+		p->fail_status = st;
+	}
+	p->be->events |= HC_EV_FAIL;
+}
+
+static void conn_cb(ucp_conn_request_h req, void *arg) {
+	hc_be *be = arg;
+	if (be->nconnreq == be->connreq_cap) {
+		uint32_t cap = be->connreq_cap ? 2 * be->connreq_cap : 8;
+		void *n = realloc(be->connreq, cap * sizeof(*be->connreq));
+		if (n == NULL) {
+			ucp_listener_reject(be->listener, req);
+			return;
+		}
+		be->connreq = n;
+		be->connreq_cap = cap;
+	}
+	be->connreq[be->nconnreq++] = req;
+	be->events |= HC_EV_CONNREQ;
+}
+
+static ucs_status_t hello_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+			     const ucp_am_recv_param_t *param) {
+	hc_be *be = arg;
+	(void)hdr;
+	(void)hlen;
+	if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
+		return UCS_OK;
+	for (uint32_t i = 0; i < be->npeers; i++) {
+		hc_peer *p = be->peers[i];
+		if (p->ep != param->reply_ep || p->state != HC_CONNECTING || p->hello != NULL)
+			continue;
+		if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+			p->state = HC_FAILED; // a hello too large for eager: not ours
+			p->fail_status = UCS_ERR_UNSUPPORTED;
+			be->events |= HC_EV_FAIL;
+			return UCS_OK;
+		}
+		p->hello = malloc(len ? len : 1);
+		if (p->hello == NULL) {
+			p->state = HC_FAILED;
+			p->fail_status = UCS_ERR_NO_MEMORY;
+			be->events |= HC_EV_FAIL;
+			return UCS_OK;
+		}
+		memcpy(p->hello, data, len);
+		p->hello_len = len;
+		be->events |= HC_EV_HELLO;
+		return UCS_OK;
+	}
+	return UCS_OK;
+}
+
+int hc_open(hc_be **out, const char **err) {
+	hc_be *be = calloc(1, sizeof(*be));
+	if (be == NULL) {
+		*err = "calloc";
+		return UCS_ERR_NO_MEMORY;
+	}
+	be->efd = -1;
+	ucp_config_t *cfg;
+	ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
+	if (st != UCS_OK) {
+		*err = "ucp_config_read";
+		free(be);
+		return st;
+	}
+	ucp_params_t p = {
+		.field_mask = UCP_PARAM_FIELD_FEATURES,
+		.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+	};
+	st = ucp_init(&p, cfg, &be->ctx);
+	ucp_config_release(cfg);
+	if (st != UCS_OK) {
+		*err = "ucp_init";
+		free(be);
+		return st;
+	}
+	ucp_worker_params_t wp = {
+		.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+		.thread_mode = UCS_THREAD_MODE_SERIALIZED,
+	};
+	st = ucp_worker_create(be->ctx, &wp, &be->worker);
+	if (st != UCS_OK) {
+		*err = "ucp_worker_create";
+		goto fail;
+	}
+	ucp_worker_attr_t wa = {.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE};
+	st = ucp_worker_query(be->worker, &wa);
+	if (st != UCS_OK) {
+		*err = "ucp_worker_query";
+		goto fail;
+	}
+	be->thread_mode = wa.thread_mode;
+	st = ucp_worker_get_address(be->worker, &be->waddr, &be->waddr_len);
+	if (st != UCS_OK) {
+		*err = "ucp_worker_get_address";
+		goto fail;
+	}
+	st = ucp_worker_get_efd(be->worker, &be->efd);
+	if (st != UCS_OK) {
+		*err = "ucp_worker_get_efd";
+		goto fail;
+	}
+	ucp_am_handler_param_t ap = {
+		.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+			      UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
+		.id = HC_AM_HELLO,
+		.flags = UCP_AM_FLAG_WHOLE_MSG,
+		.cb = hello_cb,
+		.arg = be,
+	};
+	st = ucp_worker_set_am_recv_handler(be->worker, &ap);
+	if (st != UCS_OK) {
+		*err = "ucp_worker_set_am_recv_handler";
+		goto fail;
+	}
+	*out = be;
+	return UCS_OK;
+fail:
+	if (be->waddr != NULL)
+		ucp_worker_release_address(be->worker, be->waddr);
+	if (be->worker != NULL)
+		ucp_worker_destroy(be->worker);
+	ucp_cleanup(be->ctx);
+	free(be);
+	return st;
+}
+
+int hc_attach(hc_be *be, uint32_t depth) {
+	uint32_t cap = 1;
+	while (cap < depth)
+		cap <<= 1;
+	be->depth = depth;
+	// Twice the depth: slots of orphaned groups stay taken until UCX
+	// completes their requests (see hc_peer_close).
+	uint32_t ns = 2 * depth;
+	be->nslots = ns;
+	be->ops = calloc(ns, sizeof(*be->ops));
+	be->groups = calloc(ns, sizeof(*be->groups));
+	be->sq = calloc(depth, sizeof(*be->sq));
+	be->cq = calloc(cap, sizeof(*be->cq));
+	if (!be->ops || !be->groups || !be->sq || !be->cq)
+		return UCS_ERR_NO_MEMORY;
+	be->cq_mask = cap - 1;
+	for (uint32_t i = 0; i < ns; i++) {
+		be->ops[i].be = be;
+		be->ops[i].next = i + 1 < ns ? (int32_t)i + 1 : -1;
+		be->groups[i].be = be;
+		be->groups[i].next = i + 1 < ns ? (int32_t)i + 1 : -1;
+	}
+	be->op_free = 0;
+	be->grp_free = 0;
+	return UCS_OK;
+}
+
+static socklen_t mkaddr(struct sockaddr_storage *ss, int family, const uint8_t *ip, uint16_t port) {
+	memset(ss, 0, sizeof(*ss));
+	if (family == AF_INET6) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons(port);
+		memcpy(&a->sin6_addr, ip, 16);
+		return sizeof(*a);
+	}
+	struct sockaddr_in *a = (struct sockaddr_in *)ss;
+	a->sin_family = AF_INET;
+	a->sin_port = htons(port);
+	memcpy(&a->sin_addr, ip, 4);
+	return sizeof(*a);
+}
+
+int hc_listen(hc_be *be, int family, const uint8_t *ip, uint16_t port, uint16_t *bound) {
+	struct sockaddr_storage ss;
+	socklen_t sl = mkaddr(&ss, family, ip, port);
+	ucp_listener_params_t lp = {
+		.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+		.sockaddr = {.addr = (struct sockaddr *)&ss, .addrlen = sl},
+		.conn_handler = {.cb = conn_cb, .arg = be},
+	};
+	ucs_status_t st = ucp_listener_create(be->worker, &lp, &be->listener);
+	if (st != UCS_OK)
+		return st;
+	ucp_listener_attr_t la = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
+	st = ucp_listener_query(be->listener, &la);
+	if (st != UCS_OK)
+		return st;
+	if (la.sockaddr.ss_family == AF_INET6)
+		*bound = ntohs(((struct sockaddr_in6 *)&la.sockaddr)->sin6_port);
+	else
+		*bound = ntohs(((struct sockaddr_in *)&la.sockaddr)->sin_port);
+	return UCS_OK;
+}
+
+int hc_map(hc_be *be, int slot, uint64_t addr, uint64_t len) {
+	ucp_mem_map_params_t mp = {
+		.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+		.address = (void *)(uintptr_t)addr,
+		.length = len,
+	};
+	ucs_status_t st = ucp_mem_map(be->ctx, &mp, &be->memh[slot]);
+	if (st != UCS_OK)
+		return st;
+	st = ucp_rkey_pack(be->ctx, be->memh[slot], &be->rkeybuf[slot], &be->rkeylen[slot]);
+	if (st != UCS_OK) {
+		ucp_mem_unmap(be->ctx, be->memh[slot]);
+		be->memh[slot] = NULL;
+		return st;
+	}
+	be->arena_addr[slot] = addr;
+	be->arena_len[slot] = len;
+	return UCS_OK;
+}
+
+int hc_unmap(hc_be *be, int slot) {
+	if (be->memh[slot] == NULL)
+		return UCS_OK;
+	ucp_rkey_buffer_release(be->rkeybuf[slot]);
+	be->rkeybuf[slot] = NULL;
+	ucs_status_t st = ucp_mem_unmap(be->ctx, be->memh[slot]);
+	be->memh[slot] = NULL;
+	be->arena_addr[slot] = 0;
+	be->arena_len[slot] = 0;
+	return st;
+}
+
+static hc_peer *peer_new(hc_be *be) {
+	if (be->npeers == be->peers_cap) {
+		uint32_t cap = be->peers_cap ? 2 * be->peers_cap : 8;
+		void *n = realloc(be->peers, cap * sizeof(*be->peers));
+		if (n == NULL)
+			return NULL;
+		be->peers = n;
+		be->peers_cap = cap;
+	}
+	hc_peer *p = calloc(1, sizeof(*p));
+	if (p == NULL)
+		return NULL;
+	p->be = be;
+	p->idx = be->npeers;
+	p->open_group = -1;
+	be->peers[be->npeers++] = p;
+	return p;
+}
+
+// send_hello sends the exported window (every mapped arena in slot order:
+// window offset, length, base address, packed remote key) and this
+// worker's address, on the control endpoint.
+static ucs_status_t send_hello(hc_be *be, hc_peer *p) {
+	size_t n = 12 + 4 + be->waddr_len;
+	uint32_t na = 0;
+	for (int s = 0; s < HC_MAX_ARENAS; s++)
+		if (be->memh[s] != NULL) {
+			n += 28 + be->rkeylen[s];
+			na++;
+		}
+	// The hello stays with the peer until the send completes.
+	uint8_t *b = malloc(n), *q = b;
+	if (b == NULL)
+		return UCS_ERR_NO_MEMORY;
+	uint32_t hdr[3] = {HC_MAGIC, HC_VERSION, na};
+	memcpy(q, hdr, 12);
+	q += 12;
+	uint64_t start = 0;
+	for (int s = 0; s < HC_MAX_ARENAS; s++) {
+		if (be->memh[s] == NULL)
+			continue;
+		uint64_t f[3] = {start, be->arena_len[s], be->arena_addr[s]};
+		uint32_t kl = (uint32_t)be->rkeylen[s];
+		memcpy(q, f, 24);
+		memcpy(q + 24, &kl, 4);
+		memcpy(q + 28, be->rkeybuf[s], kl);
+		q += 28 + kl;
+		start += be->arena_len[s];
+	}
+	uint32_t al = (uint32_t)be->waddr_len;
+	memcpy(q, &al, 4);
+	memcpy(q + 4, be->waddr, al);
+	ucp_request_param_t rp = {
+		.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+		.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER,
+	};
+	ucs_status_ptr_t r = ucp_am_send_nbx(p->ep, HC_AM_HELLO, NULL, 0, b, n, &rp);
+	if (r == NULL) {
+		free(b);
+		return UCS_OK;
+	}
+	if (UCS_PTR_IS_ERR(r)) {
+		free(b);
+		return UCS_PTR_STATUS(r);
+	}
+	p->hello_req = r;
+	p->hello_out = b; // freed when the request completes (hc_peer_busy)
+	return UCS_OK;
+}
+
+int hc_connect(hc_be *be, int family, const uint8_t *ip, uint16_t port, uint32_t *idx) {
+	hc_peer *p = peer_new(be);
+	if (p == NULL)
+		return UCS_ERR_NO_MEMORY;
+	*idx = p->idx;
+	struct sockaddr_storage ss;
+	socklen_t sl = mkaddr(&ss, family, ip, port);
+	ucp_ep_params_t ep = {
+		.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+			      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
+		.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+		.sockaddr = {.addr = (struct sockaddr *)&ss, .addrlen = sl},
+		.err_mode = UCP_ERR_HANDLING_MODE_PEER,
+		.err_handler = {.cb = err_cb, .arg = p},
+	};
+	ucs_status_t st = ucp_ep_create(be->worker, &ep, &p->ep);
+	if (st == UCS_OK)
+		st = send_hello(be, p);
+	if (st != UCS_OK) {
+		p->state = HC_FAILED;
+		p->fail_status = st;
+	}
+	return st;
+}
+
+int hc_accept(hc_be *be, uint32_t *idx) {
+	if (be->nconnreq == 0)
+		return 1;
+	ucp_conn_request_h req = be->connreq[0];
+	memmove(be->connreq, be->connreq + 1, (be->nconnreq - 1) * sizeof(*be->connreq));
+	be->nconnreq--;
+	hc_peer *p = peer_new(be);
+	if (p == NULL) {
+		ucp_listener_reject(be->listener, req);
+		return UCS_ERR_NO_MEMORY;
+	}
+	*idx = p->idx;
+	ucp_ep_params_t ep = {
+		.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+			      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+		.conn_request = req,
+		.err_mode = UCP_ERR_HANDLING_MODE_PEER,
+		.err_handler = {.cb = err_cb, .arg = p},
+	};
+	ucs_status_t st = ucp_ep_create(be->worker, &ep, &p->ep);
+	if (st == UCS_OK)
+		st = send_hello(be, p);
+	if (st != UCS_OK) {
+		p->state = HC_FAILED;
+		p->fail_status = st;
+	}
+	return st;
+}
+
+// hc_import turns a received hello into the peer's window: base addresses
+// and unpacked remote keys.
+int hc_import(hc_be *be, uint32_t idx) {
+	hc_peer *p = be->peers[idx];
+	uint8_t *b = p->hello;
+	size_t n = p->hello_len;
+	ucs_status_t st = UCS_ERR_INVALID_PARAM;
+	uint32_t hdr[3];
+	size_t keyoff[HC_MAX_ARENAS];
+	if (b == NULL || n < 12)
+		goto out;
+	memcpy(hdr, b, 12);
+	if (hdr[0] != HC_MAGIC || hdr[1] != HC_VERSION || hdr[2] > HC_MAX_ARENAS)
+		goto out;
+	size_t o = 12;
+	uint64_t start = 0;
+	for (uint32_t i = 0; i < hdr[2]; i++) {
+		uint64_t f[3];
+		uint32_t kl;
+		if (n - o < 28)
+			goto out;
+		memcpy(f, b + o, 24);
+		memcpy(&kl, b + o + 24, 4);
+		o += 28;
+		if (n - o < kl || f[0] != start || f[1] == 0 || f[2] + f[1] < f[2])
+			goto out;
+		p->start[i] = f[0];
+		p->len[i] = f[1];
+		p->base[i] = f[2];
+		keyoff[i] = o;
+		start += f[1];
+		o += kl;
+	}
+	uint32_t al;
+	if (n - o < 4)
+		goto out;
+	memcpy(&al, b + o, 4);
+	o += 4;
+	if (n - o < al || al == 0)
+		goto out;
+	if (be->shm_ep) {
+		// A data endpoint from the peer's worker address, without peer
+		// error handling: the only way UCX 1.13 picks shared-memory
+		// lanes (sysv/posix have no peer-failure support; with
+		// UCP_ERR_HANDLING_MODE_PEER an address endpoint gets no RMA
+		// lanes at all). Peer failure is still seen on the control
+		// endpoint, and hc_peer_close then force-closes this one.
+		ucp_ep_params_t ep = {
+			.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
+			.address = (const ucp_address_t *)(b + o),
+		};
+		st = ucp_ep_create(be->worker, &ep, &p->dep);
+		if (st != UCS_OK)
+			goto out;
+	} else {
+		p->dep = p->ep; // RMA on the listener's connection (peer error handling)
+	}
+	for (uint32_t i = 0; i < hdr[2]; i++) {
+		st = ucp_ep_rkey_unpack(p->dep, b + keyoff[i], &p->rkey[i]);
+		if (st != UCS_OK)
+			goto out;
+		p->narenas = i + 1;
+	}
+	st = UCS_OK;
+	p->state = HC_READY;
+out:
+	free(p->hello);
+	p->hello = NULL;
+	if (st != UCS_OK && p->state < HC_FAILED) {
+		p->state = HC_FAILED;
+		p->fail_status = st;
+	}
+	return st;
+}
+
+// hc_peer_close force-closes a peer's endpoint: UCX completes every request
+// still in flight to it with an error, once.
+void hc_peer_close(hc_be *be, uint32_t idx, int32_t status) {
+	hc_peer *p = be->peers[idx];
+	if (p->state == HC_CLOSED)
+		return;
+	if (p->fail_status == 0)
+		p->fail_status = status;
+	p->state = HC_CLOSED;
+	for (uint32_t i = 0; i < p->narenas; i++)
+		if (p->rkey[i] != NULL) {
+			ucp_rkey_destroy(p->rkey[i]);
+			p->rkey[i] = NULL;
+		}
+	free(p->hello);
+	p->hello = NULL;
+	ucp_request_param_t rp = {
+		.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+		.flags = UCP_EP_CLOSE_FLAG_FORCE,
+	};
+	if (p->dep != NULL && p->dep != p->ep) {
+		ucs_status_ptr_t r = ucp_ep_close_nbx(p->dep, &rp);
+		if (UCS_PTR_IS_PTR(r))
+			p->dclose_req = r;
+		p->dep = NULL;
+	}
+	if (p->ep != NULL) {
+		ucs_status_ptr_t r = ucp_ep_close_nbx(p->ep, &rp);
+		if (UCS_PTR_IS_PTR(r))
+			p->close_req = r;
+		p->ep = NULL;
+	}
+	// What UCX did not complete while closing fails now, once. A request
+	// on a data endpoint without peer error handling may never complete:
+	// its group keeps its slots (late callbacks land there and are
+	// ignored) but is reported now.
+	for (uint32_t g = 0; g < be->nslots; g++) {
+		hc_group *grp = &be->groups[g];
+		if (grp->pending > 0 && grp->peer == idx && !grp->orphan) {
+			group_complete(be, grp, p->fail_status ? p->fail_status : UCS_ERR_CANCELED);
+			grp->orphan = 1;
+		}
+	}
+}
+
+static int reap_req(void **r) {
+	if (*r != NULL && ucp_request_check_status(*r) != UCS_INPROGRESS) {
+		ucp_request_free(*r);
+		*r = NULL;
+		return 1;
+	}
+	return 0;
+}
+
+int hc_peer_busy(hc_be *be, uint32_t idx) {
+	hc_peer *p = be->peers[idx];
+	if (reap_req(&p->hello_req)) {
+		free(p->hello_out);
+		p->hello_out = NULL;
+	}
+	reap_req(&p->close_req);
+	reap_req(&p->dclose_req);
+	return p->hello_req != NULL || p->close_req != NULL || p->dclose_req != NULL;
+}
+
+uint32_t hc_progress(hc_be *be) {
+	uint32_t ev = 0;
+	for (int i = 0; i < 64 && ucp_worker_progress(be->worker) != 0; i++)
+		ev = HC_EV_PROGRESS;
+	ev |= be->events;
+	be->events = 0;
+	return ev;
+}
+
+void hc_submit(hc_be *be, uint32_t n) {
+	int32_t open = -1; // groups opened by this submit
+	for (uint32_t i = 0; i < n; i++) {
+		hc_sqe *s = &be->sq[i];
+		if (s->peer >= be->npeers || be->peers[s->peer]->state != HC_READY) {
+			cq_push(be, s->tag, 0, HC_ST_PEER_GONE);
+			continue;
+		}
+		hc_peer *p = be->peers[s->peer];
+		uint32_t a = 0;
+		while (a < p->narenas && s->roff >= p->start[a] + p->len[a])
+			a++;
+		if (a == p->narenas || s->len > p->start[a] + p->len[a] - s->roff) {
+			cq_push(be, s->tag, 0, HC_ST_BOUNDS);
+			continue;
+		}
+		int32_t g = p->open_group;
+		if (be->op_free < 0 || (g < 0 && be->grp_free < 0)) {
+			cq_push(be, s->tag, 0, HC_ST_NO_SLOT);
+			continue;
+		}
+		if (g < 0) {
+			g = be->grp_free;
+			hc_group *grp = &be->groups[g];
+			be->grp_free = grp->next;
+			grp->head = -1;
+			grp->pending = 1;
+			grp->status = UCS_OK;
+			grp->peer = s->peer;
+			grp->has_put = 0;
+			grp->orphan = 0;
+			grp->next = open;
+			open = g;
+			p->open_group = g;
+		}
+		hc_group *grp = &be->groups[g];
+		int32_t oi = be->op_free;
+		hc_op *op = &be->ops[oi];
+		be->op_free = op->next;
+		op->tag = s->tag;
+		op->len = s->len;
+		op->status = UCS_OK;
+		op->group = g;
+		op->op = s->op;
+		op->next = grp->head;
+		grp->head = oi;
+		be->inflight++;
+		ucp_request_param_t rp = {
+			.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+			.cb = {.send = op_cb},
+			.user_data = op,
+		};
+		if (s->arena < HC_MAX_ARENAS && be->memh[s->arena] != NULL) {
+			rp.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+			rp.memh = be->memh[s->arena];
+		}
+		uint64_t raddr = p->base[a] + (s->roff - p->start[a]);
+		ucs_status_ptr_t r;
+		if (s->op == HC_PUT) {
+			grp->has_put = 1;
+			r = ucp_put_nbx(p->dep, (void *)(uintptr_t)s->local, s->len, raddr, p->rkey[a], &rp);
+		} else {
+			r = ucp_get_nbx(p->dep, (void *)(uintptr_t)s->local, s->len, raddr, p->rkey[a], &rp);
+		}
+		if (UCS_PTR_IS_ERR(r))
+			op->status = UCS_PTR_STATUS(r);
+		else if (r != NULL)
+			grp->pending++;
+	}
+	// One flush per peer the batch touched: a put is complete once the
+	// flush says it reached the peer's memory.
+	while (open >= 0) {
+		hc_group *grp = &be->groups[open];
+		int32_t next = grp->next;
+		hc_peer *p = be->peers[grp->peer];
+		p->open_group = -1;
+		if (grp->has_put) {
+			ucp_request_param_t rp = {
+				.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+				.cb = {.send = flush_cb},
+				.user_data = grp,
+			};
+			ucs_status_ptr_t r = ucp_ep_flush_nbx(p->dep, &rp);
+			if (UCS_PTR_IS_ERR(r))
+				grp->status = UCS_PTR_STATUS(r);
+			else if (r != NULL)
+				grp->pending++;
+		}
+		group_put(be, open);
+		open = next;
+	}
+}
+
+// hc_cancel_all force-closes every peer (Close): their requests complete
+// with UCS_ERR_CANCELED. Returns how many posted ops are still in flight.
+uint32_t hc_cancel_all(hc_be *be) {
+	for (uint32_t i = 0; i < be->npeers; i++)
+		hc_peer_close(be, i, UCS_ERR_CANCELED);
+	hc_progress(be);
+	return be->inflight;
+}
+
+void hc_destroy(hc_be *be) {
+	for (uint32_t i = 0; i < be->npeers; i++) {
+		hc_peer_close(be, i, UCS_ERR_CANCELED);
+	}
+	for (int spin = 0; spin < 100000; spin++) {
+		int busy = 0;
+		ucp_worker_progress(be->worker);
+		for (uint32_t i = 0; i < be->npeers; i++)
+			busy |= hc_peer_busy(be, i);
+		if (!busy)
+			break;
+	}
+	for (uint32_t i = 0; i < be->nconnreq; i++)
+		ucp_listener_reject(be->listener, be->connreq[i]);
+	if (be->listener != NULL)
+		ucp_listener_destroy(be->listener);
+	for (int s = 0; s < HC_MAX_ARENAS; s++)
+		hc_unmap(be, s);
+	for (uint32_t i = 0; i < be->npeers; i++) {
+		free(be->peers[i]->hello);
+		free(be->peers[i]->hello_out);
+		free(be->peers[i]);
+	}
+	free(be->peers);
+	free(be->connreq);
+	ucp_worker_release_address(be->worker, be->waddr);
+	ucp_worker_destroy(be->worker);
+	ucp_cleanup(be->ctx);
+	free(be->ops);
+	free(be->groups);
+	free(be->sq);
+	free(be->cq);
+	free(be);
+}
+
+// hc_ep_info writes ucp_ep_print_info's description of a peer's endpoint
+// (its lanes: which transport carries RMA, AM, wireup) into a malloc'd
+// string.
+char *hc_ep_info(hc_be *be, uint32_t idx) {
+	char *s = NULL;
+	size_t n = 0;
+	if (idx >= be->npeers || be->peers[idx]->dep == NULL)
+		return NULL;
+	FILE *f = open_memstream(&s, &n);
+	if (f == NULL)
+		return NULL;
+	ucp_ep_print_info(be->peers[idx]->dep, f);
+	fclose(f);
+	return s;
+}
+

@@ -1,0 +1,150 @@
+// hc.h: hcomm's thin C layer over UCP (see doc.go). Everything here is C
+// memory: Go writes submission entries into hc_be.sq and reads completions
+// from hc_be.cq, and never stores a Go pointer in any of these structures.
+// Every function runs with the backend's mutex held (one thread at a time:
+// the worker is created with UCS_THREAD_MODE_SERIALIZED).
+#ifndef HCOMM_UCX_HC_H
+#define HCOMM_UCX_HC_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <ucp/api/ucp.h>
+
+#define HC_MAX_ARENAS 64
+
+// Operations (hc_sqe.op).
+enum { HC_PUT = 1, HC_GET = 2 };
+
+// Peer states (hc_peer.state).
+enum { HC_CONNECTING = 0, HC_READY = 1, HC_FAILED = 2, HC_CLOSED = 3 };
+
+// Statuses hc adds to UCX's own (negative, below every ucs_status_t).
+enum {
+	HC_ST_PEER_GONE = -1000, // the peer failed or was closed before posting
+	HC_ST_BOUNDS = -1001,    // remote offset outside the peer's export
+	HC_ST_CANCELED_STAGED = -1002,
+	HC_ST_NO_SLOT = -1003, // every slot held by requests UCX never completed
+};
+
+// Events hc_progress reports (hc_be.events): what Go must look at.
+enum { HC_EV_CONNREQ = 1, HC_EV_HELLO = 2, HC_EV_FAIL = 4, HC_EV_PROGRESS = 8 };
+
+// hc_sqe is one transfer staged by Go (Forward) and posted by hc_submit.
+typedef struct hc_sqe {
+	uint64_t tag;
+	uint64_t local; // virtual address of the host end
+	uint64_t roff;  // offset in the peer's exported window
+	uint32_t len;
+	uint32_t peer;
+	uint16_t arena; // local arena slot (its memory handle)
+	uint8_t op;
+	uint8_t pad[5];
+} hc_sqe;
+
+// hc_cqe is one finished transfer; the layout of engine.Completion.
+typedef struct hc_cqe {
+	uint64_t tag;
+	uint32_t n;
+	int32_t status; // 0 or a ucs_status_t / HC_ST_* (negative)
+} hc_cqe;
+
+typedef struct hc_be hc_be;
+
+typedef struct hc_op {
+	hc_be *be;
+	uint64_t tag;
+	uint32_t len;
+	int32_t status;
+	int32_t group;
+	int32_t next; // next op of the group, or of the free list
+	uint8_t op;
+} hc_op;
+
+typedef struct hc_group {
+	hc_be *be;
+	int32_t head;    // first op
+	int32_t pending; // requests in flight + 1 while the group is open
+	int32_t status;  // the flush's status
+	int32_t next;    // next open group of this submit, or of the free list
+	uint32_t peer;
+	uint8_t has_put;
+	uint8_t orphan; // its ops were reported when its peer closed
+} hc_group;
+
+typedef struct hc_peer {
+	hc_be *be;
+	uint32_t idx;
+	int state;
+	int32_t fail_status;
+	ucp_ep_h ep;  // control endpoint: the listener's connection (handshake)
+	ucp_ep_h dep; // data endpoint: from the peer's worker address (RMA)
+	void *hello_req; // our hello AM in flight
+	void *hello_out; // its payload, freed when it completes
+	void *close_req; // ucp_ep_close_nbx in flight (control)
+	void *dclose_req; // ucp_ep_close_nbx in flight (data)
+	int32_t open_group;
+	uint8_t *hello; // the peer's hello, once received
+	size_t hello_len;
+	uint32_t narenas;
+	uint64_t start[HC_MAX_ARENAS]; // window offset of each exported arena
+	uint64_t len[HC_MAX_ARENAS];
+	uint64_t base[HC_MAX_ARENAS]; // remote virtual address
+	ucp_rkey_h rkey[HC_MAX_ARENAS];
+} hc_peer;
+
+struct hc_be {
+	ucp_context_h ctx;
+	ucp_worker_h worker;
+	ucp_listener_h listener;
+	int efd;
+	int thread_mode;
+	int shm_ep; // Config.SharedMemory: a second, data endpoint per peer
+	ucp_address_t *waddr; // this worker's address, sent in the hello
+	size_t waddr_len;
+	uint32_t events;
+
+	// Transfers (hc_attach).
+	uint32_t depth;
+	uint32_t nslots; // ops and groups: 2 * depth
+	hc_op *ops;
+	int32_t op_free;
+	hc_group *groups;
+	int32_t grp_free;
+	hc_sqe *sq;
+	hc_cqe *cq;
+	uint32_t cq_head, cq_tail, cq_mask;
+	uint32_t inflight; // posted ops whose completion is not in cq yet
+
+	// Local arenas.
+	ucp_mem_h memh[HC_MAX_ARENAS];
+	uint64_t arena_addr[HC_MAX_ARENAS];
+	uint64_t arena_len[HC_MAX_ARENAS];
+	void *rkeybuf[HC_MAX_ARENAS];
+	size_t rkeylen[HC_MAX_ARENAS];
+
+	// Peers, by index (never reused).
+	hc_peer **peers;
+	uint32_t npeers, peers_cap;
+
+	// Connection requests the listener received, not yet accepted.
+	ucp_conn_request_h *connreq;
+	uint32_t nconnreq, connreq_cap;
+};
+
+int hc_open(hc_be **out, const char **err);
+void hc_destroy(hc_be *be);
+int hc_attach(hc_be *be, uint32_t depth);
+int hc_listen(hc_be *be, int family, const uint8_t *ip, uint16_t port, uint16_t *bound);
+int hc_map(hc_be *be, int slot, uint64_t addr, uint64_t len);
+int hc_unmap(hc_be *be, int slot);
+int hc_connect(hc_be *be, int family, const uint8_t *ip, uint16_t port, uint32_t *idx);
+int hc_accept(hc_be *be, uint32_t *idx);
+int hc_import(hc_be *be, uint32_t idx);
+void hc_peer_close(hc_be *be, uint32_t idx, int32_t status);
+int hc_peer_busy(hc_be *be, uint32_t idx);
+uint32_t hc_progress(hc_be *be);
+void hc_submit(hc_be *be, uint32_t n);
+uint32_t hc_cancel_all(hc_be *be);
+char *hc_ep_info(hc_be *be, uint32_t idx);
+
+#endif

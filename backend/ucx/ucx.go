@@ -1,0 +1,475 @@
+package ucx
+
+/*
+#cgo LDFLAGS: -lucp -lucs
+#include <stdlib.h>
+#include <sys/socket.h>
+#include "hc.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hcomm-go/hcomm/engine"
+)
+
+// Config configures a Backend. The zero value has no listener (the backend
+// only connects out) and default polling.
+type Config struct {
+	// Listen is the TCP address peers connect to ("10.0.0.5:13337",
+	// "127.0.0.1:0" for a free port, "[::1]:0"); "" for no listener. The IP
+	// must be numeric: the listener binds exactly that interface.
+	Listen string
+	// Spin is how long the progress goroutine keeps polling the worker
+	// after it last saw an event before it sleeps on the worker's event fd
+	// (default 50µs). It spins only while this side has no transfers of
+	// its own in flight (then the engine polls). Negative: never sleep
+	// (lowest latency as a passive peer, one CPU busy).
+	Spin time.Duration
+	// SharedMemory makes put/get between processes of one host use UCX's
+	// shared-memory transports (posix, sysv, cma in UCX_TLS, e.g.
+	// UCX_TLS=shm,tcp). UCX 1.13 never gives shared-memory lanes to the
+	// listener's connection, nor RMA lanes to a worker-address endpoint
+	// with peer error handling; so each peer gets a second, data endpoint
+	// from its worker address without peer error handling, while the
+	// listener's connection (peer error handling) watches for failure: when
+	// it fails, the data endpoint is force-closed and what was in flight on
+	// it fails once. Default false: transfers run on the listener's
+	// connection itself (UCX_TLS=tcp, or RDMA transports between hosts).
+	SharedMemory bool
+	// Logger receives connection events (default: the engine's, or
+	// slog.Default before Attach).
+	Logger *slog.Logger
+}
+
+// PeerInfo describes one peer, for Peers.
+type PeerInfo struct {
+	Index  uint32 // the index Remote locations name
+	Addr   string // the address Connect dialled ("" for accepted peers)
+	Ready  bool   // the handshake finished and the peer is alive
+	Size   uint64 // bytes of the window the peer exported
+	Failed error  // why the peer is gone, once it is
+}
+
+const (
+	stateConnecting int32 = C.HC_CONNECTING
+	stateReady      int32 = C.HC_READY
+	stateFailed     int32 = C.HC_FAILED
+	stateClosed     int32 = C.HC_CLOSED
+)
+
+// peer is the Go side of a C hc_peer. Its window (n, start, len, size) is
+// written once before state is stored stateReady, and only read after a
+// load that saw stateReady: the atomic orders the two.
+type peer struct {
+	idx    uint32
+	addr   string
+	state  atomic.Int32
+	status int32 // the failure, before state leaves ready
+	n      int
+	size   uint64
+	start  [engine.MaxArenas]uint64
+	len    [engine.MaxArenas]uint64
+}
+
+// Backend is an engine.Backend whose targets are other processes' pools,
+// reached through UCX (see doc.go). Create it with New, give it to
+// engine.Config.Backend, then Connect to peers.
+type Backend struct {
+	// mu serializes every call into UCX: the worker is created with
+	// UCS_THREAD_MODE_SERIALIZED, and the engine's owner, Connect and the
+	// progress goroutine all reach it.
+	mu  sync.Mutex
+	be  *C.hc_be
+	cfg Config
+	log *slog.Logger
+
+	addr   string
+	peers  atomic.Pointer[[]*peer] // copy-on-write, appended under mu
+	peerEv chan struct{}           // a peer changed state
+
+	// Under mu.
+	closed   bool
+	signaled bool // wakeFD written since the last Reap
+	exported [engine.MaxArenas]bool
+	inflight int // posted, not reaped (read by the progress goroutine)
+
+	// Owner-only (engine's owner flag): staging.
+	attached bool
+	depth    int
+	staged   int
+	env      engine.Env
+	sq       []C.hc_sqe
+	cq       []C.hc_cqe
+
+	wakeFD int // eventfd the engine sleeps on (ReadyFD)
+	stopFD int // eventfd that stops the progress goroutine
+	done   chan struct{}
+}
+
+var _ engine.Backend = (*Backend)(nil)
+
+func ucsString(st C.int) string {
+	switch st {
+	case C.HC_ST_PEER_GONE:
+		return "peer gone"
+	case C.HC_ST_BOUNDS:
+		return "remote range outside the peer's export"
+	case C.HC_ST_CANCELED_STAGED:
+		return "canceled before posting"
+	case C.HC_ST_NO_SLOT:
+		return "no request slot left"
+	}
+	return C.GoString(C.ucs_status_string(C.ucs_status_t(st)))
+}
+
+func ucxErr(call string, st C.int) error {
+	return fmt.Errorf("ucx: %s: %s: %w", call, ucsString(st), ErrUCX)
+}
+
+// New creates a UCP context and worker (UCX reads UCX_TLS,
+// UCX_NET_DEVICES and its other variables from the environment now), starts
+// the listener if cfg.Listen is set, and starts the progress goroutine.
+func New(cfg Config) (*Backend, error) {
+	if cfg.Spin == 0 {
+		cfg.Spin = 50 * time.Microsecond
+	}
+	b := &Backend{cfg: cfg, log: cfg.Logger, peerEv: make(chan struct{}, 1), wakeFD: -1, stopFD: -1}
+	if b.log == nil {
+		b.log = slog.Default()
+	}
+	empty := []*peer{}
+	b.peers.Store(&empty)
+	var cerr *C.char
+	if st := C.hc_open(&b.be, &cerr); st != 0 {
+		return nil, ucxErr(C.GoString(cerr), st)
+	}
+	if cfg.SharedMemory {
+		b.be.shm_ep = 1
+	}
+	var err error
+	if b.wakeFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
+		b.stopFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	}
+	if err != nil {
+		b.destroy()
+		return nil, fmt.Errorf("ucx: eventfd: %w", err)
+	}
+	if cfg.Listen != "" {
+		fam, ip, port, err := parseAddr(cfg.Listen)
+		if err != nil {
+			b.destroy()
+			return nil, err
+		}
+		var bound C.uint16_t
+		if st := C.hc_listen(b.be, fam, (*C.uint8_t)(unsafe.Pointer(&ip[0])), C.uint16_t(port), &bound); st != 0 {
+			b.destroy()
+			return nil, fmt.Errorf("ucx: listen on %s: %s: %w", cfg.Listen, ucsString(st), ErrUCX)
+		}
+		h, _, _ := net.SplitHostPort(cfg.Listen)
+		b.addr = net.JoinHostPort(h, strconv.Itoa(int(bound)))
+	}
+	b.done = make(chan struct{})
+	go b.progressLoop()
+	return b, nil
+}
+
+// parseAddr turns "ip:port" into what hc's sockaddr helper takes. ip is
+// 16 bytes (only the first 4 are used for IPv4) so that it is never empty.
+func parseAddr(addr string) (C.int, [16]byte, uint16, error) {
+	var ip16 [16]byte
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, ip16, 0, fmt.Errorf("ucx: address %q: %w: %v", addr, ErrBadAddress, err)
+	}
+	port, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return 0, ip16, 0, fmt.Errorf("ucx: address %q: port: %w", addr, ErrBadAddress)
+	}
+	ip := net.ParseIP(h)
+	if ip == nil {
+		return 0, ip16, 0, fmt.Errorf("ucx: address %q: not a numeric IP: %w", addr, ErrBadAddress)
+	}
+	if v4 := ip.To4(); v4 != nil {
+		copy(ip16[:], v4)
+		return C.AF_INET, ip16, uint16(port), nil
+	}
+	copy(ip16[:], ip.To16())
+	return C.AF_INET6, ip16, uint16(port), nil
+}
+
+// Addr is the listener's address ("ip:port", the port filled in), or "".
+func (b *Backend) Addr() string { return b.addr }
+
+// ThreadMode is the thread mode UCX gave the worker ("serialized" is what
+// this package asks for).
+func (b *Backend) ThreadMode() string {
+	switch b.be.thread_mode {
+	case C.UCS_THREAD_MODE_SINGLE:
+		return "single"
+	case C.UCS_THREAD_MODE_SERIALIZED:
+		return "serialized"
+	case C.UCS_THREAD_MODE_MULTI:
+		return "multi"
+	}
+	return "unknown"
+}
+
+// Connect connects to the peer listening at addr ("ip:port"), exchanges the
+// exported windows (each side's mapped arenas: base addresses and remote
+// keys), and returns the peer's index for engine.Remote. A peer index is
+// never reused: after a peer failed, Connect again gives a new one.
+// Arenas this side maps after the handshake are not exported to the peer.
+func (b *Backend) Connect(ctx context.Context, addr string) (uint32, error) {
+	fam, ip, port, err := parseAddr(addr)
+	if err != nil {
+		return 0, err
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return 0, ErrClosed
+	}
+	var idx C.uint32_t
+	st := C.hc_connect(b.be, fam, (*C.uint8_t)(unsafe.Pointer(&ip[0])), C.uint16_t(port), &idx)
+	if int(b.be.npeers) == len(*b.peers.Load()) { // no peer was created
+		b.mu.Unlock()
+		return 0, fmt.Errorf("ucx: connect %s: %s: %w", addr, ucsString(st), ErrConnect)
+	}
+	p := b.addPeer(uint32(idx), addr)
+	b.mu.Unlock()
+	b.wakeProgress()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		switch p.state.Load() {
+		case stateReady:
+			return p.idx, nil
+		case stateFailed, stateClosed:
+			return 0, fmt.Errorf("ucx: connect %s: %s: %w", addr, ucsString(C.int(p.status)), ErrConnect)
+		}
+		select {
+		case <-ctx.Done():
+			b.Disconnect(p.idx)
+			return 0, fmt.Errorf("ucx: connect %s: %w: %w", addr, ErrConnect, ctx.Err())
+		case <-b.peerEv:
+		case <-tick.C:
+		}
+	}
+}
+
+// Disconnect closes the connection to peer: transfers outstanding to it
+// complete with ErrPeerGone, once.
+func (b *Backend) Disconnect(idx uint32) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ps := *b.peers.Load()
+	if b.closed || int(idx) >= len(ps) {
+		return
+	}
+	C.hc_peer_close(b.be, C.uint32_t(idx), C.HC_ST_PEER_GONE)
+	b.syncPeer(ps[idx])
+}
+
+// Peers lists every peer this backend ever had, by index.
+func (b *Backend) Peers() []PeerInfo {
+	ps := *b.peers.Load()
+	out := make([]PeerInfo, len(ps))
+	for i, p := range ps {
+		st := p.state.Load()
+		out[i] = PeerInfo{Index: p.idx, Addr: p.addr, Ready: st == stateReady}
+		if st == stateReady {
+			out[i].Size = p.size
+		}
+		if st >= stateFailed {
+			out[i].Failed = fmt.Errorf("ucx: peer %d: %s: %w", p.idx, ucsString(C.int(p.status)), ErrPeerGone)
+		}
+	}
+	return out
+}
+
+// addPeer publishes a new peer (under mu).
+func (b *Backend) addPeer(idx uint32, addr string) *peer {
+	p := &peer{idx: idx, addr: addr}
+	old := *b.peers.Load()
+	ps := make([]*peer, len(old), len(old)+1)
+	copy(ps, old)
+	ps = append(ps, p)
+	b.peers.Store(&ps)
+	b.syncPeer(p)
+	return p
+}
+
+// cpeer is C's view of peer idx (under mu).
+func (b *Backend) cpeer(idx uint32) *C.hc_peer {
+	return unsafe.Slice(b.be.peers, b.be.npeers)[idx]
+}
+
+// syncPeer brings p's Go state in line with its C state (under mu).
+func (b *Backend) syncPeer(p *peer) {
+	cp := b.cpeer(p.idx)
+	cs := int32(cp.state)
+	if cs == stateFailed {
+		// Close the endpoint now (not in UCX's callback): UCX completes
+		// what is still in flight to it with an error.
+		C.hc_peer_close(b.be, C.uint32_t(p.idx), C.HC_ST_PEER_GONE)
+		cs = stateClosed
+	}
+	old := p.state.Load()
+	if cs == old {
+		return
+	}
+	switch {
+	case cs == stateReady && old == stateConnecting:
+		p.n = int(cp.narenas)
+		for i := 0; i < p.n; i++ {
+			p.start[i] = uint64(cp.start[i])
+			p.len[i] = uint64(cp.len[i])
+			p.size = p.start[i] + p.len[i]
+		}
+		p.state.Store(stateReady)
+		b.log.Info("ucx: peer ready", "peer", p.idx, "addr", p.addr, "arenas", p.n, "bytes", p.size)
+	case cs >= stateFailed:
+		p.status = int32(cp.fail_status)
+		p.state.Store(cs)
+		b.log.Warn("ucx: peer gone", "peer", p.idx, "addr", p.addr, "status", ucsString(C.int(p.status)))
+	}
+	select {
+	case b.peerEv <- struct{}{}:
+	default:
+	}
+}
+
+// handle acts on what hc_progress reported (under mu).
+func (b *Backend) handle(ev C.uint32_t) {
+	if ev&C.HC_EV_CONNREQ != 0 {
+		for {
+			var idx C.uint32_t
+			n := b.be.npeers
+			st := C.hc_accept(b.be, &idx)
+			if st == 1 {
+				break
+			}
+			if b.be.npeers != n {
+				b.addPeer(uint32(idx), "")
+			}
+		}
+	}
+	if ev&(C.HC_EV_HELLO|C.HC_EV_FAIL) != 0 {
+		for _, p := range *b.peers.Load() {
+			cp := b.cpeer(p.idx)
+			if cp.state == C.HC_CONNECTING && cp.hello != nil {
+				C.hc_import(b.be, C.uint32_t(p.idx))
+			}
+			b.syncPeer(p)
+		}
+	}
+}
+
+// progress drives the worker and acts on its events (under mu).
+func (b *Backend) progress() C.uint32_t {
+	ev := C.hc_progress(b.be)
+	if ev&^C.HC_EV_PROGRESS != 0 {
+		b.handle(ev)
+	}
+	if b.be.cq_head != b.be.cq_tail && !b.signaled {
+		b.signaled = true
+		var one = [8]byte{1}
+		unix.Write(b.wakeFD, one[:])
+	}
+	return ev
+}
+
+func (b *Backend) wakeProgress() {
+	var one = [8]byte{1}
+	unix.Write(b.stopFD, one[:])
+}
+
+// progressLoop keeps the worker moving when the engine does not: it accepts
+// peers, answers handshakes, serves a tcp peer's puts and gets into this
+// side's pool, and finishes transfers while the engine sleeps (then it
+// wakes the engine through wakeFD). It sleeps on the worker's event fd
+// (ucp_worker_arm) when nothing happens.
+func (b *Backend) progressLoop() {
+	defer close(b.done)
+	fds := []unix.PollFd{{Fd: int32(b.be.efd), Events: unix.POLLIN}, {Fd: int32(b.stopFD), Events: unix.POLLIN}}
+	last := time.Now()
+	var buf [8]byte
+	for {
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			return
+		}
+		ev := b.progress()
+		now := time.Now()
+		if ev != 0 {
+			last = now
+		}
+		if b.inflight == 0 && (b.cfg.Spin < 0 || now.Sub(last) < b.cfg.Spin) {
+			b.mu.Unlock()
+			runtime.Gosched()
+			continue
+		}
+		st := C.ucp_worker_arm(b.be.worker)
+		b.mu.Unlock()
+		if st == C.UCS_ERR_BUSY {
+			continue
+		}
+		for {
+			_, err := unix.Poll(fds, -1)
+			if err != unix.EINTR {
+				break
+			}
+		}
+		if fds[1].Revents != 0 {
+			unix.Read(b.stopFD, buf[:])
+		}
+		last = time.Now()
+	}
+}
+
+// destroy releases everything (the progress goroutine is stopped).
+func (b *Backend) destroy() {
+	if b.be != nil {
+		C.hc_destroy(b.be)
+		b.be = nil
+	}
+	if b.wakeFD >= 0 {
+		unix.Close(b.wakeFD)
+		b.wakeFD = -1
+	}
+	if b.stopFD >= 0 {
+		unix.Close(b.stopFD)
+		b.stopFD = -1
+	}
+}
+
+// EndpointInfo is UCX's description of the endpoint to peer idx
+// (ucp_ep_print_info): which transports and devices carry its RMA, AM and
+// wireup lanes. "" when the peer has no endpoint.
+func (b *Backend) EndpointInfo(idx uint32) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ""
+	}
+	s := C.hc_ep_info(b.be, C.uint32_t(idx))
+	if s == nil {
+		return ""
+	}
+	defer C.free(unsafe.Pointer(s))
+	return C.GoString(s)
+}

@@ -1,0 +1,472 @@
+package ucx
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hcomm-go/hcomm/engine"
+)
+
+// The test binary re-executes itself as the peer: HCOMM_UCX_PEER=1 makes
+// TestMain export peerArenas arenas of peerArena bytes each (filled with
+// pattern), print "ADDR ip:port", and serve until stdin closes.
+const (
+	peerEnv    = "HCOMM_UCX_PEER"
+	peerArena  = 4 << 20
+	peerArenas = 2
+	peerWindow = peerArena * peerArenas
+)
+
+func pattern(i int) byte { return byte((uint32(i) * 2654435761) >> 13) }
+
+func TestMain(m *testing.M) {
+	if os.Getenv(peerEnv) == "1" {
+		os.Exit(servePeer())
+	}
+	os.Exit(m.Run())
+}
+
+func servePeer() int {
+	b, err := New(Config{Listen: "127.0.0.1:0", Spin: -1, SharedMemory: os.Getenv("HCOMM_UCX_SHM") == "true"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peer:", err)
+		return 1
+	}
+	defer b.Close()
+	for s := 0; s < peerArenas; s++ {
+		mem, err := unix.Mmap(-1, 0, peerArena, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "peer:", err)
+			return 1
+		}
+		for i := range mem {
+			mem[i] = pattern(s*peerArena + i)
+		}
+		if _, err := b.mapMem(s, uintptr(unsafePointer(mem)), len(mem)); err != nil {
+			fmt.Fprintln(os.Stderr, "peer:", err)
+			return 1
+		}
+	}
+	fmt.Printf("ADDR %s\n", b.Addr())
+	io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// transports are the UCX_TLS values the tests run under: "shm" means
+// UCX_TLS=shm,tcp with Config.SharedMemory (tcp carries the listener's
+// connection; put/get run over posix/sysv/cma).
+var transports = []string{"tcp", "shm"}
+
+func ucxTLS(tls string) (string, bool) {
+	if tls == "shm" {
+		return "shm,tcp", true
+	}
+	return tls, false
+}
+
+// startPeer starts a peer process under UCX_TLS=tls and returns its address.
+func startPeer(t *testing.T, tls string) (string, *exec.Cmd) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	env, shm := ucxTLS(tls)
+	cmd.Env = append(os.Environ(), peerEnv+"=1", "UCX_TLS="+env, fmt.Sprintf("HCOMM_UCX_SHM=%t", shm))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(stdout).ReadString('\n')
+		line <- s
+		io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case s := <-line:
+		addr, ok := strings.CutPrefix(strings.TrimSpace(s), "ADDR ")
+		if !ok {
+			t.Fatalf("peer said %q", s)
+		}
+		return addr, cmd
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("peer did not start in 20s")
+	}
+	return "", nil
+}
+
+// rig drives a Backend the way the engine does (Prepare, Forward, Flush,
+// Reap, sleeping on ReadyFD), with one local arena of plain memory.
+type rig struct {
+	t   *testing.T
+	b   *Backend
+	mem []byte
+	out []engine.Completion
+	ctr engine.Counters
+}
+
+func newRig(t *testing.T, tls string, depth int) *rig {
+	t.Helper()
+	env, shm := ucxTLS(tls)
+	t.Setenv("UCX_TLS", env)
+	b, err := New(Config{SharedMemory: shm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, b: b, out: make([]engine.Completion, depth)}
+	if err := b.Attach(engine.Env{QueueDepth: depth, Alignment: 1, Counters: &r.ctr}); err != nil {
+		t.Fatal(err)
+	}
+	r.mem, err = unix.Mmap(-1, 0, 8<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.mapMem(0, uintptr(unsafePointer(r.mem)), len(r.mem)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+		unix.Munmap(r.mem)
+	})
+	return r
+}
+
+func (r *rig) host(off uint64) engine.Endpoint {
+	a := uint64(uintptr(unsafePointer(r.mem))) + off
+	return engine.Endpoint{Kind: engine.LocHost, Off: off, Addr: a, Ptr: uintptr(a)}
+}
+
+type xfer struct {
+	put       bool
+	peer      uint32
+	local     uint64
+	remote, n uint64
+}
+
+func (r *rig) prepare(x xfer, op *engine.Op) error {
+	h := r.host(x.local)
+	rem := engine.Endpoint{Kind: engine.LocRemote, Peer: x.peer, Off: x.remote}
+	if x.put {
+		return r.b.Prepare(&h, &rem, uint32(x.n), op)
+	}
+	return r.b.Prepare(&rem, &h, uint32(x.n), op)
+}
+
+// wait reaps until want completions arrived (each tag once) or 30 s passed.
+func (r *rig) wait(got map[uint64]engine.Completion, want int) {
+	r.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	fd, _ := r.b.ReadyFD()
+	for len(got) < want {
+		n := r.b.Reap(r.out)
+		for _, c := range r.out[:n] {
+			if _, dup := got[c.Tag]; dup {
+				r.t.Fatalf("tag %d completed twice", c.Tag)
+			}
+			got[c.Tag] = c
+		}
+		if n > 0 {
+			continue
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%d of %d transfers completed in 30s (outstanding %d)", len(got), want, r.b.Outstanding())
+		}
+		// Sleep as the engine does, on the readiness eventfd.
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if k, _ := unix.Poll(pfd, 10); k > 0 {
+			var buf [8]byte
+			unix.Read(fd, buf[:])
+		}
+	}
+}
+
+// run carries out xs as one batch and returns their completions by index.
+func (r *rig) run(xs []xfer) []engine.Completion {
+	r.t.Helper()
+	var op engine.Op
+	for i, x := range xs {
+		op = engine.Op{}
+		if err := r.prepare(x, &op); err != nil {
+			r.t.Fatalf("transfer %d %+v: %v", i, x, err)
+		}
+		if !r.b.Forward(uint64(i), &op, i == len(xs)-1) {
+			r.t.Fatalf("Forward %d refused", i)
+		}
+	}
+	r.b.Flush()
+	got := map[uint64]engine.Completion{}
+	r.wait(got, len(xs))
+	res := make([]engine.Completion, len(xs))
+	for i := range res {
+		res[i] = got[uint64(i)]
+	}
+	return res
+}
+
+func (r *rig) mustOK(cs []engine.Completion, xs []xfer) {
+	r.t.Helper()
+	for i, c := range cs {
+		if c.Status != engine.StatusOK || uint64(c.N) != xs[i].n {
+			r.t.Fatalf("transfer %d %+v: status %d (%v), %d bytes", i, xs[i], c.Status, r.b.Err(c.Status), c.N)
+		}
+	}
+}
+
+func connect(t *testing.T, b *Backend, addr string) uint32 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, err := b.Connect(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestRoundTrip: gets read the peer's exported pattern byte for byte, and
+// random puts then gets (sizes 1 B..1 MiB, random offsets, both arenas of
+// the peer's window) bring back exactly what was put.
+func TestRoundTrip(t *testing.T) {
+	for _, tls := range transports {
+		t.Run(tls, func(t *testing.T) {
+			addr, _ := startPeer(t, tls)
+			r := newRig(t, tls, 64)
+			p := connect(t, r.b, addr)
+			if got := r.b.Peers()[p].Size; got != peerWindow {
+				t.Fatalf("peer window %d bytes, want %d", got, peerWindow)
+			}
+			// The pattern, across the arena boundary in two gets.
+			xs := []xfer{{peer: p, local: 0, remote: peerArena - 4096, n: 4096}, {peer: p, local: 4096, remote: peerArena, n: 4096}}
+			r.mustOK(r.run(xs), xs)
+			for i := 0; i < 8192; i++ {
+				if want := pattern(peerArena - 4096 + i); r.mem[i] != want {
+					t.Fatalf("get: byte %d is %#x, want %#x", i, r.mem[i], want)
+				}
+			}
+			rng := rand.New(rand.NewPCG(1, uint64(len(tls))))
+			for round := 0; round < 40; round++ {
+				var puts, gets []xfer
+				var used uint64
+				for k := 0; k < 1+rng.IntN(16); k++ {
+					n := uint64(1 + rng.IntN(1<<rng.IntN(21)))
+					if used+2*n > uint64(len(r.mem)) {
+						break
+					}
+					arena := uint64(rng.IntN(peerArenas)) * peerArena
+					// Disjoint remote ranges: one slot of 256 KiB... per k.
+					roff := arena + uint64(k)*(peerArena/16)
+					if n > peerArena/16 {
+						n = peerArena / 16
+					}
+					roff += uint64(rng.IntN(int(peerArena/16 - n + 1)))
+					src, dst := used, used+n
+					used += 2 * n
+					for i := uint64(0); i < n; i++ {
+						r.mem[src+i] = byte(rng.Uint32())
+						r.mem[dst+i] = 0
+					}
+					puts = append(puts, xfer{put: true, peer: p, local: src, remote: roff, n: n})
+					gets = append(gets, xfer{peer: p, local: dst, remote: roff, n: n})
+				}
+				r.mustOK(r.run(puts), puts)
+				r.mustOK(r.run(gets), gets)
+				for i, g := range gets {
+					if !bytes.Equal(r.mem[g.local:g.local+g.n], r.mem[puts[i].local:puts[i].local+g.n]) {
+						t.Fatalf("round %d transfer %d (%d bytes at remote %#x): bytes differ", round, i, g.n, g.remote)
+					}
+				}
+			}
+			if r.ctr.Doorbells == 0 {
+				t.Error("no flush counted")
+			}
+		})
+	}
+}
+
+// TestBounds: transfers the peer's window does not hold, to peers that do
+// not exist, and of the wrong kinds are refused by Prepare (typed errors),
+// before anything is posted.
+func TestBounds(t *testing.T) {
+	addr, _ := startPeer(t, "tcp")
+	r := newRig(t, "tcp", 8)
+	p := connect(t, r.b, addr)
+	cases := []struct {
+		name string
+		x    xfer
+		want []error
+	}{
+		{"past the end", xfer{put: true, peer: p, remote: peerWindow - 8, n: 16}, []error{ErrRemoteBounds, engine.ErrOutOfBounds}},
+		{"offset past the end", xfer{peer: p, remote: peerWindow, n: 1}, []error{ErrRemoteBounds, engine.ErrOutOfBounds}},
+		{"wraps", xfer{peer: p, remote: ^uint64(0) - 2, n: 8}, []error{ErrRemoteBounds, engine.ErrOutOfBounds}},
+		{"straddles arenas", xfer{put: true, peer: p, remote: peerArena - 1, n: 2}, []error{ErrRemoteBounds, engine.ErrOutOfBounds}},
+		{"no such peer", xfer{put: true, peer: p + 1, n: 1}, []error{ErrNoPeer, engine.ErrBadTransfer}},
+		{"peer index too large", xfer{put: true, peer: 1 << 20, n: 1}, []error{ErrNoPeer, engine.ErrBadTransfer}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var op engine.Op
+			err := r.prepare(c.x, &op)
+			for _, w := range c.want {
+				if !errors.Is(err, w) {
+					t.Fatalf("Prepare(%+v) = %v, want %v", c.x, err, w)
+				}
+			}
+		})
+	}
+	h := r.host(0)
+	var op engine.Op
+	if err := r.b.Prepare(&h, &h, 8, &op); !errors.Is(err, engine.ErrBadTransfer) {
+		t.Fatalf("host → host: %v, want ErrBadTransfer", err)
+	}
+	if r.b.Outstanding() != 0 || r.ctr.Doorbells != 0 {
+		t.Fatalf("refused transfers reached UCX: outstanding %d, flushes %d", r.b.Outstanding(), r.ctr.Doorbells)
+	}
+	// The last byte and the whole window are fine.
+	xs := []xfer{{peer: p, remote: peerWindow - 1, n: 1}, {peer: p, local: 8, remote: 0, n: peerArena}}
+	r.mustOK(r.run(xs), xs)
+}
+
+// TestBadAddress: malformed addresses and an address nobody listens on are
+// typed errors, and Connect returns.
+func TestBadAddress(t *testing.T) {
+	r := newRig(t, "tcp", 8)
+	for _, a := range []string{"nonsense", "localhost:1", "127.0.0.1:99999"} {
+		if _, err := r.b.Connect(context.Background(), a); !errors.Is(err, ErrBadAddress) {
+			t.Errorf("Connect(%q) = %v, want ErrBadAddress", a, err)
+		}
+	}
+	// A port with no listener: refused (ErrConnect) or, at worst, the
+	// context's deadline.
+	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Bind(l, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}})
+	sa, _ := unix.Getsockname(l)
+	unix.Close(l) // the port is now free: nobody listens on it
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*unix.SockaddrInet4).Port)
+	if _, err := r.b.Connect(ctx, addr); !errors.Is(err, ErrConnect) {
+		t.Fatalf("Connect(%s) = %v, want ErrConnect", addr, err)
+	}
+}
+
+// TestPeerKilled: kill -9 of the peer in the middle of a stream of puts and
+// gets: every transfer completes exactly once (those in flight with
+// ErrPeerGone or another transport error), Prepare refuses the dead peer,
+// and a new peer connects and works.
+func TestPeerKilled(t *testing.T) {
+	for _, tls := range transports {
+		t.Run(tls, func(t *testing.T) {
+			addr, cmd := startPeer(t, tls)
+			r := newRig(t, tls, 64)
+			p := connect(t, r.b, addr)
+			got := map[uint64]engine.Completion{}
+			var tag uint64
+			killed := false
+			var op engine.Op
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				if time.Now().After(deadline) {
+					t.Fatalf("the peer's death was not noticed in 30s: %d completed of %d, outstanding %d, peers %+v", len(got), tag, r.b.Outstanding(), r.b.Peers())
+				}
+				if tag >= 200 && !killed {
+					cmd.Process.Kill()
+					killed = true
+				}
+				if killed && r.b.Peers()[p].Failed != nil {
+					goto dead
+				}
+				// Keep the queue full of 256 KiB transfers.
+				for r.b.Outstanding() < 64 {
+					x := xfer{put: tag%2 == 0, peer: p, local: (tag % 16) * (256 << 10), remote: (tag % 16) * (256 << 10), n: 256 << 10}
+					op = engine.Op{}
+					if err := r.prepare(x, &op); err != nil {
+						if !killed || !errors.Is(err, ErrPeerGone) {
+							t.Fatalf("Prepare: %v", err)
+						}
+						goto dead
+					}
+					if !r.b.Forward(tag, &op, true) {
+						t.Fatal("Forward refused below depth")
+					}
+					tag++
+				}
+				r.b.Flush()
+				for _, c := range r.out[:r.b.Reap(r.out)] {
+					if _, dup := got[c.Tag]; dup {
+						t.Fatalf("tag %d completed twice", c.Tag)
+					}
+					got[c.Tag] = c
+				}
+			}
+		dead:
+			r.b.Flush()
+			r.wait(got, int(tag))
+			failed := 0
+			for _, c := range got {
+				if c.Status != engine.StatusOK {
+					failed++
+					if err := r.b.Err(c.Status); !errors.Is(err, engine.ErrIO) && !errors.Is(err, engine.ErrTimeout) {
+						t.Fatalf("tag %d: %v wraps neither ErrIO nor ErrTimeout", c.Tag, err)
+					}
+				}
+			}
+			t.Logf("%d transfers, %d failed after kill -9; peer: %v", tag, failed, r.b.Peers()[p].Failed)
+			if !errors.Is(r.b.Peers()[p].Failed, ErrPeerGone) {
+				t.Fatalf("peer %d not marked gone: %+v", p, r.b.Peers()[p])
+			}
+			// Nothing more completes: Reap finds nothing for a while.
+			time.Sleep(50 * time.Millisecond)
+			if n := r.b.Reap(r.out); n != 0 || r.b.Outstanding() != 0 {
+				t.Fatalf("after all completed: %d more, %d outstanding", n, r.b.Outstanding())
+			}
+			// Reconnect to a new peer process.
+			addr2, _ := startPeer(t, tls)
+			p2 := connect(t, r.b, addr2)
+			if p2 == p {
+				t.Fatalf("peer index %d reused", p)
+			}
+			copy(r.mem[:4], "ping")
+			xs := []xfer{{put: true, peer: p2, local: 0, remote: 100, n: 4}, {peer: p2, local: 8, remote: 100, n: 4}}
+			r.mustOK(r.run(xs[:1]), xs[:1])
+			r.mustOK(r.run(xs[1:]), xs[1:])
+			if string(r.mem[8:12]) != "ping" {
+				t.Fatalf("after reconnect: got %q", r.mem[8:12])
+			}
+		})
+	}
+}
