@@ -21,10 +21,6 @@ const (
 	opGet = C.HC_GET // remote → host
 )
 
-// PathRemote is the engine.Path this backend gives its transfers.
-// TODO(core): engine.PathRemote (5) once it lands on main.
-const PathRemote engine.Path = 5
-
 // Describe says what the backend is: "ucx", the listener's address, remote
 // locations only.
 func (b *Backend) Describe() engine.Description {
@@ -155,40 +151,41 @@ func (b *Backend) peer(idx uint32) (*peer, error) {
 // Prepare checks a host→remote (put) or remote→host (get) transfer: the
 // peer is connected, and the remote range lies inside one arena of the
 // window it exported. Nothing is posted for a transfer that fails here.
-func (b *Backend) Prepare(src, dst *engine.Endpoint, n uint32, op *engine.Op) error {
+func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32) (engine.Op, error) {
 	var host, rem *engine.Endpoint
+	var op engine.Op
 	switch {
 	case src.Kind == engine.LocHost && dst.Kind == engine.LocRemote:
-		host, rem = src, dst
+		host, rem = &src, &dst
 		op.Code = opPut
 	case src.Kind == engine.LocRemote && dst.Kind == engine.LocHost:
-		host, rem = dst, src
+		host, rem = &dst, &src
 		op.Code = opGet
 	default:
-		return fmt.Errorf("ucx: %s → %s: want host → remote or remote → host: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
+		return op, fmt.Errorf("ucx: %s → %s: want host → remote or remote → host: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
 	}
 	if rem.Peer > 0xffff {
-		return fmt.Errorf("ucx: peer %d: %w: %w", rem.Peer, ErrNoPeer, engine.ErrBadTransfer)
+		return op, fmt.Errorf("ucx: peer %d: %w: %w", rem.Peer, ErrNoPeer, engine.ErrBadTransfer)
 	}
 	p, err := b.peer(rem.Peer)
 	if err != nil {
-		return err
+		return op, err
 	}
 	off, end := rem.Off, rem.Off+uint64(n)
 	if end < off || end > p.size {
-		return fmt.Errorf("ucx: peer %d: range %#x+%d outside its %d-byte window: %w: %w",
+		return op, fmt.Errorf("ucx: peer %d: range %#x+%d outside its %d-byte window: %w: %w",
 			rem.Peer, off, n, p.size, ErrRemoteBounds, engine.ErrOutOfBounds)
 	}
 	for i := 0; i < p.n; i++ {
 		if off < p.start[i]+p.len[i] {
 			if end > p.start[i]+p.len[i] {
-				return fmt.Errorf("ucx: peer %d: range %#x+%d straddles its arenas %d and %d: %w: %w",
+				return op, fmt.Errorf("ucx: peer %d: range %#x+%d straddles its arenas %d and %d: %w: %w",
 					rem.Peer, off, n, i, i+1, ErrRemoteBounds, engine.ErrOutOfBounds)
 			}
 			break
 		}
 	}
-	op.Path = PathRemote
+	op.Path = engine.PathRemote
 	op.Len = n
 	op.HostArena = uint16(host.Arena)
 	op.Aux = uint16(rem.Peer)
@@ -197,11 +194,11 @@ func (b *Backend) Prepare(src, dst *engine.Endpoint, n uint32, op *engine.Op) er
 	} else {
 		op.Src, op.Dst = rem.Off, host.Addr
 	}
-	return nil
+	return op, nil
 }
 
 // Execute is never called: Prepare marks nothing Inline.
-func (b *Backend) Execute(op *engine.Op) (uint32, engine.Status) {
+func (b *Backend) Execute(op engine.Op) (uint32, engine.Status) {
 	return 0, engine.StatusBackend + stBadOp
 }
 

@@ -175,13 +175,15 @@ type xfer struct {
 	remote, n uint64
 }
 
-func (r *rig) prepare(x xfer, op *engine.Op) error {
+func (r *rig) prepare(x xfer, op *engine.Op) (err error) {
 	h := r.host(x.local)
 	rem := engine.Endpoint{Kind: engine.LocRemote, Peer: x.peer, Off: x.remote}
 	if x.put {
-		return r.b.Prepare(&h, &rem, uint32(x.n), op)
+		*op, err = r.b.Prepare(h, rem, uint32(x.n))
+	} else {
+		*op, err = r.b.Prepare(rem, h, uint32(x.n))
 	}
-	return r.b.Prepare(&rem, &h, uint32(x.n), op)
+	return err
 }
 
 // wait reaps until want completions arrived (each tag once) or 30 s passed.
@@ -346,8 +348,7 @@ func TestBounds(t *testing.T) {
 		})
 	}
 	h := r.host(0)
-	var op engine.Op
-	if err := r.b.Prepare(&h, &h, 8, &op); !errors.Is(err, engine.ErrBadTransfer) {
+	if _, err := r.b.Prepare(h, h, 8); !errors.Is(err, engine.ErrBadTransfer) {
 		t.Fatalf("host → host: %v, want ErrBadTransfer", err)
 	}
 	if r.b.Outstanding() != 0 || r.ctr.Doorbells != 0 {
