@@ -20,15 +20,16 @@ static void cq_push(hc_be *be, uint64_t tag, uint32_t n, int32_t st) {
 	be->cq_tail++;
 }
 
-// A failed peer's requests that UCX cancels when hc force-closes the
-// endpoint complete with the peer's failure, not as "canceled".
+// Requests UCX cancels complete with the peer's failure, not as
+// "canceled": UCX purges a failed endpoint's requests (sometimes before
+// its error handler runs), and hc force-closes it. Only Cancel (the
+// engine's Close) cancels.
 static int32_t peer_status(hc_be *be, uint32_t peer, int32_t st) {
-	if (st == UCS_ERR_CANCELED && peer < be->npeers) {
-		hc_peer *p = be->peers[peer];
-		if (p->fail_status != 0)
-			return p->fail_status;
-	}
-	return st;
+	if (st != UCS_ERR_CANCELED || be->canceling)
+		return st;
+	if (peer < be->npeers && be->peers[peer]->fail_status != 0)
+		return be->peers[peer]->fail_status;
+	return HC_ST_PEER_GONE;
 }
 
 // group_complete reports every op of a group (once: an orphaned group was
@@ -685,6 +686,7 @@ void hc_submit(hc_be *be, uint32_t n) {
 // hc_cancel_all force-closes every peer (Close): their requests complete
 // with UCS_ERR_CANCELED. Returns how many posted ops are still in flight.
 uint32_t hc_cancel_all(hc_be *be) {
+	be->canceling = 1;
 	for (uint32_t i = 0; i < be->npeers; i++)
 		hc_peer_close(be, i, UCS_ERR_CANCELED);
 	hc_progress(be);

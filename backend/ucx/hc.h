@@ -102,6 +102,7 @@ struct hc_be {
 	ucp_address_t *waddr; // this worker's address, sent in the hello
 	size_t waddr_len;
 	uint32_t events;
+	int canceling; // hc_cancel_all ran: UCS_ERR_CANCELED means canceled
 
 	// Transfers (hc_attach).
 	uint32_t depth;

@@ -473,3 +473,28 @@ func (b *Backend) EndpointInfo(idx uint32) string {
 	defer C.free(unsafe.Pointer(s))
 	return C.GoString(s)
 }
+
+// Offset is the offset of local address addr in the window this backend
+// exports now (every mapped arena, end to end in slot order): the offset a
+// peer that connects from now on passes to engine.Remote to reach addr
+// (e.g. Offset(block.Addr()) for an engine block). ok is false when addr is
+// in no mapped arena.
+func (b *Backend) Offset(addr uintptr) (off uint64, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, false
+	}
+	var start uint64
+	for s := 0; s < engine.MaxArenas; s++ {
+		if b.be.memh[s] == nil {
+			continue
+		}
+		base, n := uint64(b.be.arena_addr[s]), uint64(b.be.arena_len[s])
+		if a := uint64(addr); a >= base && a < base+n {
+			return start + (a - base), true
+		}
+		start += n
+	}
+	return 0, false
+}
