@@ -98,8 +98,11 @@ func (b *Backend) mapMem(slot int, ptr uintptr, size int) (uint64, error) {
 	return addr, nil
 }
 
-// UnmapArena deregisters an arena. An arena a live peer received in its
-// handshake stays mapped (ErrExported): the peer may still write to it.
+// UnmapArena deregisters an arena. Peers that received it in their
+// handshake are disconnected first (their transfers in flight fail with
+// ErrPeerGone): the memory is about to go back to the system, and over tcp
+// or shared memory nothing but this backend stops a peer from writing to
+// it.
 func (b *Backend) UnmapArena(slot int) error {
 	if slot < 0 || slot >= engine.MaxArenas {
 		return fmt.Errorf("ucx: unmap arena %d: %w", slot, engine.ErrBadConfig)
@@ -109,27 +112,18 @@ func (b *Backend) UnmapArena(slot int) error {
 	if b.closed {
 		return ErrClosed
 	}
-	if b.exportedLive(slot) {
-		return fmt.Errorf("ucx: unmap arena %d: %w", slot, ErrExported)
+	for _, p := range *b.peers.Load() {
+		cp := b.cpeer(p.idx)
+		if cp.state != C.HC_CLOSED && uint64(cp.exported)&(1<<slot) != 0 {
+			b.log.Warn("ucx: disconnecting a peer from an arena being unmapped", "peer", p.idx, "arena", slot)
+			C.hc_peer_close(b.be, C.uint32_t(p.idx), C.HC_ST_PEER_GONE)
+			b.syncPeer(p)
+		}
 	}
 	if st := C.hc_unmap(b.be, C.int(slot)); st != 0 {
 		return fmt.Errorf("ucx: ucp_mem_unmap arena %d: %s: %w", slot, ucsString(st), ErrUCX)
 	}
 	return nil
-}
-
-// exportedLive: was slot mapped when a peer that is not closed got its
-// hello? Conservative: any arena mapped while a peer was alive counts.
-func (b *Backend) exportedLive(slot int) bool {
-	if b.be.memh[slot] == nil {
-		return false
-	}
-	for _, p := range *b.peers.Load() {
-		if p.state.Load() < stateFailed && b.be.npeers > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // peer returns peer idx if it is ready (Prepare: any goroutine).
@@ -277,7 +271,12 @@ func (b *Backend) Outstanding() int { return b.staged + b.inflight }
 
 // ReadyFD is an eventfd the progress goroutine writes when completions wait
 // in the ring (the worker's own event fd belongs to that goroutine).
-func (b *Backend) ReadyFD() (int, bool) { return b.wakeFD, true }
+func (b *Backend) ReadyFD() (int, bool) {
+	if b.cfg.CallerProgress {
+		return -1, false
+	}
+	return b.wakeFD, true
+}
 
 // Cancel force-closes every peer's endpoint, so that UCX completes each
 // request in flight (canceled), and moves every outstanding transfer into

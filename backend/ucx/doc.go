@@ -21,9 +21,9 @@
 // posted, a range outside the window or straddling two of its arenas
 // (ErrRemoteBounds, wrapping engine.ErrOutOfBounds), an unknown peer
 // (ErrNoPeer) and a failed one (ErrPeerGone). Arenas mapped after a
-// handshake are not exported to that peer; an arena a live peer received
-// cannot be unmapped (ErrExported). See docs/remote.md for what this means
-// for security: the checks are the initiator's.
+// handshake are not exported to that peer; unmapping an arena a live peer
+// received disconnects that peer first. See docs/remote.md for what this
+// means for security: the checks are the initiator's.
 //
 // # Transfers
 //
@@ -78,7 +78,7 @@
 // # Errors
 //
 // Sentinels for errors.Is: ErrUCX, ErrBadAddress, ErrConnect, ErrNoPeer,
-// ErrPeerGone, ErrRemoteBounds, ErrTransport, ErrExported, ErrClosed.
+// ErrPeerGone, ErrRemoteBounds, ErrTransport, ErrClosed.
 // Prepare's errors also wrap engine.ErrBadTransfer or
 // engine.ErrOutOfBounds; completion errors (Err) wrap engine.ErrIO,
 // engine.ErrTimeout or engine.ErrCanceled, and are formatted once (the

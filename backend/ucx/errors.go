@@ -25,8 +25,6 @@ var (
 	ErrRemoteBounds = errors.New("ucx: remote range outside the peer's export")
 	// ErrTransport: UCX failed a transfer for another reason.
 	ErrTransport = errors.New("ucx: transfer failed")
-	// ErrExported: UnmapArena of an arena a live peer can still reach.
-	ErrExported = errors.New("ucx: arena exported to a live peer")
 	// ErrClosed: the backend is closed.
 	ErrClosed = errors.New("ucx: closed")
 )

@@ -358,6 +358,7 @@ static ucs_status_t send_hello(hc_be *be, hc_peer *p) {
 	for (int s = 0; s < HC_MAX_ARENAS; s++) {
 		if (be->memh[s] == NULL)
 			continue;
+		p->exported |= 1ull << s;
 		uint64_t f[3] = {start, be->arena_len[s], be->arena_addr[s]};
 		uint32_t kl = (uint32_t)be->rkeylen[s];
 		memcpy(q, f, 24);

@@ -85,6 +85,7 @@ typedef struct hc_peer {
 	int32_t open_group;
 	uint8_t *hello; // the peer's hello, once received
 	size_t hello_len;
+	uint64_t exported; // bit s: our arena slot s was in our hello
 	uint32_t narenas;
 	uint64_t start[HC_MAX_ARENAS]; // window offset of each exported arena
 	uint64_t len[HC_MAX_ARENAS];

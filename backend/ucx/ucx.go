@@ -38,6 +38,12 @@ type Config struct {
 	// its own in flight (then the engine polls). Negative: never sleep
 	// (lowest latency as a passive peer, one CPU busy).
 	Spin time.Duration
+	// CallerProgress: no progress goroutine. Only the engine's Reap moves
+	// the worker — use it with engine.ModePoll and call Poll continually
+	// (a tcp peer's puts into this side's pool need this side to progress
+	// too). ReadyFD is then -1. For latency-bound loops that poll anyway:
+	// no second thread contends for the worker.
+	CallerProgress bool
 	// SharedMemory makes put/get between processes of one host use UCX's
 	// shared-memory transports (posix, sysv, cma in UCX_TLS, e.g.
 	// UCX_TLS=shm,tcp). UCX 1.13 never gives shared-memory lanes to the
@@ -182,7 +188,11 @@ func New(cfg Config) (*Backend, error) {
 		b.addr = net.JoinHostPort(h, strconv.Itoa(int(bound)))
 	}
 	b.done = make(chan struct{})
-	go b.progressLoop()
+	if cfg.CallerProgress {
+		close(b.done)
+	} else {
+		go b.progressLoop()
+	}
 	return b, nil
 }
 
@@ -259,6 +269,13 @@ func (b *Backend) Connect(ctx context.Context, addr string) (uint32, error) {
 			return p.idx, nil
 		case stateFailed, stateClosed:
 			return 0, fmt.Errorf("ucx: connect %s: %s: %w", addr, ucsString(C.int(p.status)), ErrConnect)
+		}
+		if b.cfg.CallerProgress {
+			b.mu.Lock()
+			if !b.closed {
+				b.progress()
+			}
+			b.mu.Unlock()
 		}
 		select {
 		case <-ctx.Done():

@@ -471,3 +471,27 @@ func TestPeerKilled(t *testing.T) {
 		})
 	}
 }
+
+// TestUnmapDisconnects: giving back an arena a peer received disconnects
+// that peer before the memory goes (it could otherwise still write there).
+func TestUnmapDisconnects(t *testing.T) {
+	addr, _ := startPeer(t, "tcp")
+	r := newRig(t, "tcp", 8)
+	p := connect(t, r.b, addr)
+	if off, ok := r.b.Offset(uintptr(unsafePointer(r.mem)) + 100); !ok || off != 100 {
+		t.Fatalf("Offset = %d, %v; want 100, true", off, ok)
+	}
+	if err := r.b.UnmapArena(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.b.Peers()[p].Failed; !errors.Is(err, ErrPeerGone) {
+		t.Fatalf("peer after unmap: %v, want ErrPeerGone", err)
+	}
+	if _, ok := r.b.Offset(uintptr(unsafePointer(r.mem))); ok {
+		t.Fatal("Offset found an unmapped arena")
+	}
+	var op engine.Op
+	if err := r.prepare(xfer{put: true, peer: p, n: 8}, &op); !errors.Is(err, ErrPeerGone) {
+		t.Fatalf("Prepare to the disconnected peer: %v", err)
+	}
+}

@@ -223,6 +223,12 @@ func (b *bench) run() int {
 		b.skipped = append(b.skipped, sk...)
 		b.addPages(pr)
 	}
+	if b.o.scenarios["remote"] {
+		b.o.logf("measuring remote")
+		sk, bad := runRemote(b.o, b.out)
+		b.skipped = append(b.skipped, sk...)
+		failed = failed || bad
+	}
 	for _, undo := range b.release {
 		undo()
 	}

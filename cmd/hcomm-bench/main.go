@@ -52,7 +52,7 @@ type options struct {
 	target    time.Duration // wall time of one repetition
 }
 
-var allScenarios = []string{"latency", "device-small", "file-4k", "bulk", "alloc", "footprint", "pages"}
+var allScenarios = []string{"latency", "device-small", "file-4k", "bulk", "alloc", "footprint", "pages", "remote"}
 
 func main() {
 	var o options
@@ -74,8 +74,12 @@ func main() {
 	flag.BoolVar(&o.noTrace, "no-trace", false, "do not count syscalls/copies with eBPF even when privileged")
 	flag.BoolVar(&o.verbose, "v", false, "log progress to stderr")
 	flag.Usage = usage
+	remotePeer := flag.String("remote-peer", "", "internal: run as the remote scenario's peer (passive or pong)")
 	flag.Parse()
 	exitIfVersion()
+	if *remotePeer != "" {
+		os.Exit(remotePeerMain(*remotePeer))
+	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 
 	if *worker {
