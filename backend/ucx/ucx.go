@@ -361,7 +361,11 @@ func (b *Backend) syncPeer(p *peer) {
 	case cs >= stateFailed:
 		p.status = int32(cp.fail_status)
 		p.state.Store(cs)
-		b.log.Warn("ucx: peer gone", "peer", p.idx, "addr", p.addr, "status", ucsString(C.int(p.status)))
+		lvl := slog.LevelWarn
+		if p.status == C.UCS_ERR_CANCELED || p.status == C.HC_ST_PEER_GONE {
+			lvl = slog.LevelInfo // closed on purpose: Close, Disconnect, unmap
+		}
+		b.log.Log(context.Background(), lvl, "ucx: peer gone", "peer", p.idx, "addr", p.addr, "status", ucsString(C.int(p.status)))
 	}
 	select {
 	case b.peerEv <- struct{}{}:

@@ -165,7 +165,7 @@ func newRig(t *testing.T, tls string, depth int) *rig {
 
 func (r *rig) host(off uint64) engine.Endpoint {
 	a := uint64(uintptr(unsafePointer(r.mem))) + off
-	return engine.Endpoint{Kind: engine.LocHost, Off: off, Addr: a, Ptr: uintptr(a)}
+	return engine.Endpoint{Kind: engine.LocHost, Off: off, Addr: a}
 }
 
 type xfer struct {

@@ -2,7 +2,8 @@
 // against the traditional path (package baseline) and against peers (fio,
 // Go's copy, make and sync.Pool), on the same machine in the same run.
 //
-// Scenarios: device-small, file-4k, bulk, alloc, pages (see docs/benchmarks.md).
+// Scenarios: device-small, file-4k, bulk, alloc, pages (see docs/benchmarks.md),
+// remote (cmd/hcomm-bench/remote.go, docs/remote.md).
 // Every number is a median over at least five repetitions, printed with its
 // minimum and maximum, engine and baseline side by side with their ratio.
 // Repetitions of the variants that are compared run interleaved, so a load
@@ -17,7 +18,7 @@
 //
 // Usage:
 //
-//	hcomm-bench [-quick] [-json | -csv] [-json-out FILE] [-plot DIR] [-scenarios latency,device-small,file-4k,bulk,alloc,pages] [-reps 5] [-dir DIR] [-keep]
+//	hcomm-bench [-quick] [-json | -csv] [-json-out FILE] [-plot DIR] [-scenarios latency,device-small,file-4k,bulk,alloc,pages,remote] [-reps 5] [-dir DIR] [-keep]
 //	hcomm-bench -strace-check   # compare the eBPF counts with strace -c -f of the same workloads
 package main
 
