@@ -94,7 +94,7 @@ func runRemote(o *options, w io.Writer) (skipped []string, failed bool) {
 		}
 		rows = append(rows, rs...)
 	}
-	if !o.json {
+	if !o.json && !o.csv {
 		printRemote(w, rows, o)
 	}
 	return skipped, failed
