@@ -4,16 +4,23 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+
+	"github.com/hcomm-go/hcomm/internal/errs"
 )
 
 // Errors callers can test for with errors.Is (listed in doc.go).
 var (
 	// Configuration and life cycle.
 	ErrBadConfig = errors.New("engine: invalid configuration")
-	ErrClosed    = errors.New("engine: closed")
+	// ErrClosed: the engine (or the device or ring under it) was closed.
+	// ErrClosed and ErrNotSupported are hcomm's shared sentinels (package
+	// internal/errs): every package that returns them re-exports the same
+	// value, so errors.Is(err, engine.ErrClosed) also holds for
+	// vfio.ErrClosed, hugepage.ErrClosed, ...
+	ErrClosed = errs.ErrClosed
 	// ErrNotSupported: the backend or this machine cannot do what was
 	// asked. It wraps errors.ErrUnsupported.
-	ErrNotSupported = fmt.Errorf("engine: not supported: %w", errors.ErrUnsupported)
+	ErrNotSupported = errs.ErrNotSupported
 
 	// Submission.
 	ErrQueueFull    = errors.New("engine: queue full")

@@ -223,7 +223,7 @@ func mapAnon(size int, populate bool, advice int, align int) (*Arena, error) {
 	if err := unix.Madvise(unsafe.Slice((*byte)(p), size), advice); err != nil {
 		a.Close()
 		if b == BackingTHP {
-			return nil, fmt.Errorf("%w: madvise(MADV_HUGEPAGE): %w", ErrUnsupported, err)
+			return nil, fmt.Errorf("%w: madvise(MADV_HUGEPAGE): %w", ErrNotSupported, err)
 		}
 		return nil, fmt.Errorf("madvise(MADV_NOHUGEPAGE): %w", err)
 	}
@@ -276,7 +276,7 @@ func mapMemfd(b Backing, size int, populate bool) (*Arena, error) {
 	fd, err := unix.MemfdCreate("hcomm-arena", mfd)
 	if err != nil {
 		if errors.Is(err, unix.EINVAL) {
-			return nil, fmt.Errorf("%w: memfd_create(MFD_HUGETLB) for %s pages: %w", ErrUnsupported, fmtBytes(int64(ps)), err)
+			return nil, fmt.Errorf("%w: memfd_create(MFD_HUGETLB) for %s pages: %w", ErrNotSupported, fmtBytes(int64(ps)), err)
 		}
 		return nil, fmt.Errorf("memfd_create(MFD_HUGETLB): %w", err)
 	}

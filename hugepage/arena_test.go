@@ -284,7 +284,7 @@ func TestReserveBadInput(t *testing.T) {
 			t.Errorf("Reserve(2M, %d) = %v, want ErrInvalidSize", n, err)
 		}
 	}
-	if _, err := Reserve(12345, 1); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("Reserve(12345, 1) = %v, want ErrUnsupported", err)
+	if _, err := Reserve(12345, 1); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("Reserve(12345, 1) = %v, want ErrNotSupported", err)
 	}
 }

@@ -47,10 +47,12 @@
 //   - ErrInvalidSize: zero, negative or unrepresentable size
 //   - ErrInvalidBacking: unknown Backing value
 //   - ErrNoHugepages: not enough hugetlb pages reserved (mmap ENOMEM)
-//   - ErrUnsupported: the kernel does not offer the backing
+//   - ErrNotSupported: the kernel does not offer the backing (wraps
+//     errors.ErrUnsupported)
 //   - ErrMemfdSize: memfd hugetlb size not a multiple of the page size
 //   - ErrMemlock: mlock refused (RLIMIT_MEMLOCK without CAP_IPC_LOCK)
-//   - ErrClosed: arena or pool closed
+//   - ErrClosed: arena or pool closed (ErrClosed and ErrNotSupported are
+//     hcomm's shared sentinels, the same values as engine's)
 //   - ErrPrivilege: needs root / a capability (Reserve, physical addresses)
 //   - ErrReserve: the kernel could not supply the hugepages asked for
 //   - ErrNotResident: page not in memory, so no physical address

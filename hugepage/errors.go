@@ -3,6 +3,8 @@ package hugepage
 import (
 	"errors"
 	"fmt"
+
+	"github.com/hcomm-go/hcomm/internal/errs"
 )
 
 // Sentinel errors. Every error this package returns wraps one of them (and,
@@ -22,10 +24,11 @@ var (
 	// size asked for (mmap returned ENOMEM). The message says how many pages
 	// are needed and where to reserve them.
 	ErrNoHugepages = errors.New("not enough hugetlb pages reserved")
-	// ErrUnsupported: the kernel does not offer the backing (no such page
-	// size, THP disabled, memfd hugetlb unsupported). It wraps
-	// errors.ErrUnsupported.
-	ErrUnsupported = fmt.Errorf("backing not supported by this kernel (%w)", errors.ErrUnsupported)
+	// ErrNotSupported: the kernel does not offer the backing (no such page
+	// size, THP disabled, memfd hugetlb unsupported). hcomm's shared
+	// sentinel (package internal/errs), the same value as
+	// engine.ErrNotSupported; it wraps errors.ErrUnsupported.
+	ErrNotSupported = errs.ErrNotSupported
 	// ErrMemfdSize: a memfd hugetlb arena size that is not a multiple of the
 	// page size (the fd is shared with other processes, so its size is not
 	// rounded silently).
@@ -33,8 +36,9 @@ var (
 	// ErrMemlock: mlock failed, typically because the arena exceeds
 	// RLIMIT_MEMLOCK and the process lacks CAP_IPC_LOCK.
 	ErrMemlock = errors.New("cannot lock arena memory")
-	// ErrClosed: the arena or pool was closed.
-	ErrClosed = errors.New("closed")
+	// ErrClosed: the arena or pool was closed. hcomm's shared sentinel,
+	// the same value as engine.ErrClosed.
+	ErrClosed = errs.ErrClosed
 	// ErrPrivilege: the operation needs root or a capability the process
 	// does not have (reserving hugepages, reading physical addresses).
 	ErrPrivilege = errors.New("insufficient privilege")

@@ -73,7 +73,7 @@ func readInt(path string) (int, error) {
 // hugeSizeSupported says whether the kernel offers hugetlb pages of size ps.
 func hugeSizeSupported(ps int) error {
 	if _, err := os.Stat(hugeDir(ps)); err != nil {
-		return fmt.Errorf("%w: no hugetlb pages of %s (%s missing)", ErrUnsupported, fmtBytes(int64(ps)), hugeDir(ps))
+		return fmt.Errorf("%w: no hugetlb pages of %s (%s missing)", ErrNotSupported, fmtBytes(int64(ps)), hugeDir(ps))
 	}
 	return nil
 }
@@ -102,10 +102,10 @@ func defaultHugepageSize() int {
 func thpAvailable() error {
 	b, err := os.ReadFile(sysTHP)
 	if err != nil {
-		return fmt.Errorf("%w: transparent hugepages not built into this kernel: %w", ErrUnsupported, err)
+		return fmt.Errorf("%w: transparent hugepages not built into this kernel: %w", ErrNotSupported, err)
 	}
 	if strings.Contains(string(b), "[never]") {
-		return fmt.Errorf("%w: transparent hugepages disabled (%s is %q)", ErrUnsupported, sysTHP, strings.TrimSpace(string(b)))
+		return fmt.Errorf("%w: transparent hugepages disabled (%s is %q)", ErrNotSupported, sysTHP, strings.TrimSpace(string(b)))
 	}
 	return nil
 }

@@ -29,6 +29,8 @@
 //   - ErrNoCgroup2: no cgroup v2 hierarchy is mounted, or it is not writable.
 //   - ErrEngineAbsent: the traced binary lacks the engine hook symbols; the
 //     rest of the trace still works and the report marks the engine absent.
-//   - ErrUnsupported: the platform cannot run the programs (not x86-64 Linux,
-//     or a required tracepoint is missing from the kernel).
+//   - ErrNotSupported: the platform cannot run the programs (not x86-64
+//     Linux, or a required tracepoint is missing from the kernel). It wraps
+//     errors.ErrUnsupported and is hcomm's shared sentinel, the same value
+//     as engine.ErrNotSupported.
 package trace

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/hcomm-go/hcomm/internal/errs"
 )
 
 // Sentinel errors (see doc.go).
@@ -14,6 +16,8 @@ var (
 	ErrNoCgroup2     = errors.New("trace: no usable cgroup v2 hierarchy")
 	ErrEngineAbsent  = errors.New("trace: engine hook symbols absent")
 	ErrNotProcess    = errors.New("trace: not a process")
-	// ErrUnsupported wraps errors.ErrUnsupported.
-	ErrUnsupported = fmt.Errorf("trace: tracing not supported on this system: %w", errors.ErrUnsupported)
+	// ErrNotSupported: this system cannot run the tracer. hcomm's shared
+	// sentinel (package internal/errs), the same value as
+	// engine.ErrNotSupported; it wraps errors.ErrUnsupported.
+	ErrNotSupported = errs.ErrNotSupported
 )

@@ -162,7 +162,7 @@ type target struct {
 // uprobes on executables, and starts the ring-buffer reader.
 func newTracer(tg target, opts Options, executables []string) (*Tracer, error) {
 	if runtime.GOARCH != "amd64" {
-		return nil, fmt.Errorf("%w: the programs are built for x86-64, this is %s", ErrUnsupported, runtime.GOARCH)
+		return nil, fmt.Errorf("trace: the programs are built for x86-64, this is %s: %w", runtime.GOARCH, ErrNotSupported)
 	}
 	if err := CheckPrivileges(); err != nil {
 		return nil, err
@@ -183,7 +183,7 @@ func newTracer(tg target, opts Options, executables []string) (*Tracer, error) {
 	}
 	kspec, err := btf.LoadKernelSpec()
 	if err != nil {
-		return nil, fmt.Errorf("%w: kernel BTF (/sys/kernel/btf/vmlinux): %w", ErrUnsupported, err)
+		return nil, fmt.Errorf("trace: kernel BTF (/sys/kernel/btf/vmlinux): %w (%w)", ErrNotSupported, err)
 	}
 	if err := t.dropMissingTracepoints(spec, kspec); err != nil {
 		return nil, err
@@ -207,12 +207,12 @@ func newTracer(tg target, opts Options, executables []string) (*Tracer, error) {
 }
 
 // dropMissingTracepoints removes from spec the programs whose tracepoint
-// the running kernel lacks; a missing required one is ErrUnsupported.
+// the running kernel lacks; a missing required one is ErrNotSupported.
 func (t *Tracer) dropMissingTracepoints(spec *ebpf.CollectionSpec, kspec *btf.Spec) error {
 	for _, p := range probes {
 		if _, err := kspec.AnyTypeByName("btf_trace_" + p.tracepoint); err != nil {
 			if p.required {
-				return fmt.Errorf("%w: kernel has no tracepoint %s: %w", ErrUnsupported, p.tracepoint, err)
+				return fmt.Errorf("trace: kernel has no tracepoint %s: %w (%w)", p.tracepoint, ErrNotSupported, err)
 			}
 			t.unavailable = append(t.unavailable, p.tracepoint+": not in this kernel")
 			delete(spec.Programs, p.prog)

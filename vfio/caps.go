@@ -2,13 +2,8 @@ package vfio
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 )
-
-// ErrBadInfo is returned when the kernel's answer to an INFO ioctl does not
-// parse (a capability chain that leaves the buffer, loops, or is truncated).
-var ErrBadInfo = errors.New("vfio: malformed VFIO info")
 
 // The INFO ioctls (VFIO_DEVICE_GET_REGION_INFO, VFIO_IOMMU_GET_INFO) answer
 // with a fixed struct followed by a chain of capabilities, each starting

@@ -11,10 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrNoVFIO is returned when the kernel has no VFIO (no /dev/vfio/vfio: the
-// vfio module is not loaded or not built).
-var ErrNoVFIO = errors.New("vfio: no VFIO in this kernel")
-
 // ContainerPath is the VFIO container node.
 const ContainerPath = "/dev/vfio/vfio"
 
@@ -70,7 +66,7 @@ func OpenContainer() (*Container, error) {
 	}
 	if v != apiVersion {
 		c.Close()
-		return nil, fmt.Errorf("VFIO API version %d, want %d: %w", v, apiVersion, ErrUnsupported)
+		return nil, fmt.Errorf("vfio: VFIO API version %d, want %d: %w", v, apiVersion, ErrNotSupported)
 	}
 	return c, nil
 }
@@ -93,7 +89,7 @@ func (c *Container) SetIOMMU(typ int) error {
 	if ok, err := c.CheckExtension(typ); err != nil {
 		return err
 	} else if !ok {
-		return fmt.Errorf("IOMMU type %d: %w", typ, ErrUnsupported)
+		return fmt.Errorf("vfio: IOMMU type %d: %w", typ, ErrNotSupported)
 	}
 	if _, err := ioctlVal(c.fd, ioctlSetIOMMU, uintptr(typ)); err != nil {
 		return fmt.Errorf("VFIO_SET_IOMMU %d: %w", typ, err)

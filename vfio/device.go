@@ -1,7 +1,6 @@
 package vfio
 
 import (
-	"errors"
 	"strconv"
 )
 
@@ -147,16 +146,3 @@ type Device interface {
 	// unmaps regions and releases the device. Closing twice is harmless.
 	Close() error
 }
-
-// Errors callers can test for with errors.Is.
-var (
-	ErrNoRegion    = errors.New("vfio: no such region")
-	ErrOutOfRange  = errors.New("vfio: access out of region bounds")
-	ErrMisaligned  = errors.New("vfio: misaligned register access")
-	ErrIOVAInUse   = errors.New("vfio: IOVA range overlaps an existing mapping")
-	ErrNotMapped   = errors.New("vfio: no DMA mapping at that IOVA")
-	ErrBadMapping  = errors.New("vfio: invalid DMA mapping request")
-	ErrNoIRQ       = errors.New("vfio: no such interrupt")
-	ErrClosed      = errors.New("vfio: device closed")
-	ErrUnsupported = errors.New("vfio: operation not supported by this device")
-)

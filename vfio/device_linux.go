@@ -64,7 +64,7 @@ func OpenPCIWith(sys Sysfs, addr string) (_ *KernelDevice, err error) {
 		return nil, fmt.Errorf("open %s: %w", a, err)
 	}
 	if ok, err := d.container.CheckExtension(Type1v2IOMMU); err != nil || !ok {
-		return nil, fmt.Errorf("open %s: type1v2 IOMMU not supported (%v): %w", a, err, ErrUnsupported)
+		return nil, fmt.Errorf("vfio: open %s: type1v2 IOMMU (%v): %w", a, err, ErrNotSupported)
 	}
 	if d.group, err = OpenGroup(gnum); err != nil {
 		return nil, fmt.Errorf("open %s: %w", a, err)
@@ -74,7 +74,7 @@ func OpenPCIWith(sys Sysfs, addr string) (_ *KernelDevice, err error) {
 		return nil, fmt.Errorf("open %s: %w", a, err)
 	}
 	if !viable {
-		return nil, fmt.Errorf("open %s: group %d is not viable (bind every device of the group to vfio-pci): %w", a, gnum, ErrUnsupported)
+		return nil, fmt.Errorf("vfio: open %s: group %d is not viable (bind every device of the group to vfio-pci): %w", a, gnum, ErrNotSupported)
 	}
 	if err := d.group.SetContainer(d.container); err != nil {
 		return nil, fmt.Errorf("open %s: %w", a, err)
@@ -97,7 +97,7 @@ func OpenPCIWith(sys Sysfs, addr string) (_ *KernelDevice, err error) {
 		return nil, fmt.Errorf("open %s: VFIO_DEVICE_GET_INFO: %w", a, err)
 	}
 	if di.Flags&deviceFlagsPCI == 0 {
-		return nil, fmt.Errorf("open %s: not a vfio-pci device (flags %#x): %w", a, di.Flags, ErrUnsupported)
+		return nil, fmt.Errorf("vfio: open %s: not a vfio-pci device (flags %#x): %w", a, di.Flags, ErrNotSupported)
 	}
 	d.info = DeviceInfo{
 		Name:       a,
@@ -155,7 +155,7 @@ func (d *KernelDevice) IOVARanges() []IOVARange { return append([]IOVARange(nil)
 // Region opens (and on first use maps) region index.
 func (d *KernelDevice) Region(index int) (Region, error) {
 	if d.closed.Load() {
-		return nil, ErrClosed
+		return nil, errDeviceClosed
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -209,7 +209,7 @@ func (d *KernelDevice) regionInfo(index int) (regionDesc, error) {
 // MapDMA maps mem at iova for the device (see Device.MapDMA).
 func (d *KernelDevice) MapDMA(iova uint64, mem []byte, access Access) error {
 	if d.closed.Load() {
-		return ErrClosed
+		return errDeviceClosed
 	}
 	ps := d.IOMMUPageSize()
 	n := uint64(len(mem))
@@ -249,7 +249,7 @@ func inRanges(rs []IOVARange, iova, n uint64) bool {
 // UnmapDMA removes the mapping at iova of exactly size bytes.
 func (d *KernelDevice) UnmapDMA(iova, size uint64) error {
 	if d.closed.Load() {
-		return ErrClosed
+		return errDeviceClosed
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -286,7 +286,7 @@ func (d *KernelDevice) IRQCount(kind IRQKind) int {
 // disable first.
 func (d *KernelDevice) SetIRQs(kind IRQKind, start int, eventfds []int) error {
 	if d.closed.Load() {
-		return ErrClosed
+		return errDeviceClosed
 	}
 	n := d.IRQCount(kind)
 	if n == 0 {
@@ -339,7 +339,7 @@ func irqSetBuffer(kind IRQKind, start int, eventfds []int) []uint64 {
 // each interrupt until the driver has silenced the device and unmasks).
 func (d *KernelDevice) UnmaskIRQ(kind IRQKind, index int) error {
 	if d.closed.Load() {
-		return ErrClosed
+		return errDeviceClosed
 	}
 	if index < 0 || index >= d.IRQCount(kind) {
 		return fmt.Errorf("%s: unmask %v %d: %w", d.name, kind, index, ErrNoIRQ)
@@ -360,10 +360,10 @@ func (d *KernelDevice) UnmaskIRQ(kind IRQKind, index int) error {
 // Reset resets the device (VFIO_DEVICE_RESET).
 func (d *KernelDevice) Reset() error {
 	if d.closed.Load() {
-		return ErrClosed
+		return errDeviceClosed
 	}
 	if !d.info.CanReset {
-		return fmt.Errorf("%s: reset: %w", d.name, ErrUnsupported)
+		return fmt.Errorf("vfio: %s: reset: %w", d.name, ErrNotSupported)
 	}
 	if _, err := ioctl(d.fd, ioctlDeviceReset, nil); err != nil {
 		return fmt.Errorf("%s: VFIO_DEVICE_RESET: %w", d.name, err)

@@ -73,7 +73,7 @@ func (s *DMASpace) MapArena(a *hugepage.Arena, access Access) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return 0, ErrClosed
+		return 0, fmt.Errorf("vfio: map arena at %#x: DMA space %w", a.Addr(), ErrClosed)
 	}
 	if m, ok := s.arenas[a]; ok {
 		return 0, fmt.Errorf("map arena at %#x: already mapped at IOVA %#x: %w", a.Addr(), m.iova, ErrIOVAInUse)

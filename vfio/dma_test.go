@@ -27,7 +27,7 @@ func (r *recorder) IOVARanges() []IOVARange           { return r.ranges }
 func (r *recorder) IRQCount(IRQKind) int              { return 0 }
 func (r *recorder) SetIRQs(IRQKind, int, []int) error { return ErrNoIRQ }
 func (r *recorder) UnmaskIRQ(IRQKind, int) error      { return ErrNoIRQ }
-func (r *recorder) Reset() error                      { return ErrUnsupported }
+func (r *recorder) Reset() error                      { return ErrNotSupported }
 func (r *recorder) Close() error                      { return nil }
 func (r *recorder) MapDMA(iova uint64, mem []byte, _ Access) error {
 	if r.fail != nil {

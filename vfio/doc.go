@@ -40,9 +40,12 @@
 //
 // # Errors
 //
-// Sentinel errors for errors.Is: ErrNoRegion, ErrOutOfRange, ErrMisaligned,
-// ErrIOVAInUse, ErrNotMapped, ErrBadMapping, ErrNoIRQ, ErrClosed,
-// ErrUnsupported (shared by every Device), and for the kernel side
+// Sentinel errors for errors.Is (errors.go): ErrNoRegion, ErrOutOfRange,
+// ErrMisaligned, ErrIOVAInUse, ErrNotMapped, ErrBadMapping, ErrNoIRQ,
+// ErrIOVAExhausted (shared by every Device), and for the kernel side
 // ErrNoVFIO (no VFIO in this kernel), ErrBadAddress, ErrNoIOMMUGroup,
-// ErrBadInfo (malformed INFO answer), ErrIOVAExhausted.
+// ErrBadInfo (malformed INFO answer). ErrClosed and ErrNotSupported (which
+// wraps errors.ErrUnsupported) are hcomm's shared sentinels, the same
+// values as engine.ErrClosed and engine.ErrNotSupported: one errors.Is test
+// holds whichever layer was closed or lacks the feature.
 package vfio

@@ -1,15 +1,11 @@
 package vfio
 
 import (
-	"errors"
 	"fmt"
 	"math/bits"
 	"sort"
 	"sync"
 )
-
-// ErrIOVAExhausted is returned when no free IOVA range is large enough.
-var ErrIOVAExhausted = errors.New("vfio: IOVA space exhausted")
 
 // IOVAAllocator hands out I/O virtual address ranges inside the ranges an
 // IOMMU accepts (Device.IOVARanges) and below a device's DMA mask (edu: 28

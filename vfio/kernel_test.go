@@ -291,8 +291,8 @@ func TestKernelReset(t *testing.T) {
 	if !d.Info().CanReset {
 		// edu has no FLR or PM reset and shares its bus: vfio-pci offers no
 		// reset, and Reset must say so rather than pretend.
-		if err := d.Reset(); !errors.Is(err, vfio.ErrUnsupported) {
-			t.Fatalf("Reset on a device without reset = %v, want ErrUnsupported", err)
+		if err := d.Reset(); !errors.Is(err, vfio.ErrNotSupported) {
+			t.Fatalf("Reset on a device without reset = %v, want ErrNotSupported", err)
 		}
 		return
 	}

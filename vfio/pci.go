@@ -11,13 +11,6 @@ import (
 	"strings"
 )
 
-// ErrBadAddress is returned for a malformed PCI address.
-var ErrBadAddress = errors.New("vfio: malformed PCI address")
-
-// ErrNoIOMMUGroup is returned when a device has no IOMMU group (the kernel
-// runs without an IOMMU, or the device is not behind one).
-var ErrNoIOMMUGroup = errors.New("vfio: device has no IOMMU group")
-
 // ParsePCIAddress checks and canonicalises a PCI address in sysfs form,
 // "DDDD:BB:DD.F" (domain, bus, device, function, hexadecimal); the domain
 // may be omitted ("00:03.0" means "0000:00:03.0").

@@ -44,7 +44,7 @@ func updateCommand(dev Device, set, clear uint16) error {
 		return fmt.Errorf("read back PCI command register: %w", err)
 	}
 	if got&(set|clear) != set {
-		return fmt.Errorf("PCI command register is %#04x after writing %#04x: the device refused: %w", got, want, ErrUnsupported)
+		return fmt.Errorf("vfio: PCI command register is %#04x after writing %#04x: the device refused: %w", got, want, ErrNotSupported)
 	}
 	return nil
 }

@@ -107,7 +107,7 @@ func (r *kernelRegion) unmap() error {
 // use for MMIO, or 0 when the access goes through pread/pwrite.
 func (r *kernelRegion) check(off uint64, w uint64) (uintptr, error) {
 	if r.dev.closed.Load() {
-		return 0, ErrClosed
+		return 0, errDeviceClosed
 	}
 	if off%w != 0 {
 		return 0, fmt.Errorf("region %d offset %#x, width %d: %w", r.desc.Index, off, w, ErrMisaligned)

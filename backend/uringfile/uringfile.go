@@ -327,7 +327,7 @@ func (b *Backend) Cancel(out []engine.Completion) int {
 		n += b.collect(out[n:])
 		switch {
 		case err == nil, errors.Is(err, uring.ErrTimeout), errors.Is(err, unix.EINTR):
-		case errors.Is(err, uring.ErrUnsupported):
+		case errors.Is(err, uring.ErrNotSupported):
 			// No waiting with a timeout (before Linux 5.11): poll.
 			if _, err := b.u.Submit(); err != nil {
 				return n

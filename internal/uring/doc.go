@@ -46,7 +46,8 @@
 // scheduler can run other goroutines meanwhile. EINTR is retried.
 //
 // Sentinel errors, for errors.Is: ErrConfig, ErrClosed, ErrWrongThread,
-// ErrSQFull, ErrBusy, ErrNotFromRing, ErrUnsupported (wraps
-// errors.ErrUnsupported), ErrTimeout, ErrMemlock. Kernel errors are wrapped
+// ErrSQFull, ErrBusy, ErrNotFromRing, ErrNotSupported (wraps
+// errors.ErrUnsupported; it and ErrClosed are hcomm's shared sentinels, the
+// same values as engine's), ErrTimeout, ErrMemlock. Kernel errors are wrapped
 // as unix.Errno values, and a failed operation's CQE.Err is a syscall.Errno.
 package uring

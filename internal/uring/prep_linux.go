@@ -294,7 +294,7 @@ func (e *SQE) PrepCancelAny() { e.PrepCancel(0, asyncCancelAny|asyncCancelAll) }
 // belong to this ring.
 func (u *Ring) slot(e *SQE) (int, error) {
 	if len(u.sqes) == 0 {
-		return 0, ErrClosed
+		return 0, errRingClosed
 	}
 	base := uintptr(unsafe.Pointer(&u.sqes[0]))
 	p := uintptr(unsafe.Pointer(e))

@@ -13,7 +13,7 @@ import (
 // EINTR (buffer registration can be interrupted while it pins pages).
 func (u *Ring) register(op uint32, arg unsafe.Pointer, nr uint32) (int, error) {
 	if u.fd < 0 {
-		return 0, ErrClosed
+		return 0, errRingClosed
 	}
 	for {
 		r, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(u.fd), uintptr(op), uintptr(arg), uintptr(nr), 0, 0)
@@ -68,7 +68,7 @@ func (u *Ring) loadProbe() error {
 // The buffers must stay mapped until UnregisterBuffers or Close.
 func (u *Ring) RegisterBuffers(bufs [][]byte) error {
 	if u.closed {
-		return ErrClosed
+		return errRingClosed
 	}
 	if len(bufs) == 0 {
 		return fmt.Errorf("uring: register buffers: none given: %w", unix.EINVAL)
@@ -110,10 +110,10 @@ const maxRegBuffers = 1 << 14
 // that grows by whole arenas registers each new arena into its own slot
 // without re-registering (and re-pinning) the others. n is 1..16384. A
 // kernel without the operation or the flag answers EINVAL: that is
-// ErrUnsupported, naming both.
+// ErrNotSupported, naming both.
 func (u *Ring) RegisterBuffersSparse(n int) error {
 	if u.closed {
-		return ErrClosed
+		return errRingClosed
 	}
 	if n <= 0 || n > maxRegBuffers {
 		return fmt.Errorf("uring: register a sparse table of %d buffers: want 1..%d: %w", n, maxRegBuffers, unix.EINVAL)
@@ -123,9 +123,9 @@ func (u *Ring) RegisterBuffersSparse(n int) error {
 		if errors.Is(err, unix.EINVAL) {
 			// n is in range and the struct is the kernel's own: only an
 			// unknown opcode or flag is left.
-			return fmt.Errorf("%w: register a sparse table of %d buffers: needs "+
-				"IORING_REGISTER_BUFFERS2 (Linux 5.13) with IORING_RSRC_REGISTER_SPARSE (Linux 5.19): %w",
-				ErrUnsupported, n, err)
+			return fmt.Errorf("uring: register a sparse table of %d buffers: needs "+
+				"IORING_REGISTER_BUFFERS2 (Linux 5.13) with IORING_RSRC_REGISTER_SPARSE (Linux 5.19): %w (%w)",
+				n, ErrNotSupported, err)
 		}
 		return u.bufferErr(fmt.Sprintf("register a sparse table of %d buffers", n), err)
 	}
@@ -142,7 +142,7 @@ func (u *Ring) RegisterBuffersSparse(n int) error {
 // mapped while registered, as for RegisterBuffers.
 func (u *Ring) UpdateBuffers(slot int, bufs [][]byte) error {
 	if u.closed {
-		return ErrClosed
+		return errRingClosed
 	}
 	if u.buffers == 0 {
 		return fmt.Errorf("uring: update buffer slot %d: no buffer table registered (RegisterBuffersSparse first): %w",
@@ -169,8 +169,8 @@ func (u *Ring) UpdateBuffers(slot int, bufs [][]byte) error {
 		if errors.Is(err, unix.EINVAL) {
 			// The range was checked above and a bad buffer is EFAULT:
 			// only an unknown opcode is left.
-			return fmt.Errorf("%w: %s: needs IORING_REGISTER_BUFFERS_UPDATE (Linux 5.13): %w",
-				ErrUnsupported, what, err)
+			return fmt.Errorf("uring: %s: needs IORING_REGISTER_BUFFERS_UPDATE (Linux 5.13): %w (%w)",
+				what, ErrNotSupported, err)
 		}
 		return u.bufferErr(what, err)
 	}
@@ -204,7 +204,7 @@ func memlockFacts() string {
 // UnregisterBuffers drops the fixed buffers.
 func (u *Ring) UnregisterBuffers() error {
 	if u.closed {
-		return ErrClosed
+		return errRingClosed
 	}
 	if _, err := u.register(unregisterBuffers, nil, 0); err != nil {
 		return fmt.Errorf("uring: unregister buffers: %w", u.threadErr(err))
@@ -217,7 +217,7 @@ func (u *Ring) UnregisterBuffers() error {
 // SQEFixedFile names the file by index, sparing the fd lookup per operation.
 func (u *Ring) RegisterFiles(fds []int32) error {
 	if u.closed {
-		return ErrClosed
+		return errRingClosed
 	}
 	if len(fds) == 0 {
 		return fmt.Errorf("uring: register files: none given: %w", unix.EINVAL)
@@ -232,7 +232,7 @@ func (u *Ring) RegisterFiles(fds []int32) error {
 // UnregisterFiles drops the fixed files.
 func (u *Ring) UnregisterFiles() error {
 	if u.closed {
-		return ErrClosed
+		return errRingClosed
 	}
 	if _, err := u.register(unregisterFiles, nil, 0); err != nil {
 		return fmt.Errorf("uring: unregister files: %w", u.threadErr(err))

@@ -197,7 +197,7 @@ func TestCancel(t *testing.T) {
 // not know the flag (a missing feature); anything else is a failure.
 func cancelErr(c CQE) error {
 	if errors.Is(c.Err(), unix.EINVAL) {
-		return errors.Join(ErrUnsupported, c.Err())
+		return errors.Join(ErrNotSupported, c.Err())
 	}
 	return c.Err()
 }

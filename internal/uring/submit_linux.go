@@ -104,7 +104,7 @@ func (u *Ring) cqNeedsEnter() bool {
 // system call unless the SQ thread sleeps. Returns the SQEs submitted.
 func (u *Ring) Submit() (int, error) {
 	if u.closed {
-		return 0, ErrClosed
+		return 0, errRingClosed
 	}
 	pending := u.flushSQ()
 	var flags uint32
@@ -134,7 +134,7 @@ func (u *Ring) Submit() (int, error) {
 // waitNr completions are already there.
 func (u *Ring) SubmitAndWait(waitNr int) (int, error) {
 	if u.closed {
-		return 0, ErrClosed
+		return 0, errRingClosed
 	}
 	if waitNr <= 0 {
 		return u.Submit()
@@ -145,13 +145,13 @@ func (u *Ring) SubmitAndWait(waitNr int) (int, error) {
 // SubmitAndWaitTimeout is SubmitAndWait bounded by d: it returns ErrTimeout
 // (wrapping ETIME) when fewer than waitNr completions are ready once d has
 // passed. A retry after a signal waits only for what is left of d. Needs
-// IORING_FEAT_EXT_ARG (Linux 5.11; ErrUnsupported otherwise).
+// IORING_FEAT_EXT_ARG (Linux 5.11; ErrNotSupported otherwise).
 func (u *Ring) SubmitAndWaitTimeout(waitNr int, d time.Duration) (int, error) {
 	if u.closed {
-		return 0, ErrClosed
+		return 0, errRingClosed
 	}
 	if u.features&FeatExtArg == 0 {
-		return 0, fmt.Errorf("%w: wait with timeout: needs IORING_FEAT_EXT_ARG (Linux 5.11)", ErrUnsupported)
+		return 0, fmt.Errorf("uring: wait with timeout: needs IORING_FEAT_EXT_ARG (Linux 5.11): %w", ErrNotSupported)
 	}
 	if waitNr <= 0 {
 		return u.Submit()
@@ -198,7 +198,7 @@ func (u *Ring) CQReady() int {
 // overflowed completions). Never blocks, never allocates.
 func (u *Ring) PeekCQEs(dst []CQE) (int, error) {
 	if u.closed {
-		return 0, ErrClosed
+		return 0, errRingClosed
 	}
 	head := *u.cqHead // written only by this thread
 	// Acquire: the kernel fills a CQE before it publishes the tail.

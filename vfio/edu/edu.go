@@ -2,7 +2,6 @@ package edu
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -44,18 +43,6 @@ const (
 	MaxDMA = BufferSize - 1
 	// DMAMask is the highest IOVA edu can address (28 bits).
 	DMAMask = 1<<28 - 1
-)
-
-var (
-	// ErrNotEdu is returned by New when BAR0 does not identify as edu.
-	ErrNotEdu = errors.New("edu: not an edu device")
-	// ErrBadTransfer is returned for a transfer edu cannot do (length,
-	// buffer bounds, DMA mask).
-	ErrBadTransfer = errors.New("edu: invalid DMA transfer")
-	// ErrBusy is returned when a DMA is started while one is running.
-	ErrBusy = errors.New("edu: DMA engine busy")
-	// ErrTimeout is returned when a DMA does not complete in time.
-	ErrTimeout = errors.New("edu: DMA did not complete")
 )
 
 // Direction of a DMA.

@@ -59,7 +59,7 @@ func (f *fakeEdu) UnmapDMA(uint64, uint64) error            { return nil }
 func (f *fakeEdu) IRQCount(k vfio.IRQKind) int              { return 1 }
 func (f *fakeEdu) SetIRQs(vfio.IRQKind, int, []int) error   { return nil }
 func (f *fakeEdu) UnmaskIRQ(k vfio.IRQKind, i int) error    { f.unmasked++; return nil }
-func (f *fakeEdu) Reset() error                             { return vfio.ErrUnsupported }
+func (f *fakeEdu) Reset() error                             { return vfio.ErrNotSupported }
 func (f *fakeEdu) Close() error                             { return nil }
 
 // dma performs the programmed DMA the way QEMU's edu does, checking the

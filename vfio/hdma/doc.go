@@ -35,9 +35,10 @@
 // complete (errors always do). Wait with WaitInterrupt, or hand EventFD to
 // an io_uring READ.
 //
-// Sentinel errors for errors.Is: ErrNotHDMA, ErrVersion, ErrBadConfig,
-// ErrNotReady, ErrFatal, ErrEnabled, ErrClosed, ErrQueueFull,
-// ErrRecoveryNeeded; completion errors ErrIOMMUFault,
-// ErrDevMemBounds, ErrBadDescriptor, ErrDeviceReset, ErrDeviceError,
-// ErrUnknownStatus, ErrTimeout.
+// Sentinel errors for errors.Is (errors.go): ErrNotHDMA, ErrVersion,
+// ErrBadConfig, ErrNotReady, ErrFatal, ErrEnabled, ErrClosed (hcomm's
+// shared one, the same value as vfio.ErrClosed), ErrQueueFull,
+// ErrRecoveryNeeded; completion errors ErrIOMMUFault, ErrDevMemBounds,
+// ErrBadDescriptor, ErrDeviceReset, ErrDeviceError, ErrUnknownStatus,
+// ErrTimeout. Device errors (vfio's) are wrapped, not replaced.
 package hdma

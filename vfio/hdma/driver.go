@@ -212,7 +212,7 @@ func (d *Driver) waitStatus(what string, cond func(uint32) bool) error {
 // Queues keep their configuration in the driver; Enable reprograms them.
 func (d *Driver) Reset() error {
 	if d.closed {
-		return fmt.Errorf("hdma: reset: %w", ErrClosed)
+		return fmt.Errorf("hdma: reset: driver %w", ErrClosed)
 	}
 	d.enabled = false
 	if err := d.bar0.Write32(model.RegControl, model.ControlReset); err != nil {
@@ -237,7 +237,7 @@ func (d *Driver) Reset() error {
 // the latter failed with ErrDeviceReset.
 func (d *Driver) Enable() error {
 	if d.closed {
-		return fmt.Errorf("hdma: enable: %w", ErrClosed)
+		return fmt.Errorf("hdma: enable: driver %w", ErrClosed)
 	}
 	if d.enabled {
 		return nil
@@ -292,7 +292,7 @@ func (d *Driver) Enable() error {
 // queues' next Reap calls. Callers quiesce the queues first.
 func (d *Driver) Recover() error {
 	if d.closed {
-		return fmt.Errorf("hdma: recover: %w", ErrClosed)
+		return fmt.Errorf("hdma: recover: driver %w", ErrClosed)
 	}
 	st, fa, _ := d.Status()
 	d.log.Warn("recovering device", "status", st, "fault_addr", fa)
@@ -365,7 +365,7 @@ type QueueConfig struct {
 // Reset, or before Enable). Setting up an index again replaces it.
 func (d *Driver) SetupQueue(cfg QueueConfig) (*Queue, error) {
 	if d.closed {
-		return nil, fmt.Errorf("hdma: setup queue: %w", ErrClosed)
+		return nil, fmt.Errorf("hdma: setup queue: driver %w", ErrClosed)
 	}
 	if d.enabled {
 		return nil, fmt.Errorf("hdma: setup queue %d: %w", cfg.Index, ErrEnabled)

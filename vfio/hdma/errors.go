@@ -2,7 +2,9 @@ package hdma
 
 import (
 	"errors"
+	"fmt"
 
+	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/vfio/hdma/model"
 )
 
@@ -15,7 +17,10 @@ var (
 	ErrNotReady  = errors.New("hdma: device did not become ready")
 	ErrFatal     = errors.New("hdma: device halted on a fatal fault")
 	ErrEnabled   = errors.New("hdma: device is enabled; queues are configured while it is disabled")
-	ErrClosed    = errors.New("hdma: driver closed")
+	// ErrClosed: the driver was closed. It is hcomm's one ErrClosed
+	// (package internal/errs), the same value as vfio.ErrClosed and
+	// engine.ErrClosed.
+	ErrClosed = errs.ErrClosed
 
 	// Submission errors.
 	ErrQueueFull = errors.New("hdma: submission queue full")
@@ -34,6 +39,10 @@ var (
 	ErrUnknownStatus = errors.New("hdma: unknown completion status")
 	ErrTimeout       = errors.New("hdma: descriptor timed out (device stalled)")
 )
+
+// errDriverClosed is ErrClosed as Enqueue returns it after Close, made once
+// so that the refusal allocates nothing.
+var errDriverClosed = fmt.Errorf("hdma: driver %w", ErrClosed)
 
 // statusErrs maps a completion status to its error; nil for OK.
 var statusErrs = [...]error{

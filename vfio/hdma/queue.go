@@ -211,7 +211,7 @@ func (q *Queue) program() error {
 func (q *Queue) Enqueue(desc Desc) error {
 	if b := q.d.blocked.Load(); b != blockNone {
 		if b == blockClosed {
-			return ErrClosed
+			return errDriverClosed
 		}
 		return ErrRecoveryNeeded
 	}

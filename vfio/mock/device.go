@@ -1,7 +1,6 @@
 package mock
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -21,14 +20,6 @@ import (
 const (
 	VendorID = 0x1234 // QEMU's vendor ID, as edu uses; the mock never meets real hardware
 	DeviceID = 0x4844 // "HD"
-)
-
-// Errors callers can test for with errors.Is (besides the vfio sentinels).
-var (
-	// ErrBadConfig reports an invalid Config.
-	ErrBadConfig = errors.New("mock: invalid device configuration")
-	// ErrBadFault reports an invalid fault-injection rule.
-	ErrBadFault = errors.New("mock: invalid fault rule")
 )
 
 // Config configures a mock device. The zero value is a usable device.

@@ -69,7 +69,7 @@ func TestIdentifyRegisters(t *testing.T) {
 		{"read64 past end", func() error { _, err := bar0.Read64(model.Bar0Size - 4); return err }(), vfio.ErrMisaligned},
 		{"read32 past end", func() error { _, err := bar0.Read32(model.Bar0Size); return err }(), vfio.ErrOutOfRange},
 		{"huge offset", func() error { _, err := bar0.Read32(^uint64(0) - 3); return err }(), vfio.ErrOutOfRange},
-		{"write8 register", bar0.Write8(0, 1), vfio.ErrUnsupported},
+		{"write8 register", bar0.Write8(0, 1), vfio.ErrNotSupported},
 		{"bar2 past end", bar2.Write64(1<<20, 1), vfio.ErrOutOfRange},
 		{"bar2 misaligned", bar2.Write16(1, 1), vfio.ErrMisaligned},
 		{"no BAR1", func() error { _, err := d.Region(vfio.RegionBAR1); return err }(), vfio.ErrNoRegion},

@@ -49,5 +49,5 @@
 //
 // Sentinel errors for errors.Is: ErrBadConfig, ErrBadFault, and the vfio
 // package's (ErrNoRegion, ErrOutOfRange, ErrMisaligned, ErrIOVAInUse,
-// ErrNotMapped, ErrBadMapping, ErrNoIRQ, ErrClosed, ErrUnsupported).
+// ErrNotMapped, ErrBadMapping, ErrNoIRQ, ErrClosed, ErrNotSupported).
 package mock

@@ -14,7 +14,7 @@ import (
 // CONTROL, the doorbells and the queue registers do (see writeReg).
 // 64-bit accesses are two 32-bit accesses, low word first, as on a bus that
 // splits them. Byte and half-word reads work; byte and half-word writes are
-// ErrUnsupported (the model defines none).
+// ErrNotSupported (the model defines none).
 type bar0Region struct{ d *Device }
 
 func (r *bar0Region) Index() int     { return vfio.RegionBAR0 }
@@ -23,13 +23,13 @@ func (r *bar0Region) Mapped() []byte { return nil }
 
 func (r *bar0Region) check(op string, off, width uint64) error {
 	if r.d.closed.Load() {
-		return fmt.Errorf("mock BAR0 %s at %#x: %w", op, off, vfio.ErrClosed)
+		return fmt.Errorf("mock: BAR0 %s at %#x: %w", op, off, vfio.ErrClosed)
 	}
 	if off%width != 0 {
-		return fmt.Errorf("mock BAR0 %s at %#x: %w", op, off, vfio.ErrMisaligned)
+		return fmt.Errorf("mock: BAR0 %s at %#x: %w", op, off, vfio.ErrMisaligned)
 	}
 	if off >= model.Bar0Size || model.Bar0Size-off < width {
-		return fmt.Errorf("mock BAR0 %s at %#x (size %#x): %w", op, off, model.Bar0Size, vfio.ErrOutOfRange)
+		return fmt.Errorf("mock: BAR0 %s at %#x (size %#x): %w", op, off, model.Bar0Size, vfio.ErrOutOfRange)
 	}
 	return nil
 }
@@ -71,14 +71,14 @@ func (r *bar0Region) Write8(off uint64, v uint8) error {
 	if err := r.check("write8", off, 1); err != nil {
 		return err
 	}
-	return fmt.Errorf("mock BAR0 write8 at %#x: HDMA registers take 32/64-bit writes: %w", off, vfio.ErrUnsupported)
+	return fmt.Errorf("mock: BAR0 write8 at %#x: HDMA registers take 32/64-bit writes: %w", off, vfio.ErrNotSupported)
 }
 
 func (r *bar0Region) Write16(off uint64, v uint16) error {
 	if err := r.check("write16", off, 2); err != nil {
 		return err
 	}
-	return fmt.Errorf("mock BAR0 write16 at %#x: HDMA registers take 32/64-bit writes: %w", off, vfio.ErrUnsupported)
+	return fmt.Errorf("mock: BAR0 write16 at %#x: HDMA registers take 32/64-bit writes: %w", off, vfio.ErrNotSupported)
 }
 
 func (r *bar0Region) Write32(off uint64, v uint32) error {
@@ -200,13 +200,13 @@ func (r *bar2Region) Mapped() []byte {
 
 func (r *bar2Region) check(op string, off, width uint64) error {
 	if r.d.closed.Load() {
-		return fmt.Errorf("mock BAR2 %s at %#x: %w", op, off, vfio.ErrClosed)
+		return fmt.Errorf("mock: BAR2 %s at %#x: %w", op, off, vfio.ErrClosed)
 	}
 	if off%width != 0 {
-		return fmt.Errorf("mock BAR2 %s at %#x: %w", op, off, vfio.ErrMisaligned)
+		return fmt.Errorf("mock: BAR2 %s at %#x: %w", op, off, vfio.ErrMisaligned)
 	}
 	if off >= uint64(len(r.mem)) || uint64(len(r.mem))-off < width {
-		return fmt.Errorf("mock BAR2 %s at %#x (size %#x): %w", op, off, len(r.mem), vfio.ErrOutOfRange)
+		return fmt.Errorf("mock: BAR2 %s at %#x (size %#x): %w", op, off, len(r.mem), vfio.ErrOutOfRange)
 	}
 	return nil
 }

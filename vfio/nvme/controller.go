@@ -374,7 +374,7 @@ func (c *Controller) setQueueCount() error {
 		return fmt.Errorf("nvme: set number of queues to %d: %w", c.cfg.IOQueues, err)
 	}
 	if nsq, ncq := int(res&0xffff)+1, int(res>>16)+1; nsq < c.cfg.IOQueues || ncq < c.cfg.IOQueues {
-		return fmt.Errorf("nvme: %d I/O queue pairs asked, the controller grants %d SQs and %d CQs: %w", c.cfg.IOQueues, nsq, ncq, ErrUnsupported)
+		return fmt.Errorf("nvme: %d I/O queue pairs asked, the controller grants %d SQs and %d CQs: %w", c.cfg.IOQueues, nsq, ncq, ErrNotSupported)
 	}
 	return nil
 }
@@ -451,7 +451,7 @@ func (c *Controller) validate(t Transfer) error {
 	}
 	if t.Opcode == OpWriteZeroes {
 		if c.ctrl.ONCS&ONCSWriteZeroes == 0 {
-			return fmt.Errorf("%w: Write Zeroes (ONCS %#x)", ErrUnsupported, c.ctrl.ONCS)
+			return fmt.Errorf("nvme: Write Zeroes (ONCS %#x): %w", c.ctrl.ONCS, ErrNotSupported)
 		}
 		if t.Len/lba > 1<<16 {
 			return fmt.Errorf("%w: %d blocks in one Write Zeroes (at most 65536)", ErrBadTransfer, t.Len/lba)
@@ -515,7 +515,7 @@ func (c *Controller) Abort(ctx context.Context, q *Queue, cid uint16) (bool, err
 // owns the queues.
 func (c *Controller) Reset() error {
 	if c.closed.Load() {
-		return ErrClosed
+		return errControllerClosed
 	}
 	c.adminMu.Lock()
 	defer c.adminMu.Unlock()

@@ -43,8 +43,9 @@
 // ErrAccessDenied, ErrPath) and its class (ErrCommandSpecific, ErrMedia).
 // The driver's own errors: ErrNotNVMe, ErrNotReady, ErrFatal,
 // ErrBadTransfer, ErrQueueFull, ErrTimeout, ErrReset, ErrClosed, ErrNoCMB,
-// ErrUnsupported; vfio.ErrNotMapped (wrapped) for a buffer outside the DMA
-// mappings.
+// ErrNotSupported (ErrClosed and ErrNotSupported are hcomm's shared
+// sentinels, the same values as vfio's and engine's); vfio.ErrNotMapped
+// (wrapped) for a buffer outside the DMA mappings.
 //
 // Abort sends the admin Abort command (the controller may decline; the
 // command still completes once). Reset is the recovery: it disables the

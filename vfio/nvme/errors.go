@@ -3,6 +3,8 @@ package nvme
 import (
 	"errors"
 	"fmt"
+
+	"github.com/hcomm-go/hcomm/internal/errs"
 )
 
 // Errors of the driver itself, for errors.Is.
@@ -25,12 +27,15 @@ var (
 	// it completes with this error exactly once (its data may or may not
 	// have moved).
 	ErrReset = errors.New("nvme: command ended by a controller reset")
-	// ErrClosed: the controller or queue is closed.
-	ErrClosed = errors.New("nvme: closed")
+	// ErrClosed: the controller or queue is closed (hcomm's shared
+	// sentinel, package internal/errs: the same value as vfio.ErrClosed).
+	ErrClosed = errs.ErrClosed
 	// ErrNoCMB: the controller has no usable Controller Memory Buffer.
 	ErrNoCMB = errors.New("nvme: no controller memory buffer")
-	// ErrUnsupported: the controller does not offer the command (ONCS).
-	ErrUnsupported = errors.New("nvme: not supported by the controller")
+	// ErrNotSupported: the controller does not offer the command (ONCS) or
+	// the queues asked for. hcomm's shared sentinel (package
+	// internal/errs); it wraps errors.ErrUnsupported.
+	ErrNotSupported = errs.ErrNotSupported
 
 	// ErrStatus matches every error completion the controller posted
 	// (StatusError); the sentinels below match particular status codes.
@@ -70,6 +75,10 @@ var (
 	// Path related status (SCT 3).
 	ErrPath = errors.New("nvme: path related error")
 )
+
+// errControllerClosed is ErrClosed as a closed controller returns it, made
+// once so that the refusal allocates nothing.
+var errControllerClosed = fmt.Errorf("nvme: controller %w", ErrClosed)
 
 // Status is the 15-bit status field of a completion (DW3 bits 31:17):
 // SC in bits 7:0, SCT in 10:8, CRD in 12:11, More in 13, DNR in 14. Bit 15

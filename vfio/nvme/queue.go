@@ -114,7 +114,7 @@ func (q *Queue) Submit(cmd *Command, tag uint64) (uint16, error) {
 
 func (q *Queue) alloc(opcode uint8, tag uint64) (uint16, error) {
 	if q.c.closed.Load() {
-		return 0, ErrClosed
+		return 0, errControllerClosed
 	}
 	if len(q.free) == 0 {
 		return 0, fmt.Errorf("%w: %d commands outstanding on queue %d", ErrQueueFull, q.busy, q.id)
@@ -361,11 +361,11 @@ func (q *Queue) SubmitFlush(tag uint64) (uint16, error) {
 }
 
 // SubmitDeallocate submits a Dataset Management command that deallocates
-// (trims) n bytes at offset off of the namespace; ErrUnsupported unless
+// (trims) n bytes at offset off of the namespace; ErrNotSupported unless
 // the controller offers DSM (ONCS bit 2).
 func (q *Queue) SubmitDeallocate(off uint64, n int, tag uint64) (uint16, error) {
 	if q.c.ctrl.ONCS&ONCSDSM == 0 {
-		return 0, fmt.Errorf("%w: Dataset Management (ONCS %#x)", ErrUnsupported, q.c.ctrl.ONCS)
+		return 0, fmt.Errorf("nvme: Dataset Management (ONCS %#x): %w", q.c.ctrl.ONCS, ErrNotSupported)
 	}
 	if err := q.c.validate(Transfer{Opcode: OpWriteZeroes, Offset: off, Len: n}); err != nil {
 		return 0, err
