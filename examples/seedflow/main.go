@@ -1,7 +1,9 @@
-// Command seedflow walks through the seed's hcomm flow, step by step, on the
-// Go engine: init with a 256 MiB pool, queue depth 64 and 64-byte
-// alignment; allocate host memory; write into it; submit a transfer with a
-// completion callback; submit a batch; wait; free; finalize. The device is
+// Command seedflow walks through the flow of the C example
+// tests/capi/seed_example.c (docs/capi.md), step by step, on the Go engine:
+// init with a 256 MiB pool, queue depth 64 and 64-byte alignment; allocate
+// host memory; write into it; submit a transfer with a completion callback;
+// submit a batch; wait; free; finalize. Each step's comment names the C call
+// it stands for. The device is
 // vfio-mock (software HDMA) behind the HDMA backend, so it runs anywhere;
 // on hardware, vfio.OpenPCI gives the same backend a real device.
 //
