@@ -407,9 +407,7 @@ func (d *Driver) SetupQueue(cfg QueueConfig) (*Queue, error) {
 		}
 	}
 	if cfg.Interrupts && q.efd < 0 {
-		// Blocking: io_uring completes a READ of an O_NONBLOCK file with
-		// EAGAIN instead of waiting for it to become readable.
-		if q.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC); err != nil {
+		if q.efd, err = newEventfd(); err != nil {
 			return nil, fmt.Errorf("hdma: setup queue %d: eventfd: %w", cfg.Index, err)
 		}
 	}

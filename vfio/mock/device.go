@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -340,20 +338,6 @@ func (d *Device) unrouteLocked() {
 	for i := range d.msi {
 		d.msi[i] = -1
 	}
-}
-
-// dupEventfd duplicates fd (close-on-exec) after checking that it is an
-// eventfd, where /proc tells.
-func dupEventfd(fd int) (int, error) {
-	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return -1, err
-	}
-	if link, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(dup)); err == nil && link != "anon_inode:[eventfd]" {
-		unix.Close(dup)
-		return -1, fmt.Errorf("%s is not an eventfd: %w", link, unix.EINVAL)
-	}
-	return dup, nil
 }
 
 func closeFDs(fds []int) {

@@ -2,6 +2,7 @@ package vfio
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -225,7 +226,7 @@ func FuzzParseSysfs(f *testing.F) {
 	f.Add("0x", "iommu_groups/")
 	f.Fuzz(func(t *testing.T, id, link string) {
 		if v, err := parseHex16(id); err == nil {
-			if v2, err := parseHex16("0x" + hex4(v)); err != nil || v2 != v {
+			if v2, err := parseHex16(fmt.Sprintf("0x%04x", v)); err != nil || v2 != v {
 				t.Fatalf("%q → %#x, re-parse %#x %v", id, v, v2, err)
 			}
 		}
@@ -233,9 +234,4 @@ func FuzzParseSysfs(f *testing.F) {
 			t.Fatalf("%q → negative group %d", link, g)
 		}
 	})
-}
-
-func hex4(v uint16) string {
-	const digits = "0123456789abcdef"
-	return string([]byte{digits[v>>12], digits[v>>8&15], digits[v>>4&15], digits[v&15]})
 }
