@@ -73,7 +73,8 @@
 // Sentinel errors for errors.Is: ErrBadConfig (every invalid Config field,
 // named with its allowed range), ErrClosed, ErrNotSupported (wraps
 // errors.ErrUnsupported), ErrQueueFull,
-// ErrBadTransfer, ErrForeignBlock, ErrFreedBlock, ErrOutOfBounds,
+// ErrBadTransfer, ErrForeignBlock, ErrFreedBlock, ErrOutOfBounds, ErrBusy
+// (Unregister of caller memory that transfers in flight use: Register),
 // ErrAlignment, ErrStaleID, ErrUnknownID; completion errors (Result.Err,
 // Wait) ErrDevice (wrapping the backend's cause, e.g. hdma.ErrIOMMUFault),
 // ErrTimeout, ErrCanceled, ErrIO (wrapping the errno) and ErrShortIO.
