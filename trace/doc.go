@@ -1,17 +1,23 @@
 // Package trace observes one process from outside, through eBPF: it loads
-// the programs of package bpf, filters them in the kernel to a thread group
+// the programs of internal/bpf, filters them in the kernel to a thread group
 // (Attach) or to a fresh cgroup v2 subtree in which it starts a command
-// (StartCommand), reads the per-CPU counters into a Snapshot, and turns
-// snapshots into a Report (syscount-style table, log2 histograms, JSON,
-// Prometheus metrics).
+// (StartCommand, counting from the command's own execve), reads the per-CPU
+// counters into a Snapshot, and turns snapshots into a Report (syscount-style
+// table, log2 histograms, JSON) or compact Intervals. Read a Snapshot through
+// its accessors (UserToKernelBytes, KernelToUserBytes, DirectBytes,
+// KernelCopyBytes, Bytes, SyscallCounts, ...). Prometheus metrics are served
+// by cmd/hcomm-trace; this package does not import the client library.
 //
-// It counts system calls per number (count, errors, time), the bytes the
+// It counts system calls per number (count, errors, time, min/max, log2
+// latency histogram; optionally only some names, failed calls or one errno,
+// and per process or thread: Options.Filter, Options.By), the bytes the
 // copying system calls and io_uring requests moved between user and kernel
 // space — split into bytes a CPU copied, bytes moved by DMA (O_DIRECT) and
-// zero-copy sends — io_uring requests per opcode with submit→complete
-// latency, user page faults, and the engine's batches through uprobes on
-// its hook functions (see Hooks: the symbol names are a stable contract;
-// trace never imports engine).
+// zero-copy sends — the bytes the kernel moved with no user buffer
+// (copy_file_range, sendfile, splice), io_uring requests per opcode with
+// submit→complete latency, user page faults, and the engine's batches
+// through uprobes on its hook functions (see Hooks: the symbol names are a
+// stable contract; trace never imports engine).
 //
 // Requirements: Linux on x86-64, root or CAP_BPF+CAP_PERFMON (checked up
 // front, see CheckPrivileges), kernel BTF, tp_btf and uprobes; StartCommand
