@@ -227,6 +227,7 @@ func (b *Backend) Flush() {
 	C.hc_submit(b.be, C.uint32_t(b.staged))
 	b.inflight += b.staged
 	b.staged = 0
+	b.progress() // what completes at once (shared memory) is ready for the next Reap
 	b.mu.Unlock()
 	if b.env.Counters != nil {
 		b.env.Counters.Doorbells++

@@ -52,8 +52,10 @@
 // it accepts connections, answers handshakes, serves a peer's tcp puts and
 // gets into this side's pool (the tcp transport needs the target to
 // progress), and finishes transfers while the engine sleeps. It spins for
-// Config.Spin after an event, then arms the worker (ucp_worker_arm) and
-// sleeps in poll(2) on its event fd (ucp_worker_get_efd). ReadyFD is an
+// Config.Spin after an event (default: not at all), then arms the worker
+// (ucp_worker_arm) and sleeps in poll(2) on its event fd
+// (ucp_worker_get_efd); it never queues on the mutex behind the engine's
+// owner, which progresses the worker itself. ReadyFD is an
 // eventfd that this goroutine writes when completions wait, so an idle
 // engine sleeps too.
 //

@@ -34,9 +34,10 @@ type Config struct {
 	Listen string
 	// Spin is how long the progress goroutine keeps polling the worker
 	// after it last saw an event before it sleeps on the worker's event fd
-	// (default 50µs). It spins only while this side has no transfers of
-	// its own in flight (then the engine polls). Negative: never sleep
-	// (lowest latency as a passive peer, one CPU busy).
+	// (default 0: it sleeps at once). It spins only while this side has no
+	// transfers of its own in flight (then the engine polls). Negative:
+	// never sleep (a dedicated passive peer serving tcp puts and gets at
+	// full speed, one CPU busy).
 	Spin time.Duration
 	// CallerProgress: no progress goroutine. Only the engine's Reap moves
 	// the worker — use it with engine.ModePoll and call Poll continually
@@ -149,9 +150,6 @@ func ucxErr(call string, st C.int) error {
 // UCX_NET_DEVICES and its other variables from the environment now), starts
 // the listener if cfg.Listen is set, and starts the progress goroutine.
 func New(cfg Config) (*Backend, error) {
-	if cfg.Spin == 0 {
-		cfg.Spin = 50 * time.Microsecond
-	}
 	b := &Backend{cfg: cfg, log: cfg.Logger, peerEv: make(chan struct{}, 1), wakeFD: -1, stopFD: -1}
 	if b.log == nil {
 		b.log = slog.Default()
@@ -429,7 +427,14 @@ func (b *Backend) progressLoop() {
 	last := time.Now()
 	var buf [8]byte
 	for {
-		b.mu.Lock()
+		// The engine's owner progresses the worker itself while it holds
+		// the mutex (Flush, Reap): do not queue behind it — on a busy
+		// machine a goroutine that takes the mutex and is preempted stalls
+		// the engine for a whole time slice. Look again shortly.
+		if !b.mu.TryLock() {
+			time.Sleep(50 * time.Microsecond)
+			continue
+		}
 		if b.closed {
 			b.mu.Unlock()
 			return
@@ -444,13 +449,22 @@ func (b *Backend) progressLoop() {
 			runtime.Gosched()
 			continue
 		}
+		busy := b.inflight > 0
 		st := C.ucp_worker_arm(b.be.worker)
 		b.mu.Unlock()
 		if st == C.UCS_ERR_BUSY {
 			continue
 		}
+		// While transfers are in flight, wake up every 50µs even without
+		// an event: UCX completes some requests (a flush over shared
+		// memory) in ucp_worker_progress without signalling the event fd,
+		// and the engine may be asleep on ReadyFD.
+		var ts *unix.Timespec
+		if busy {
+			ts = &unix.Timespec{Nsec: 50_000}
+		}
 		for {
-			_, err := unix.Poll(fds, -1)
+			_, err := unix.Ppoll(fds, ts, nil)
 			if err != unix.EINTR {
 				break
 			}
