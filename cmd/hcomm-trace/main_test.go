@@ -45,7 +45,7 @@ func binaries(t *testing.T) (hcommTrace, syscallsProg string) {
 		if _, err := exec.LookPath("cc"); err != nil {
 			return // tests that need the C program skip with the reason
 		}
-		cmd := exec.Command("cc", "-O2", "-Wall", "-Werror", "-o", filepath.Join(buildDir, "syscalls"), "testdata/syscalls.c")
+		cmd := exec.Command("cc", "-O2", "-Wall", "-Werror", "-pthread", "-o", filepath.Join(buildDir, "syscalls"), "testdata/syscalls.c")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("cc testdata/syscalls.c: %w\n%s", err, out)
 		}
@@ -350,6 +350,28 @@ func TestPerProcessAndThread(t *testing.T) {
 				t.Errorf("child comm %q", child.Comm)
 			}
 		})
+	}
+}
+
+// TestPerThread: two threads of one process writing 5 and 7 times are two
+// rows with -T and one with -P.
+func TestPerThread(t *testing.T) {
+	requireTracing(t)
+	prog := syscallsProg(t)
+	r, _ := runJSON(t, "-T", "-e", "write", "--", prog, "threads")
+	var writes []uint64
+	for _, task := range r.Tasks {
+		if task.TGID != r.Process.PID {
+			t.Errorf("thread %d of process %d, want %d", task.ID, task.TGID, r.Process.PID)
+		}
+		writes = append(writes, task.Syscalls["write"].Count)
+	}
+	if fmt.Sprint(writes) != "[5 7]" && fmt.Sprint(writes) != "[7 5]" {
+		t.Errorf("per-thread writes %v, want 5 and 7: %+v", writes, r.Tasks)
+	}
+	r, _ = runJSON(t, "-P", "-e", "write", "--", prog, "threads")
+	if len(r.Tasks) != 1 || r.Tasks[0].ID != r.Process.PID || r.Tasks[0].Syscalls["write"].Count != 12 {
+		t.Errorf("per-process: %+v, want one row with 12 writes", r.Tasks)
 	}
 }
 

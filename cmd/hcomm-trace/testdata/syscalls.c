@@ -8,14 +8,43 @@
 //	child execs this program with "child": openat 1, write 3 (1 B each to
 //	/dev/null), close 1. The parent waits for it (wait4).
 //
-// Usage: syscalls DIR (DIR: a writable directory for its two files).
+// Usage: syscalls DIR (DIR: a writable directory for its two files), or
+// syscalls threads: two threads write 5 and 7 bytes to /dev/null, one write
+// each byte, while the main thread waits for them.
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/sendfile.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+static int devnull_fd;
+
+static void *writer(void *arg)
+{
+	long n = (long)arg;
+	for (long i = 0; i < n; i++)
+		if (write(devnull_fd, "x", 1) != 1)
+			return (void *)1;
+	return NULL;
+}
+
+static int threads(void)
+{
+	pthread_t a, b;
+	void *ra, *rb;
+
+	devnull_fd = open("/dev/null", O_WRONLY);
+	if (devnull_fd < 0)
+		return 1;
+	if (pthread_create(&a, NULL, writer, (void *)5L) || pthread_create(&b, NULL, writer, (void *)7L))
+		return 1;
+	if (pthread_join(a, &ra) || pthread_join(b, &rb) || ra || rb)
+		return 1;
+	return 0;
+}
 
 static int child(void)
 {
@@ -38,6 +67,8 @@ int main(int argc, char **argv)
 
 	if (argc == 2 && strcmp(argv[1], "child") == 0)
 		return child();
+	if (argc == 2 && strcmp(argv[1], "threads") == 0)
+		return threads();
 	if (argc != 2)
 		return 2;
 	snprintf(path, sizeof(path), "%s/data", argv[1]);
