@@ -29,8 +29,12 @@ func TestLayoutMatchesGeneratedTypes(t *testing.T) {
 		want uint32
 	}{
 		{"sys_stats", MaxSyscalls},
+		{"sys_minmax", MaxSyscalls},
 		{"uring_stats", MaxOps},
 		{"copy_stats", CopySlots},
+	}
+	if got := CopyIndex(SrcURing, DirKernelToKernel, ClassZeroCopy); got != CopySlots-1 {
+		t.Errorf("last copy index %d, want CopySlots-1 = %d", got, CopySlots-1)
 	}
 	for _, m := range maps {
 		ms, ok := spec.Maps[m.name]
