@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -206,20 +207,30 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 			backoff(i) // a waiter's callback may block: do not spin
 		}
 	}()
-	tick := 10 * time.Millisecond
-	if e.desc.Timeout > 0 {
-		tick = min(e.desc.Timeout/4, tick)
-	}
+	tick := e.tick()
 	// Idle, the reaper needs a timeout only to notice a stall of work
 	// submitted while it slept (submissions do not wake it): half the
 	// backend's Timeout is early enough; without a Timeout, none.
 	idleTick := e.desc.Timeout / 2
+	bw := e.bw
 	last := time.Now()
 	for !e.stop.Load() {
-		n, _, ok := e.tryCycle()
+		n, busy, ok := e.tryCycle()
 		if n > 0 {
 			last = time.Now()
 			continue
+		}
+		// A backend that can be waited on in batches (the io_uring file
+		// backend): with transfers outstanding, sleep in the kernel until
+		// half of them are done (or batchWait passed with some done)
+		// instead of spinning: one system call per batch and no CPU burnt
+		// between completions.
+		if bw != nil && ok && busy && e.reaping.CompareAndSwap(0, 1) {
+			waited := e.waitBatch()
+			e.reaping.Store(0)
+			if waited {
+				continue
+			}
 		}
 		if e.cfg.Spin > 0 && time.Since(last) < e.cfg.Spin {
 			runtime.Gosched()
@@ -232,7 +243,6 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 		// waiter held the reaping flag (it may leave work behind), sleep
 		// with the shorter timeout (sleepBusy), unless a waker got in.
 		e.sleeping.Store(sleepIdle)
-		var busy bool
 		n, busy, ok = e.tryCycle()
 		if n > 0 || e.stop.Load() {
 			e.sleeping.Store(awake)
@@ -241,15 +251,63 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 		}
 		timeout := idleTick
 		if busy || !ok {
-			if !e.sleeping.CompareAndSwap(sleepIdle, sleepBusy) {
+			// !ok: a waiter holds the reaping flag and reaps; sleep
+			// without the completion fd (sleepBlind), and the waiter
+			// wakes us when it leaves.
+			state := uint32(sleepBusy)
+			if !ok {
+				state = sleepBlind
+			}
+			if !e.sleeping.CompareAndSwap(sleepIdle, state) {
 				continue // woken meanwhile (the eventfd holds the wake-up too)
 			}
 			timeout = tick
 		}
-		sl.sleep(timeout)
+		sl.sleep(timeout, ok)
 		e.sysc.Add(sl.syscalls())
 		e.sleeping.Store(awake)
 	}
+}
+
+// batchWaiter is an optional Backend method: block until want
+// completions are ready (or minWait passed with some ready, or timeout),
+// without the owner flag and without reaping; it returns the system calls
+// made. backend/uringfile has it (io_uring_enter with min_complete and
+// min_wait_usec).
+type batchWaiter interface {
+	WaitCompletions(want int, minWait, timeout time.Duration) (syscalls int)
+}
+
+// batchWait is how long the reaper lets a batch of completions grow once
+// the first is ready: the most a callback waits for its neighbours.
+const batchWait = 200 * time.Microsecond
+
+// tick is how often a sleeping reaper (or a waiter blocked in the
+// backend) looks again while transfers are outstanding: a quarter of the
+// backend's Timeout, at most 10 ms.
+func (e *Engine) tick() time.Duration {
+	t := 10 * time.Millisecond
+	if e.desc.Timeout > 0 {
+		t = min(e.desc.Timeout/4, t)
+	}
+	return t
+}
+
+// waitBatch blocks in the backend until about half of what is outstanding
+// has completed (batchWaiter), and reports whether it waited. Called with
+// the reaping flag held, so that completions are reaped by whoever waited.
+func (e *Engine) waitBatch() bool {
+	if e.bw == nil {
+		return false
+	}
+	e.lock()
+	out := e.be.Outstanding()
+	e.unlock()
+	if out == 0 {
+		return false
+	}
+	e.sysc.Add(uint64(e.bw.WaitCompletions((out+1)/2, batchWait, e.tick())))
+	return true
 }
 
 // tryCycle runs one cycle unless another goroutine (a waiter reaping for
@@ -330,15 +388,17 @@ func (e *Engine) Drain(ctx context.Context) error {
 // sleeper puts the reaper to sleep on its watched fds through io_uring
 // (uringWait), falling back to poll(2) when io_uring is unavailable.
 type sleeper struct {
-	fds   []int
-	efd   []bool // fds[i] is an eventfd (read it), not a pollable ring fd
-	u     uringWait
-	calls uint64
+	hasCompletionFd bool // fds[0] is the backend's
+	fds             []int
+	efd             []bool // fds[i] is an eventfd (read it), not a pollable ring fd
+	u               uringWait
+	calls           uint64
 }
 
 func newSleeper(completionFd int, eventfd bool, wakeFd int) (*sleeper, error) {
 	s := &sleeper{}
 	if completionFd >= 0 {
+		s.hasCompletionFd = true
 		s.fds = append(s.fds, completionFd)
 		s.efd = append(s.efd, eventfd)
 	}
@@ -352,16 +412,25 @@ func newSleeper(completionFd int, eventfd bool, wakeFd int) (*sleeper, error) {
 }
 
 // sleep blocks until a watched fd signals or timeout passes (0: no
-// timeout); false when only the timeout fired.
-func (s *sleeper) sleep(timeout time.Duration) bool {
+// timeout); false when only the timeout fired. completions false leaves
+// the backend's completion fd out (not re-armed): a waiter holding the
+// reaping flag is blocked in the backend for those completions, and the
+// fd, readable until it reaps them, would wake the reaper over and over.
+func (s *sleeper) sleep(timeout time.Duration, completions bool) bool {
+	skip := -1
+	if !completions && s.hasCompletionFd {
+		skip = 0
+	}
 	if s.u.ok() {
-		woke, calls := s.u.wait(timeout)
+		woke, calls := s.u.wait(timeout, skip)
 		s.calls += calls
 		return woke
 	}
-	pfd := make([]unix.PollFd, len(s.fds))
+	pfd := make([]unix.PollFd, 0, len(s.fds))
 	for i, fd := range s.fds {
-		pfd[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+		if i != skip {
+			pfd = append(pfd, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+		}
 	}
 	ms := -1
 	if timeout > 0 {
@@ -370,8 +439,9 @@ func (s *sleeper) sleep(timeout time.Duration) bool {
 	n, _ := unix.Poll(pfd, ms)
 	s.calls++
 	var buf [8]byte
-	for i := range pfd {
-		if s.efd[i] && pfd[i].Revents&unix.POLLIN != 0 {
+	for _, p := range pfd {
+		i := slices.Index(s.fds, int(p.Fd))
+		if s.efd[i] && p.Revents&unix.POLLIN != 0 {
 			_, _ = unix.Read(s.fds[i], buf[:]) // readable: does not block
 			s.calls++
 		}

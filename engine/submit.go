@@ -197,6 +197,11 @@ func (e *Engine) waitFor(ctx context.Context, cond func() bool) error {
 	var since time.Time
 	for i := 0; ; i++ {
 		if cond() {
+			// The reaper went to sleep without watching completions
+			// while we reaped: hand back to it what is still to come.
+			if e.sleeping.Load() == sleepBlind && e.pending() {
+				e.wakeReaper(false)
+			}
 			return nil
 		}
 		if e.closing.Load() && e.isClosed() {
@@ -212,12 +217,19 @@ func (e *Engine) waitFor(ctx context.Context, cond func() bool) error {
 			continue
 		}
 		if e.reaping.CompareAndSwap(0, 1) {
-			n := 0
+			n, waited := 0, false
 			if !e.stop.Load() {
-				n, _ = e.cycle()
+				var busy bool
+				n, busy = e.cycle()
+				// A backend that can be waited on in batches (file I/O,
+				// tens of µs and more): block in the kernel rather than
+				// spin, as ReadAt would, and reap on waking.
+				if n == 0 && busy && !cond() {
+					waited = e.waitBatch()
+				}
 			}
 			e.reaping.Store(0)
-			if n > 0 {
+			if n > 0 || waited {
 				since = time.Time{}
 				continue
 			}
@@ -256,6 +268,15 @@ func (e *Engine) park(ctx context.Context, cond func() bool) {
 	case <-ctx.Done():
 	case <-e.closedCh:
 	}
+}
+
+// pending says whether anything is staged, in the backend or completed
+// and not yet delivered.
+func (e *Engine) pending() bool {
+	e.lock()
+	p := e.ldLen > 0 || e.be.Outstanding() > 0 || e.fwd != e.head+uint64(e.stage.Len())
+	e.unlock()
+	return p
 }
 
 func (e *Engine) isClosed() bool {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -50,6 +51,15 @@ type Backend struct {
 	queued    int
 	inFlight  int
 	canceling bool // an ASYNC_CANCEL of ours is in flight (Cancel)
+
+	// WaitCompletions' own state: the ring fd and the wait argument
+	// (set at Attach, then used only by whoever holds the engine's reaping
+	// flag, without the owner flag: nothing it touches is written by the
+	// owner's methods).
+	ringFd     int
+	minTimeout bool // the kernel honours min_wait_usec (IORING_FEAT_MIN_TIMEOUT)
+	waitArg    geteventsArg
+	waitTS     unix.Timespec
 
 	// arenas are the pool's arenas by slot; fixed says which slots are
 	// registered (buffer index = slot).
@@ -115,6 +125,8 @@ func (b *Backend) Attach(env engine.Env) (err error) {
 		return fmt.Errorf("uringfile: io_uring for %s: %w", b.f.Name(), err)
 	}
 	b.cqes = make([]uring.CQE, b.u.CQEntries())
+	b.ringFd = b.u.Fd()
+	b.minTimeout = b.u.Features()&featMinTimeout != 0
 	if err := b.u.RegisterBuffersSparse(engine.MaxArenas); err != nil {
 		b.desc.Fallbacks = append(b.desc.Fallbacks, fmt.Errorf("uringfile: no sparse fixed-buffer table: only the pool's first arena is registered, arenas it grows by use plain READ/WRITE: %w", err))
 	} else {
@@ -273,6 +285,48 @@ func (b *Backend) Reap(out []engine.Completion) int {
 	}
 	b.inFlight -= n
 	return n
+}
+
+// geteventsArg is struct io_uring_getevents_arg (Linux 5.11; min_wait_usec
+// since 6.12, a padding word before).
+type geteventsArg struct {
+	sigmask     uint64
+	sigmaskSz   uint32
+	minWaitUsec uint32
+	ts          uint64
+}
+
+const (
+	enterGetevents = 1 << 0    // IORING_ENTER_GETEVENTS
+	enterExtArg    = 1 << 3    // IORING_ENTER_EXT_ARG
+	featMinTimeout = 1 << 15   // IORING_FEAT_MIN_TIMEOUT
+	maxBatchWait   = 1<<20 - 1 // µs: well within min_wait_usec's 32 bits
+)
+
+// WaitCompletions blocks until at least want completions are ready in the
+// ring, or — on kernels with IORING_FEAT_MIN_TIMEOUT (6.12) — until
+// minWait has passed with at least one ready, or until timeout. It lets
+// the engine sleep between batches of completions (one io_uring_enter per
+// batch) instead of spinning or waking per completion. It does not reap
+// (Reap does, under the owner flag) and touches nothing the owner's
+// methods write, so the engine calls it without the owner flag while
+// submitters keep submitting. Without min_wait support want is taken as 1
+// (a straggler must not hold the others back until the timeout). It
+// returns the system calls made.
+func (b *Backend) WaitCompletions(want int, minWait, timeout time.Duration) int {
+	if !b.minTimeout {
+		want, minWait = 1, 0
+	}
+	b.waitTS = unix.NsecToTimespec(int64(timeout))
+	b.waitArg = geteventsArg{ts: uint64(uintptr(unsafe.Pointer(&b.waitTS)))}
+	if minWait > 0 {
+		b.waitArg.minWaitUsec = uint32(min(int64(minWait/time.Microsecond), maxBatchWait))
+	}
+	// ETIME (the timeout) and EINTR are normal ends of a wait; other
+	// errors show up in the next Reap or Flush.
+	_, _, _ = unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(b.ringFd), 0, uintptr(max(want, 1)),
+		enterGetevents|enterExtArg, uintptr(unsafe.Pointer(&b.waitArg)), unsafe.Sizeof(b.waitArg))
+	return 1
 }
 
 // Check implements engine.Backend: file I/O has no timeout of its own.
