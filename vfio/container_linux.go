@@ -54,15 +54,15 @@ func OpenContainer() (*Container, error) {
 	fd, err := unix.Open(ContainerPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return nil, fmt.Errorf("open %s: %w", ContainerPath, ErrNoVFIO)
+			return nil, fmt.Errorf("vfio: open %s: %w", ContainerPath, ErrNoVFIO)
 		}
-		return nil, fmt.Errorf("open %s: %w", ContainerPath, err)
+		return nil, fmt.Errorf("vfio: open %s: %w", ContainerPath, err)
 	}
 	c := &Container{fd: fd}
 	v, err := ioctlVal(fd, ioctlGetAPIVersion, 0)
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("VFIO_GET_API_VERSION: %w", err)
+		return nil, fmt.Errorf("vfio: VFIO_GET_API_VERSION: %w", err)
 	}
 	if v != apiVersion {
 		c.Close()
@@ -79,7 +79,7 @@ func (c *Container) Fd() int { return c.fd }
 func (c *Container) CheckExtension(ext int) (bool, error) {
 	r, err := ioctlVal(c.fd, ioctlCheckExtension, uintptr(ext))
 	if err != nil {
-		return false, fmt.Errorf("VFIO_CHECK_EXTENSION %d: %w", ext, err)
+		return false, fmt.Errorf("vfio: VFIO_CHECK_EXTENSION %d: %w", ext, err)
 	}
 	return r > 0, nil
 }
@@ -92,7 +92,7 @@ func (c *Container) SetIOMMU(typ int) error {
 		return fmt.Errorf("vfio: IOMMU type %d: %w", typ, ErrNotSupported)
 	}
 	if _, err := ioctlVal(c.fd, ioctlSetIOMMU, uintptr(typ)); err != nil {
-		return fmt.Errorf("VFIO_SET_IOMMU %d: %w", typ, err)
+		return fmt.Errorf("vfio: VFIO_SET_IOMMU %d: %w", typ, err)
 	}
 	return nil
 }
@@ -105,7 +105,7 @@ func (c *Container) IOMMUInfo() (pageSizes uint64, ranges []IOVARange, err error
 		hdr := (*iommuType1Info)(unsafe.Pointer(&buf[0]))
 		hdr.Argsz = uint32(len(b))
 		if _, err := ioctl(c.fd, ioctlIOMMUGetInfo, unsafe.Pointer(&buf[0])); err != nil {
-			return 0, nil, fmt.Errorf("VFIO_IOMMU_GET_INFO: %w", err)
+			return 0, nil, fmt.Errorf("vfio: VFIO_IOMMU_GET_INFO: %w", err)
 		}
 		if int(hdr.Argsz) > len(b) {
 			// The capabilities did not fit: retry with the size asked.
@@ -114,17 +114,17 @@ func (c *Container) IOMMUInfo() (pageSizes uint64, ranges []IOVARange, err error
 		}
 		info, err := parseIOMMUInfo(b[:max(int(hdr.Argsz), 16)])
 		if err != nil {
-			return 0, nil, fmt.Errorf("VFIO_IOMMU_GET_INFO: %w", err)
+			return 0, nil, fmt.Errorf("vfio: VFIO_IOMMU_GET_INFO: %w", err)
 		}
 		return info.PageSizes, info.Ranges, nil
 	}
-	return 0, nil, fmt.Errorf("VFIO_IOMMU_GET_INFO: answer size keeps growing: %w", ErrBadInfo)
+	return 0, nil, fmt.Errorf("vfio: VFIO_IOMMU_GET_INFO: answer size keeps growing: %w", ErrBadInfo)
 }
 
 // MapDMA maps mem at iova (VFIO_IOMMU_MAP_DMA). The kernel pins mem.
 func (c *Container) MapDMA(iova uint64, mem []byte, access Access) error {
 	if len(mem) == 0 {
-		return fmt.Errorf("map DMA %#x: empty memory: %w", iova, ErrBadMapping)
+		return fmt.Errorf("vfio: map DMA %#x: empty memory: %w", iova, ErrBadMapping)
 	}
 	m := dmaMap{
 		Argsz: sizeofDMAMap,
@@ -140,9 +140,9 @@ func (c *Container) MapDMA(iova uint64, mem []byte, access Access) error {
 	}
 	if _, err := ioctl(c.fd, ioctlIOMMUMapDMA, unsafe.Pointer(&m)); err != nil {
 		if errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("map DMA %#x+%#x: %w", iova, len(mem), ErrIOVAInUse)
+			return fmt.Errorf("vfio: map DMA %#x+%#x: %w", iova, len(mem), ErrIOVAInUse)
 		}
-		return fmt.Errorf("map DMA %#x+%#x: VFIO_IOMMU_MAP_DMA: %w", iova, len(mem), err)
+		return fmt.Errorf("vfio: map DMA %#x+%#x: VFIO_IOMMU_MAP_DMA: %w", iova, len(mem), err)
 	}
 	return nil
 }
@@ -152,7 +152,7 @@ func (c *Container) MapDMA(iova uint64, mem []byte, access Access) error {
 func (c *Container) UnmapDMA(iova, size uint64) (uint64, error) {
 	u := dmaUnmap{Argsz: sizeofDMAUnmap, Iova: iova, Size: size}
 	if _, err := ioctl(c.fd, ioctlIOMMUUnmapDMA, unsafe.Pointer(&u)); err != nil {
-		return 0, fmt.Errorf("unmap DMA %#x+%#x: VFIO_IOMMU_UNMAP_DMA: %w", iova, size, err)
+		return 0, fmt.Errorf("vfio: unmap DMA %#x+%#x: VFIO_IOMMU_UNMAP_DMA: %w", iova, size, err)
 	}
 	return u.Size, nil
 }
@@ -188,11 +188,11 @@ func OpenGroup(n int) (*Group, error) {
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			if _, serr := os.Stat(ContainerPath); serr != nil {
-				return nil, fmt.Errorf("open %s: %w", GroupPath(n), ErrNoVFIO)
+				return nil, fmt.Errorf("vfio: open %s: %w", GroupPath(n), ErrNoVFIO)
 			}
-			return nil, fmt.Errorf("open %s: no such group (is the device bound to vfio-pci?): %w", GroupPath(n), err)
+			return nil, fmt.Errorf("vfio: open %s: no such group (is the device bound to vfio-pci?): %w", GroupPath(n), err)
 		}
-		return nil, fmt.Errorf("open %s: %w", GroupPath(n), err)
+		return nil, fmt.Errorf("vfio: open %s: %w", GroupPath(n), err)
 	}
 	return &Group{fd: fd, num: n}, nil
 }
@@ -205,7 +205,7 @@ func (g *Group) Number() int { return g.num }
 func (g *Group) Status() (viable, containerSet bool, err error) {
 	st := groupStatus{Argsz: sizeofGroupStatus}
 	if _, err := ioctl(g.fd, ioctlGroupGetStatus, unsafe.Pointer(&st)); err != nil {
-		return false, false, fmt.Errorf("VFIO_GROUP_GET_STATUS of group %d: %w", g.num, err)
+		return false, false, fmt.Errorf("vfio: VFIO_GROUP_GET_STATUS of group %d: %w", g.num, err)
 	}
 	return st.Flags&groupFlagsViable != 0, st.Flags&groupFlagsContainerSet != 0, nil
 }
@@ -214,7 +214,7 @@ func (g *Group) Status() (viable, containerSet bool, err error) {
 func (g *Group) SetContainer(c *Container) error {
 	fd := int32(c.fd)
 	if _, err := ioctl(g.fd, ioctlGroupSetContainer, unsafe.Pointer(&fd)); err != nil {
-		return fmt.Errorf("VFIO_GROUP_SET_CONTAINER of group %d: %w", g.num, err)
+		return fmt.Errorf("vfio: VFIO_GROUP_SET_CONTAINER of group %d: %w", g.num, err)
 	}
 	return nil
 }
@@ -222,7 +222,7 @@ func (g *Group) SetContainer(c *Container) error {
 // UnsetContainer takes the group out of its container.
 func (g *Group) UnsetContainer() error {
 	if _, err := ioctl(g.fd, ioctlGroupUnsetContainer, nil); err != nil {
-		return fmt.Errorf("VFIO_GROUP_UNSET_CONTAINER of group %d: %w", g.num, err)
+		return fmt.Errorf("vfio: VFIO_GROUP_UNSET_CONTAINER of group %d: %w", g.num, err)
 	}
 	return nil
 }
@@ -232,11 +232,11 @@ func (g *Group) UnsetContainer() error {
 func (g *Group) DeviceFD(name string) (int, error) {
 	p, err := unix.BytePtrFromString(name)
 	if err != nil {
-		return -1, fmt.Errorf("device %q: %w", name, ErrBadAddress)
+		return -1, fmt.Errorf("vfio: device %q: %w", name, ErrBadAddress)
 	}
 	fd, err := ioctl(g.fd, ioctlGroupGetDeviceFD, unsafe.Pointer(p))
 	if err != nil {
-		return -1, fmt.Errorf("VFIO_GROUP_GET_DEVICE_FD %s in group %d: %w", name, g.num, err)
+		return -1, fmt.Errorf("vfio: VFIO_GROUP_GET_DEVICE_FD %s in group %d: %w", name, g.num, err)
 	}
 	unix.CloseOnExec(fd)
 	return fd, nil

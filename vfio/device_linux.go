@@ -52,7 +52,7 @@ func OpenPCIWith(sys Sysfs, addr string) (_ *KernelDevice, err error) {
 	}
 	gnum, err := sys.IOMMUGroup(a)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", a, err)
+		return nil, fmt.Errorf("vfio: open %s: %w", a, inner(err))
 	}
 	d := &KernelDevice{name: a, fd: -1, regions: map[int]*kernelRegion{}, dma: map[uint64]uint64{}}
 	defer func() {
@@ -61,40 +61,40 @@ func OpenPCIWith(sys Sysfs, addr string) (_ *KernelDevice, err error) {
 		}
 	}()
 	if d.container, err = OpenContainer(); err != nil {
-		return nil, fmt.Errorf("open %s: %w", a, err)
+		return nil, fmt.Errorf("vfio: open %s: %w", a, inner(err))
 	}
 	if ok, err := d.container.CheckExtension(Type1v2IOMMU); err != nil || !ok {
 		return nil, fmt.Errorf("vfio: open %s: type1v2 IOMMU (%v): %w", a, err, ErrNotSupported)
 	}
 	if d.group, err = OpenGroup(gnum); err != nil {
-		return nil, fmt.Errorf("open %s: %w", a, err)
+		return nil, fmt.Errorf("vfio: open %s: %w", a, inner(err))
 	}
 	viable, _, err := d.group.Status()
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", a, err)
+		return nil, fmt.Errorf("vfio: open %s: %w", a, inner(err))
 	}
 	if !viable {
 		return nil, fmt.Errorf("vfio: open %s: group %d is not viable (bind every device of the group to vfio-pci): %w", a, gnum, ErrNotSupported)
 	}
 	if err := d.group.SetContainer(d.container); err != nil {
-		return nil, fmt.Errorf("open %s: %w", a, err)
+		return nil, fmt.Errorf("vfio: open %s: %w", a, inner(err))
 	}
 	if err := d.container.SetIOMMU(Type1v2IOMMU); err != nil {
-		return nil, fmt.Errorf("open %s: %w", a, err)
+		return nil, fmt.Errorf("vfio: open %s: %w", a, inner(err))
 	}
 	if d.pageSizes, d.ranges, err = d.container.IOMMUInfo(); err != nil {
-		return nil, fmt.Errorf("open %s: %w", a, err)
+		return nil, fmt.Errorf("vfio: open %s: %w", a, inner(err))
 	}
 	if len(d.ranges) == 0 {
 		// Kernels before 5.4 do not report ranges: assume everything.
 		d.ranges = []IOVARange{{0, ^uint64(0)}}
 	}
 	if d.fd, err = d.group.DeviceFD(a); err != nil {
-		return nil, fmt.Errorf("open %s: %w", a, err)
+		return nil, fmt.Errorf("vfio: open %s: %w", a, inner(err))
 	}
 	di := deviceInfo{Argsz: sizeofDeviceInfo}
 	if _, err := ioctl(d.fd, ioctlDeviceGetInfo, unsafe.Pointer(&di)); err != nil {
-		return nil, fmt.Errorf("open %s: VFIO_DEVICE_GET_INFO: %w", a, err)
+		return nil, fmt.Errorf("vfio: open %s: VFIO_DEVICE_GET_INFO: %w", a, err)
 	}
 	if di.Flags&deviceFlagsPCI == 0 {
 		return nil, fmt.Errorf("vfio: open %s: not a vfio-pci device (flags %#x): %w", a, di.Flags, ErrNotSupported)
@@ -108,7 +108,7 @@ func OpenPCIWith(sys Sysfs, addr string) (_ *KernelDevice, err error) {
 	for k := range min(3, d.info.NumIRQs) {
 		ii := irqInfo{Argsz: sizeofIRQInfo, Index: uint32(k)}
 		if _, err := ioctl(d.fd, ioctlDeviceGetIRQInfo, unsafe.Pointer(&ii)); err != nil {
-			return nil, fmt.Errorf("open %s: VFIO_DEVICE_GET_IRQ_INFO %v: %w", a, IRQKind(k), err)
+			return nil, fmt.Errorf("vfio: open %s: VFIO_DEVICE_GET_IRQ_INFO %v: %w", a, IRQKind(k), err)
 		}
 		if ii.Flags&irqInfoEventfd != 0 {
 			d.irqCount[k] = int(ii.Count)
@@ -117,13 +117,13 @@ func OpenPCIWith(sys Sysfs, addr string) (_ *KernelDevice, err error) {
 	}
 	cfg, err := d.Region(RegionConfig)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", a, err)
+		return nil, fmt.Errorf("vfio: open %s: %w", a, inner(err))
 	}
 	if d.info.VendorID, err = cfg.Read16(0); err != nil {
-		return nil, fmt.Errorf("open %s: read vendor ID: %w", a, err)
+		return nil, fmt.Errorf("vfio: open %s: read vendor ID: %w", a, inner(err))
 	}
 	if d.info.DeviceID, err = cfg.Read16(2); err != nil {
-		return nil, fmt.Errorf("open %s: read device ID: %w", a, err)
+		return nil, fmt.Errorf("vfio: open %s: read device ID: %w", a, inner(err))
 	}
 	return d, nil
 }
@@ -163,14 +163,14 @@ func (d *KernelDevice) Region(index int) (Region, error) {
 		return r, nil
 	}
 	if index < 0 || index >= d.info.NumRegions {
-		return nil, fmt.Errorf("%s region %d: %w", d.name, index, ErrNoRegion)
+		return nil, fmt.Errorf("vfio: %s region %d: %w", d.name, index, ErrNoRegion)
 	}
 	desc, err := d.regionInfo(index)
 	if err != nil {
 		return nil, err
 	}
 	if desc.Size == 0 {
-		return nil, fmt.Errorf("%s region %d is empty (no such BAR): %w", d.name, index, ErrNoRegion)
+		return nil, fmt.Errorf("vfio: %s region %d is empty (no such BAR): %w", d.name, index, ErrNoRegion)
 	}
 	r, err := newKernelRegion(d, desc)
 	if err != nil {
@@ -189,9 +189,9 @@ func (d *KernelDevice) regionInfo(index int) (regionDesc, error) {
 		ri.Index = uint32(index)
 		if _, err := ioctl(d.fd, ioctlDeviceGetRegionInfo, unsafe.Pointer(&buf[0])); err != nil {
 			if errors.Is(err, unix.EINVAL) {
-				return regionDesc{}, fmt.Errorf("%s region %d: %w", d.name, index, ErrNoRegion)
+				return regionDesc{}, fmt.Errorf("vfio: %s region %d: %w", d.name, index, ErrNoRegion)
 			}
-			return regionDesc{}, fmt.Errorf("%s region %d: VFIO_DEVICE_GET_REGION_INFO: %w", d.name, index, err)
+			return regionDesc{}, fmt.Errorf("vfio: %s region %d: VFIO_DEVICE_GET_REGION_INFO: %w", d.name, index, err)
 		}
 		if int(ri.Argsz) > len(b) {
 			buf = make([]uint64, (int(ri.Argsz)+7)/8)
@@ -199,11 +199,11 @@ func (d *KernelDevice) regionInfo(index int) (regionDesc, error) {
 		}
 		desc, err := parseRegionInfo(b[:max(int(ri.Argsz), sizeofRegionInfo)])
 		if err != nil {
-			return regionDesc{}, fmt.Errorf("%s region %d: %w", d.name, index, err)
+			return regionDesc{}, fmt.Errorf("vfio: %s region %d: %w", d.name, index, err)
 		}
 		return desc, nil
 	}
-	return regionDesc{}, fmt.Errorf("%s region %d: answer size keeps growing: %w", d.name, index, ErrBadInfo)
+	return regionDesc{}, fmt.Errorf("vfio: %s region %d: answer size keeps growing: %w", d.name, index, ErrBadInfo)
 }
 
 // MapDMA maps mem at iova for the device (see Device.MapDMA).
@@ -215,19 +215,19 @@ func (d *KernelDevice) MapDMA(iova uint64, mem []byte, access Access) error {
 	n := uint64(len(mem))
 	switch {
 	case n == 0:
-		return fmt.Errorf("map DMA %#x: empty memory: %w", iova, ErrBadMapping)
+		return fmt.Errorf("vfio: map DMA %#x: empty memory: %w", iova, ErrBadMapping)
 	case access&DMAReadWrite == 0 || access&^DMAReadWrite != 0:
-		return fmt.Errorf("map DMA %#x+%#x: access %#x: %w", iova, n, access, ErrBadMapping)
+		return fmt.Errorf("vfio: map DMA %#x+%#x: access %#x: %w", iova, n, access, ErrBadMapping)
 	case iova%ps != 0 || n%ps != 0 || uintptr(unsafe.Pointer(&mem[0]))%uintptr(ps) != 0:
-		return fmt.Errorf("map DMA %#x+%#x: not aligned to the %#x-byte IOMMU page: %w", iova, n, ps, ErrBadMapping)
+		return fmt.Errorf("vfio: map DMA %#x+%#x: not aligned to the %#x-byte IOMMU page: %w", iova, n, ps, ErrBadMapping)
 	case iova+n-1 < iova || !inRanges(d.ranges, iova, n):
-		return fmt.Errorf("map DMA %#x+%#x: outside the IOMMU's valid IOVA ranges %v: %w", iova, n, d.ranges, ErrBadMapping)
+		return fmt.Errorf("vfio: map DMA %#x+%#x: outside the IOMMU's valid IOVA ranges %v: %w", iova, n, d.ranges, ErrBadMapping)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for s, sz := range d.dma {
 		if iova < s+sz && s < iova+n {
-			return fmt.Errorf("map DMA %#x+%#x: overlaps %#x+%#x: %w", iova, n, s, sz, ErrIOVAInUse)
+			return fmt.Errorf("vfio: map DMA %#x+%#x: overlaps %#x+%#x: %w", iova, n, s, sz, ErrIOVAInUse)
 		}
 	}
 	if err := d.container.MapDMA(iova, mem, access); err != nil {
@@ -259,7 +259,7 @@ func (d *KernelDevice) UnmapDMA(iova, size uint64) error {
 func (d *KernelDevice) unmapLocked(iova, size uint64) error {
 	sz, ok := d.dma[iova]
 	if !ok || sz != size {
-		return fmt.Errorf("unmap DMA %#x+%#x: %w", iova, size, ErrNotMapped)
+		return fmt.Errorf("vfio: unmap DMA %#x+%#x: %w", iova, size, ErrNotMapped)
 	}
 	got, err := d.container.UnmapDMA(iova, size)
 	if err != nil {
@@ -267,7 +267,7 @@ func (d *KernelDevice) unmapLocked(iova, size uint64) error {
 	}
 	delete(d.dma, iova)
 	if got != size {
-		return fmt.Errorf("unmap DMA %#x+%#x: the kernel unmapped %#x bytes", iova, size, got)
+		return fmt.Errorf("vfio: unmap DMA %#x+%#x: the kernel unmapped %#x bytes", iova, size, got)
 	}
 	return nil
 }
@@ -290,10 +290,10 @@ func (d *KernelDevice) SetIRQs(kind IRQKind, start int, eventfds []int) error {
 	}
 	n := d.IRQCount(kind)
 	if n == 0 {
-		return fmt.Errorf("%s: %v: %w", d.name, kind, ErrNoIRQ)
+		return fmt.Errorf("vfio: %s: %v: %w", d.name, kind, ErrNoIRQ)
 	}
 	if len(eventfds) > 0 && (start < 0 || start+len(eventfds) > n) {
-		return fmt.Errorf("%s: %v vectors %d..%d of %d: %w", d.name, kind, start, start+len(eventfds)-1, n, ErrNoIRQ)
+		return fmt.Errorf("vfio: %s: %v vectors %d..%d of %d: %w", d.name, kind, start, start+len(eventfds)-1, n, ErrNoIRQ)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -307,7 +307,7 @@ func (d *KernelDevice) SetIRQs(kind IRQKind, start int, eventfds []int) error {
 func (d *KernelDevice) setIRQsLocked(kind IRQKind, start int, eventfds []int) error {
 	buf := irqSetBuffer(kind, start, eventfds)
 	if _, err := ioctl(d.fd, ioctlDeviceSetIRQs, unsafe.Pointer(&buf[0])); err != nil {
-		return fmt.Errorf("%s: VFIO_DEVICE_SET_IRQS %v start %d count %d: %w", d.name, kind, start, len(eventfds), err)
+		return fmt.Errorf("vfio: %s: VFIO_DEVICE_SET_IRQS %v start %d count %d: %w", d.name, kind, start, len(eventfds), err)
 	}
 	return nil
 }
@@ -342,7 +342,7 @@ func (d *KernelDevice) UnmaskIRQ(kind IRQKind, index int) error {
 		return errDeviceClosed
 	}
 	if index < 0 || index >= d.IRQCount(kind) {
-		return fmt.Errorf("%s: unmask %v %d: %w", d.name, kind, index, ErrNoIRQ)
+		return fmt.Errorf("vfio: %s: unmask %v %d: %w", d.name, kind, index, ErrNoIRQ)
 	}
 	set := irqSet{
 		Argsz: sizeofIRQSet,
@@ -352,7 +352,7 @@ func (d *KernelDevice) UnmaskIRQ(kind IRQKind, index int) error {
 		Count: 1,
 	}
 	if _, err := ioctl(d.fd, ioctlDeviceSetIRQs, unsafe.Pointer(&set)); err != nil {
-		return fmt.Errorf("%s: unmask %v %d: %w", d.name, kind, index, err)
+		return fmt.Errorf("vfio: %s: unmask %v %d: %w", d.name, kind, index, err)
 	}
 	return nil
 }
@@ -366,7 +366,7 @@ func (d *KernelDevice) Reset() error {
 		return fmt.Errorf("vfio: %s: reset: %w", d.name, ErrNotSupported)
 	}
 	if _, err := ioctl(d.fd, ioctlDeviceReset, nil); err != nil {
-		return fmt.Errorf("%s: VFIO_DEVICE_RESET: %w", d.name, err)
+		return fmt.Errorf("vfio: %s: VFIO_DEVICE_RESET: %w", d.name, err)
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ func NewDMASpace(dev Device, cfg DMAConfig) (*DMASpace, error) {
 	}
 	alloc, err := NewIOVAAllocator(dev.IOVARanges(), cfg.Mask, ps)
 	if err != nil {
-		return nil, fmt.Errorf("DMA space for %s: %w", dev.Info().Name, err)
+		return nil, fmt.Errorf("vfio: DMA space for %s: %w", dev.Info().Name, inner(err))
 	}
 	return &DMASpace{dev: dev, alloc: alloc, arenas: map[*hugepage.Arena]dmaMapping{}}, nil
 }
@@ -68,7 +68,7 @@ func (s *DMASpace) Allocator() *IOVAAllocator { return s.alloc }
 func (s *DMASpace) MapArena(a *hugepage.Arena, access Access) (uint64, error) {
 	mem := a.Bytes()
 	if len(mem) == 0 {
-		return 0, fmt.Errorf("map arena: %w: arena is closed or empty", ErrBadMapping)
+		return 0, fmt.Errorf("vfio: map arena: %w: arena is closed or empty", ErrBadMapping)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -76,15 +76,15 @@ func (s *DMASpace) MapArena(a *hugepage.Arena, access Access) (uint64, error) {
 		return 0, fmt.Errorf("vfio: map arena at %#x: DMA space %w", a.Addr(), ErrClosed)
 	}
 	if m, ok := s.arenas[a]; ok {
-		return 0, fmt.Errorf("map arena at %#x: already mapped at IOVA %#x: %w", a.Addr(), m.iova, ErrIOVAInUse)
+		return 0, fmt.Errorf("vfio: map arena at %#x: already mapped at IOVA %#x: %w", a.Addr(), m.iova, ErrIOVAInUse)
 	}
 	size := uint64(len(mem))
 	iova, err := s.alloc.Alloc(size, uint64(a.PageSize()))
 	if err != nil {
-		return 0, fmt.Errorf("map %d-byte arena: %w", size, err)
+		return 0, fmt.Errorf("vfio: map %d-byte arena: %w", size, inner(err))
 	}
 	if err := s.dev.MapDMA(iova, mem, access); err != nil {
-		return 0, errors.Join(fmt.Errorf("map %d-byte arena at IOVA %#x: %w", size, iova, err), s.alloc.Release(iova))
+		return 0, errors.Join(fmt.Errorf("vfio: map %d-byte arena at IOVA %#x: %w", size, iova, inner(err)), s.alloc.Release(iova))
 	}
 	s.arenas[a] = dmaMapping{iova: iova, size: size, access: access}
 	return iova, nil
@@ -96,14 +96,14 @@ func (s *DMASpace) UnmapArena(a *hugepage.Arena) error {
 	defer s.mu.Unlock()
 	m, ok := s.arenas[a]
 	if !ok {
-		return fmt.Errorf("unmap arena at %#x: %w", a.Addr(), ErrNotMapped)
+		return fmt.Errorf("vfio: unmap arena at %#x: %w", a.Addr(), ErrNotMapped)
 	}
 	return s.unmapLocked(a, m)
 }
 
 func (s *DMASpace) unmapLocked(a *hugepage.Arena, m dmaMapping) error {
 	if err := s.dev.UnmapDMA(m.iova, m.size); err != nil {
-		return fmt.Errorf("unmap arena at IOVA %#x: %w", m.iova, err)
+		return fmt.Errorf("vfio: unmap arena at IOVA %#x: %w", m.iova, inner(err))
 	}
 	delete(s.arenas, a)
 	return s.alloc.Release(m.iova)
@@ -125,10 +125,10 @@ func (s *DMASpace) IOVA(a *hugepage.Arena, off, n int) (uint64, error) {
 	m, ok := s.arenas[a]
 	s.mu.RUnlock()
 	if !ok {
-		return 0, fmt.Errorf("IOVA of arena at %#x: %w", a.Addr(), ErrNotMapped)
+		return 0, fmt.Errorf("vfio: IOVA of arena at %#x: %w", a.Addr(), ErrNotMapped)
 	}
 	if off < 0 || n < 0 || uint64(off) > m.size || uint64(n) > m.size-uint64(off) {
-		return 0, fmt.Errorf("IOVA of %d bytes at offset %d of a %d-byte arena: %w", n, off, m.size, ErrOutOfRange)
+		return 0, fmt.Errorf("vfio: IOVA of %d bytes at offset %d of a %d-byte arena: %w", n, off, m.size, ErrOutOfRange)
 	}
 	return m.iova + uint64(off), nil
 }
@@ -136,7 +136,7 @@ func (s *DMASpace) IOVA(a *hugepage.Arena, off, n int) (uint64, error) {
 // IOVAOf returns the device address of b, a slice inside a mapped arena.
 func (s *DMASpace) IOVAOf(b []byte) (uint64, error) {
 	if len(b) == 0 {
-		return 0, fmt.Errorf("IOVA of an empty slice: %w", ErrBadMapping)
+		return 0, fmt.Errorf("vfio: IOVA of an empty slice: %w", ErrBadMapping)
 	}
 	p := uintptr(unsafe.Pointer(&b[0]))
 	s.mu.RLock()
@@ -147,7 +147,7 @@ func (s *DMASpace) IOVAOf(b []byte) (uint64, error) {
 			return m.iova + uint64(p-base), nil
 		}
 	}
-	return 0, fmt.Errorf("IOVA of %d bytes at %#x: not in a mapped arena: %w", len(b), p, ErrNotMapped)
+	return 0, fmt.Errorf("vfio: IOVA of %d bytes at %#x: not in a mapped arena: %w", len(b), p, ErrNotMapped)
 }
 
 // Check reports whether the device may access [iova, iova+n) with access:
@@ -157,19 +157,19 @@ func (s *DMASpace) IOVAOf(b []byte) (uint64, error) {
 // IOMMU fault.
 func (s *DMASpace) Check(iova, n uint64, access Access) error {
 	if n == 0 {
-		return fmt.Errorf("IOVA %#x: empty range: %w", iova, ErrBadMapping)
+		return fmt.Errorf("vfio: IOVA %#x: empty range: %w", iova, ErrBadMapping)
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, m := range s.arenas {
 		if iova >= m.iova && n <= m.size && iova-m.iova <= m.size-n {
 			if m.access&access != access {
-				return fmt.Errorf("IOVA %#x+%d: mapped without %#x access: %w", iova, n, access, ErrNotMapped)
+				return fmt.Errorf("vfio: IOVA %#x+%d: mapped without %#x access: %w", iova, n, access, ErrNotMapped)
 			}
 			return nil
 		}
 	}
-	return fmt.Errorf("IOVA %#x+%d: %w", iova, n, ErrNotMapped)
+	return fmt.Errorf("vfio: IOVA %#x+%d: %w", iova, n, ErrNotMapped)
 }
 
 // Close unmaps every arena still mapped (the device stays open). Idempotent.
@@ -191,7 +191,7 @@ func (s *DMASpace) Close() error {
 // plus its offset. The arena must be mapped (MapArena). No allocation.
 func (s *DMASpace) BlockIOVA(b hugepage.Block) (uint64, error) {
 	if b.IsZero() {
-		return 0, fmt.Errorf("IOVA of the zero block: %w", ErrBadMapping)
+		return 0, fmt.Errorf("vfio: IOVA of the zero block: %w", ErrBadMapping)
 	}
 	return s.IOVA(b.Arena(), b.Offset(), b.Len())
 }

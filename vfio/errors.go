@@ -21,32 +21,36 @@ var (
 	ErrNotSupported = errs.ErrNotSupported
 
 	// Every Device, kernel or mock.
-	ErrNoRegion   = errors.New("vfio: no such region")
-	ErrOutOfRange = errors.New("vfio: access out of region bounds")
-	ErrMisaligned = errors.New("vfio: misaligned register access")
-	ErrIOVAInUse  = errors.New("vfio: IOVA range overlaps an existing mapping")
-	ErrNotMapped  = errors.New("vfio: no DMA mapping at that IOVA")
-	ErrBadMapping = errors.New("vfio: invalid DMA mapping request")
-	ErrNoIRQ      = errors.New("vfio: no such interrupt")
+	ErrNoRegion   = errors.New("no such region")
+	ErrOutOfRange = errors.New("access out of region bounds")
+	ErrMisaligned = errors.New("misaligned register access")
+	ErrIOVAInUse  = errors.New("IOVA range overlaps an existing mapping")
+	ErrNotMapped  = errors.New("no DMA mapping at that IOVA")
+	ErrBadMapping = errors.New("invalid DMA mapping request")
+	ErrNoIRQ      = errors.New("no such interrupt")
 
 	// ErrIOVAExhausted: no free IOVA range is large enough.
-	ErrIOVAExhausted = errors.New("vfio: IOVA space exhausted")
+	ErrIOVAExhausted = errors.New("IOVA space exhausted")
 
 	// The kernel side.
 
 	// ErrNoVFIO: the kernel has no VFIO (no /dev/vfio/vfio: the vfio module
 	// is not loaded or not built).
-	ErrNoVFIO = errors.New("vfio: no VFIO in this kernel")
+	ErrNoVFIO = errors.New("no VFIO in this kernel")
 	// ErrBadAddress: a malformed PCI address.
-	ErrBadAddress = errors.New("vfio: malformed PCI address")
+	ErrBadAddress = errors.New("malformed PCI address")
 	// ErrNoIOMMUGroup: the device has no IOMMU group (the kernel runs
 	// without an IOMMU, or the device is not behind one).
-	ErrNoIOMMUGroup = errors.New("vfio: device has no IOMMU group")
+	ErrNoIOMMUGroup = errors.New("device has no IOMMU group")
 	// ErrBadInfo: the kernel's answer to an INFO ioctl does not parse (a
 	// capability chain that leaves the buffer, loops, or is truncated).
-	ErrBadInfo = errors.New("vfio: malformed VFIO info")
+	ErrBadInfo = errors.New("malformed VFIO info")
 )
 
 // errDeviceClosed is ErrClosed as a closed device returns it, made once so
 // that a register access after Close allocates nothing.
 var errDeviceClosed = fmt.Errorf("vfio: device %w", ErrClosed)
+
+// inner is an error of this package as the cause in another of its
+// messages, which keeps the "vfio: " prefix to one.
+func inner(err error) error { return errs.Nested("vfio: ", err) }

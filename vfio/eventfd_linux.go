@@ -26,7 +26,7 @@ type EventFD struct {
 func NewEventFD() (*EventFD, error) {
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	if err != nil {
-		return nil, fmt.Errorf("eventfd: %w", err)
+		return nil, fmt.Errorf("vfio: eventfd: %w", err)
 	}
 	return &EventFD{fd: fd}, nil
 }
@@ -43,7 +43,7 @@ func (e *EventFD) TryRead() (uint64, error) {
 	var b [8]byte
 	_, err := unix.Read(e.fd, b[:])
 	if err != nil {
-		return 0, fmt.Errorf("read eventfd: %w", err)
+		return 0, fmt.Errorf("vfio: read eventfd: %w", err)
 	}
 	return binary.NativeEndian.Uint64(b[:]), nil
 }
@@ -56,7 +56,7 @@ func (e *EventFD) Wait(ctx context.Context) (uint64, error) {
 			return n, err
 		}
 		if err := ctx.Err(); err != nil {
-			return 0, fmt.Errorf("wait for interrupt: %w", err)
+			return 0, fmt.Errorf("vfio: wait for interrupt: %w", err)
 		}
 		if _, err := e.poll(50); err != nil {
 			return 0, err
@@ -72,7 +72,7 @@ func (e *EventFD) poll(ms int) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("poll eventfd: %w", err)
+		return false, fmt.Errorf("vfio: poll eventfd: %w", err)
 	}
 	return n > 0 && fds[0].Revents&unix.POLLIN != 0, nil
 }

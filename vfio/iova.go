@@ -27,7 +27,7 @@ type IOVAAllocator struct {
 // must be a power of two (the IOMMU's smallest page, usually 4096).
 func NewIOVAAllocator(ranges []IOVARange, mask, pageSize uint64) (*IOVAAllocator, error) {
 	if pageSize == 0 || pageSize&(pageSize-1) != 0 {
-		return nil, fmt.Errorf("IOVA allocator: page size %d: %w", pageSize, ErrBadMapping)
+		return nil, fmt.Errorf("vfio: IOVA allocator: page size %d: %w", pageSize, ErrBadMapping)
 	}
 	if mask == 0 {
 		mask = ^uint64(0)
@@ -37,7 +37,7 @@ func NewIOVAAllocator(ranges []IOVARange, mask, pageSize uint64) (*IOVAAllocator
 	var free []IOVARange
 	for _, r := range rs {
 		if r.End < r.Start {
-			return nil, fmt.Errorf("IOVA allocator: range %#x-%#x is inverted: %w", r.Start, r.End, ErrBadMapping)
+			return nil, fmt.Errorf("vfio: IOVA allocator: range %#x-%#x is inverted: %w", r.Start, r.End, ErrBadMapping)
 		}
 		start, end := max(r.Start, pageSize), min(r.End, mask)
 		// Round start up and end+1 down to pages, without overflow.
@@ -66,7 +66,7 @@ func NewIOVAAllocator(ranges []IOVARange, mask, pageSize uint64) (*IOVAAllocator
 		free = append(free, IOVARange{start, end})
 	}
 	if len(free) == 0 {
-		return nil, fmt.Errorf("IOVA allocator: no page-sized IOVA in %v below mask %#x: %w", ranges, mask, ErrIOVAExhausted)
+		return nil, fmt.Errorf("vfio: IOVA allocator: no page-sized IOVA in %v below mask %#x: %w", ranges, mask, ErrIOVAExhausted)
 	}
 	return &IOVAAllocator{pageSize: pageSize, free: free, inUse: map[uint64]uint64{}}, nil
 }
@@ -86,15 +86,15 @@ func (a *IOVAAllocator) FreeRanges() []IOVARange {
 // the page size).
 func (a *IOVAAllocator) Alloc(size, align uint64) (uint64, error) {
 	if size == 0 {
-		return 0, fmt.Errorf("allocate IOVA of 0 bytes: %w", ErrBadMapping)
+		return 0, fmt.Errorf("vfio: allocate IOVA of 0 bytes: %w", ErrBadMapping)
 	}
 	if align&(align-1) != 0 {
-		return 0, fmt.Errorf("allocate IOVA: alignment %#x is not a power of two: %w", align, ErrBadMapping)
+		return 0, fmt.Errorf("vfio: allocate IOVA: alignment %#x is not a power of two: %w", align, ErrBadMapping)
 	}
 	align = max(align, a.pageSize)
 	sz, ok := roundUp64(size, a.pageSize)
 	if !ok {
-		return 0, fmt.Errorf("allocate IOVA of %d bytes: %w", size, ErrIOVAExhausted)
+		return 0, fmt.Errorf("vfio: allocate IOVA of %d bytes: %w", size, ErrIOVAExhausted)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -116,7 +116,7 @@ func (a *IOVAAllocator) Alloc(size, align uint64) (uint64, error) {
 		a.inUse[start] = sz
 		return start, nil
 	}
-	return 0, fmt.Errorf("allocate IOVA of %d bytes aligned to %#x: %w", size, align, ErrIOVAExhausted)
+	return 0, fmt.Errorf("vfio: allocate IOVA of %d bytes aligned to %#x: %w", size, align, ErrIOVAExhausted)
 }
 
 // Release gives back a range returned by Alloc (iova exactly as returned).
@@ -125,7 +125,7 @@ func (a *IOVAAllocator) Release(iova uint64) error {
 	defer a.mu.Unlock()
 	sz, ok := a.inUse[iova]
 	if !ok {
-		return fmt.Errorf("release IOVA %#x: not allocated: %w", iova, ErrNotMapped)
+		return fmt.Errorf("vfio: release IOVA %#x: not allocated: %w", iova, ErrNotMapped)
 	}
 	delete(a.inUse, iova)
 	r := IOVARange{iova, iova + sz - 1}

@@ -20,7 +20,7 @@ func ParsePCIAddress(s string) (string, error) {
 		s = "0000:" + s
 	}
 	bad := func(why string) (string, error) {
-		return "", fmt.Errorf("%w %q: %s", ErrBadAddress, orig, why)
+		return "", fmt.Errorf("vfio: %w %q: %s", ErrBadAddress, orig, why)
 	}
 	parts := strings.Split(s, ":")
 	if len(parts) != 3 {
@@ -83,14 +83,18 @@ func (s Sysfs) IOMMUGroup(addr string) (int, error) {
 	link, err := os.Readlink(filepath.Join(s.devDir(a), "iommu_group"))
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, serr := os.Stat(s.devDir(a)); serr != nil {
-			return 0, fmt.Errorf("IOMMU group of %s: no such PCI device: %w", a, serr)
+			return 0, fmt.Errorf("vfio: IOMMU group of %s: no such PCI device: %w", a, serr)
 		}
-		return 0, fmt.Errorf("IOMMU group of %s: %w", a, ErrNoIOMMUGroup)
+		return 0, fmt.Errorf("vfio: IOMMU group of %s: %w", a, ErrNoIOMMUGroup)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("IOMMU group of %s: %w", a, err)
+		return 0, fmt.Errorf("vfio: IOMMU group of %s: %w", a, err)
 	}
-	return parseGroupLink(link)
+	g, err := parseGroupLink(link)
+	if err != nil {
+		return 0, fmt.Errorf("vfio: IOMMU group of %s: %w", a, err)
+	}
+	return g, nil
 }
 
 // parseGroupLink takes the target of an iommu_group link and returns the
@@ -125,11 +129,11 @@ func (s Sysfs) IDs(addr string) (vendor, device uint16, err error) {
 func (s Sysfs) readHex16(addr, name string) (uint16, error) {
 	b, err := os.ReadFile(filepath.Join(s.devDir(addr), name))
 	if err != nil {
-		return 0, fmt.Errorf("read %s of %s: %w", name, addr, err)
+		return 0, fmt.Errorf("vfio: read %s of %s: %w", name, addr, err)
 	}
 	v, err := parseHex16(string(b))
 	if err != nil {
-		return 0, fmt.Errorf("read %s of %s: %w", name, addr, err)
+		return 0, fmt.Errorf("vfio: read %s of %s: %w", name, addr, err)
 	}
 	return v, nil
 }
@@ -152,7 +156,7 @@ func parseHex16(s string) (uint16, error) {
 func (s Sysfs) Find(vendor, device uint16) ([]string, error) {
 	ents, err := os.ReadDir(filepath.Join(s.root(), "bus", "pci", "devices"))
 	if err != nil {
-		return nil, fmt.Errorf("list PCI devices: %w", err)
+		return nil, fmt.Errorf("vfio: list PCI devices: %w", err)
 	}
 	var out []string
 	for _, e := range ents {
@@ -184,7 +188,7 @@ func (s Sysfs) Driver(addr string) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("driver of %s: %w", a, err)
+		return "", fmt.Errorf("vfio: driver of %s: %w", a, err)
 	}
 	return filepath.Base(link), nil
 }
@@ -199,7 +203,7 @@ func (s Sysfs) Bind(addr, driver string) (previous string, err error) {
 		return "", err
 	}
 	if driver == "" || strings.ContainsAny(driver, "/\n") {
-		return "", fmt.Errorf("bind %s: bad driver name %q", a, driver)
+		return "", fmt.Errorf("vfio: bind %s: bad driver name %q", a, driver)
 	}
 	prev, err := s.Driver(a)
 	if err != nil {
@@ -210,21 +214,21 @@ func (s Sysfs) Bind(addr, driver string) (previous string, err error) {
 	}
 	if prev != "" {
 		if err := s.write(filepath.Join(s.devDir(a), "driver", "unbind"), a); err != nil {
-			return "", fmt.Errorf("bind %s to %s: unbind from %s: %w", a, driver, prev, err)
+			return "", fmt.Errorf("vfio: bind %s to %s: unbind from %s: %w", a, driver, prev, err)
 		}
 	}
 	if err := s.write(filepath.Join(s.devDir(a), "driver_override"), driver); err != nil {
-		return prev, fmt.Errorf("bind %s to %s: driver_override: %w", a, driver, err)
+		return prev, fmt.Errorf("vfio: bind %s to %s: driver_override: %w", a, driver, err)
 	}
 	if err := s.write(filepath.Join(s.root(), "bus", "pci", "drivers_probe"), a); err != nil {
-		return prev, fmt.Errorf("bind %s to %s: drivers_probe: %w", a, driver, err)
+		return prev, fmt.Errorf("vfio: bind %s to %s: drivers_probe: %w", a, driver, err)
 	}
 	got, err := s.Driver(a)
 	if err != nil {
 		return prev, err
 	}
 	if got != driver {
-		return prev, fmt.Errorf("bind %s to %s: device is bound to %q after probing (is the %s module loaded?)", a, driver, got, driver)
+		return prev, fmt.Errorf("vfio: bind %s to %s: device is bound to %q after probing (is the %s module loaded?)", a, driver, got, driver)
 	}
 	return prev, nil
 }
@@ -243,21 +247,21 @@ func (s Sysfs) Unbind(addr, previous string) error {
 	}
 	if cur != "" {
 		if err := s.write(filepath.Join(s.devDir(a), "driver", "unbind"), a); err != nil {
-			return fmt.Errorf("unbind %s from %s: %w", a, cur, err)
+			return fmt.Errorf("vfio: unbind %s from %s: %w", a, cur, err)
 		}
 	}
 	// An empty line clears the override.
 	if err := s.write(filepath.Join(s.devDir(a), "driver_override"), "\n"); err != nil {
-		return fmt.Errorf("unbind %s: clear driver_override: %w", a, err)
+		return fmt.Errorf("vfio: unbind %s: clear driver_override: %w", a, err)
 	}
 	if previous == "" {
 		return nil
 	}
 	if err := s.write(filepath.Join(s.root(), "bus", "pci", "drivers_probe"), a); err != nil {
-		return fmt.Errorf("rebind %s to %s: %w", a, previous, err)
+		return fmt.Errorf("vfio: rebind %s to %s: %w", a, previous, err)
 	}
 	if got, err := s.Driver(a); err != nil || got != previous {
-		return fmt.Errorf("rebind %s: bound to %q, want %q (err %v)", a, got, previous, err)
+		return fmt.Errorf("vfio: rebind %s: bound to %q, want %q (err %v)", a, got, previous, err)
 	}
 	return nil
 }

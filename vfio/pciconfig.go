@@ -26,22 +26,22 @@ func DisableBusMaster(dev Device) error {
 func updateCommand(dev Device, set, clear uint16) error {
 	cfg, err := dev.Region(RegionConfig)
 	if err != nil {
-		return fmt.Errorf("PCI command register: %w", err)
+		return fmt.Errorf("vfio: PCI command register: %w", inner(err))
 	}
 	cmd, err := cfg.Read16(PCICommand)
 	if err != nil {
-		return fmt.Errorf("read PCI command register: %w", err)
+		return fmt.Errorf("vfio: read PCI command register: %w", inner(err))
 	}
 	want := cmd&^clear | set
 	if want == cmd {
 		return nil
 	}
 	if err := cfg.Write16(PCICommand, want); err != nil {
-		return fmt.Errorf("write PCI command register %#04x: %w", want, err)
+		return fmt.Errorf("vfio: write PCI command register %#04x: %w", want, inner(err))
 	}
 	got, err := cfg.Read16(PCICommand)
 	if err != nil {
-		return fmt.Errorf("read back PCI command register: %w", err)
+		return fmt.Errorf("vfio: read back PCI command register: %w", inner(err))
 	}
 	if got&(set|clear) != set {
 		return fmt.Errorf("vfio: PCI command register is %#04x after writing %#04x: the device refused: %w", got, want, ErrNotSupported)

@@ -110,10 +110,10 @@ func (r *kernelRegion) check(off uint64, w uint64) (uintptr, error) {
 		return 0, errDeviceClosed
 	}
 	if off%w != 0 {
-		return 0, fmt.Errorf("region %d offset %#x, width %d: %w", r.desc.Index, off, w, ErrMisaligned)
+		return 0, fmt.Errorf("vfio: region %d offset %#x, width %d: %w", r.desc.Index, off, w, ErrMisaligned)
 	}
 	if off >= r.desc.Size || r.desc.Size-off < w {
-		return 0, fmt.Errorf("region %d offset %#x, width %d, size %#x: %w", r.desc.Index, off, w, r.desc.Size, ErrOutOfRange)
+		return 0, fmt.Errorf("vfio: region %d offset %#x, width %d, size %#x: %w", r.desc.Index, off, w, r.desc.Size, ErrOutOfRange)
 	}
 	for _, a := range r.areas {
 		if off >= a.off && off-a.off+w <= uint64(len(a.mem)) {
@@ -126,10 +126,10 @@ func (r *kernelRegion) check(off uint64, w uint64) (uintptr, error) {
 func (r *kernelRegion) pread(off uint64, b []byte) error {
 	n, err := unix.Pread(r.dev.fd, b, int64(r.desc.Offset+off))
 	if err != nil {
-		return fmt.Errorf("region %d read %d bytes at %#x: %w", r.desc.Index, len(b), off, err)
+		return fmt.Errorf("vfio: region %d read %d bytes at %#x: %w", r.desc.Index, len(b), off, err)
 	}
 	if n != len(b) {
-		return fmt.Errorf("region %d read %d bytes at %#x: short read (%d)", r.desc.Index, len(b), off, n)
+		return fmt.Errorf("vfio: region %d read %d bytes at %#x: short read (%d)", r.desc.Index, len(b), off, n)
 	}
 	return nil
 }
@@ -137,10 +137,10 @@ func (r *kernelRegion) pread(off uint64, b []byte) error {
 func (r *kernelRegion) pwrite(off uint64, b []byte) error {
 	n, err := unix.Pwrite(r.dev.fd, b, int64(r.desc.Offset+off))
 	if err != nil {
-		return fmt.Errorf("region %d write %d bytes at %#x: %w", r.desc.Index, len(b), off, err)
+		return fmt.Errorf("vfio: region %d write %d bytes at %#x: %w", r.desc.Index, len(b), off, err)
 	}
 	if n != len(b) {
-		return fmt.Errorf("region %d write %d bytes at %#x: short write (%d)", r.desc.Index, len(b), off, n)
+		return fmt.Errorf("vfio: region %d write %d bytes at %#x: short write (%d)", r.desc.Index, len(b), off, n)
 	}
 	return nil
 }

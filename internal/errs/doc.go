@@ -11,5 +11,6 @@
 //
 // A shared sentinel's text carries no package prefix; the package that
 // returns it wraps it with its own prefix and context, e.g.
-// "vfio: 0000:00:04.0: reset: not supported".
+// "vfio: 0000:00:04.0: reset: not supported". Nested keeps that prefix to
+// one when a package's error becomes the cause of another of its own.
 package errs

@@ -1,6 +1,9 @@
 package errs
 
-import "errors"
+import (
+	"errors"
+	"strings"
+)
 
 var (
 	// ErrNotSupported: the kernel, the device or the backend cannot do
@@ -23,3 +26,23 @@ type wrapped struct {
 
 func (e *wrapped) Error() string { return e.msg }
 func (e *wrapped) Unwrap() error { return e.err }
+
+// Nested returns err for use as the cause in another message of the
+// package whose prefix is prefix ("vfio: "): its text without that prefix,
+// so that the whole message names the package once ("vfio: open
+// 0000:00:04.0: IOMMU group of ...", not "vfio: open ...: vfio: IOMMU
+// group ..."). errors.Is and errors.As see through it. nil stays nil.
+func Nested(prefix string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &nested{prefix: prefix, err: err}
+}
+
+type nested struct {
+	prefix string
+	err    error
+}
+
+func (e *nested) Error() string { return strings.TrimPrefix(e.err.Error(), e.prefix) }
+func (e *nested) Unwrap() error { return e.err }

@@ -37,3 +37,26 @@ func TestSentinels(t *testing.T) {
 		})
 	}
 }
+
+func TestNested(t *testing.T) {
+	inner := fmt.Errorf("pkg: lookup x: %w", ErrClosed)
+	tests := []struct {
+		name string
+		err  error
+		msg  string
+	}{
+		{"same package", fmt.Errorf("pkg: open y: %w", Nested("pkg: ", inner)), "pkg: open y: lookup x: closed"},
+		{"other package", fmt.Errorf("pkg: open y: %w", Nested("pkg: ", fmt.Errorf("other: z: %w", ErrClosed))), "pkg: open y: other: z: closed"},
+	}
+	for _, tt := range tests {
+		if got := tt.err.Error(); got != tt.msg {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.msg)
+		}
+		if !errors.Is(tt.err, ErrClosed) {
+			t.Errorf("%s: errors.Is(ErrClosed) = false through Nested", tt.name)
+		}
+	}
+	if Nested("pkg: ", nil) != nil {
+		t.Error("Nested(nil) != nil")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/vfio"
 )
 
@@ -312,10 +313,10 @@ func (d *Driver) Copy(ctx context.Context, dst, src uint64, n int) error {
 	for done := 0; done < n; {
 		c := min(n-done, MaxDMA)
 		if err := d.Do(ctx, Transfer{Dir: ToDevice, IOVA: src + uint64(done), Len: c}); err != nil {
-			return fmt.Errorf("edu: copy chunk at %d: %w", done, err)
+			return fmt.Errorf("edu: copy chunk at %d: %w", done, errs.Nested("edu: ", err))
 		}
 		if err := d.Do(ctx, Transfer{Dir: FromDevice, IOVA: dst + uint64(done), Len: c}); err != nil {
-			return fmt.Errorf("edu: copy chunk at %d: %w", done, err)
+			return fmt.Errorf("edu: copy chunk at %d: %w", done, errs.Nested("edu: ", err))
 		}
 		done += c
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -361,4 +362,30 @@ func TestCompletionPaths(t *testing.T) {
 			t.Fatalf("after an INTx completion: unmasked %d times, status %#x", f.unmasked, f.irq)
 		}
 	})
+}
+
+// TestErrorPrefix: every error the driver returns starts with "edu: " once,
+// a chunk's error inside Copy's included.
+func TestErrorPrefix(t *testing.T) {
+	d, err := New(newFake(t), Config{Check: mapCheck{ramBase, ramBase + 4096}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"Start invalid", d.Start(Transfer{Dir: ToDevice, IOVA: ramBase, Len: 0})},
+		{"Copy nothing", d.Copy(context.Background(), ramBase, ramBase, 0)},
+		{"Copy chunk invalid", d.Copy(context.Background(), 1<<28, ramBase, 64)},
+	}
+	for _, tc := range tests {
+		if tc.err == nil {
+			t.Errorf("%s: no error", tc.name)
+			continue
+		}
+		if msg := tc.err.Error(); !strings.HasPrefix(msg, "edu: ") || strings.Count(msg, "edu:") != 1 {
+			t.Errorf("%s: %q does not start with one \"edu: \"", tc.name, msg)
+		}
+	}
 }

@@ -76,7 +76,7 @@ func Open(dev vfio.Device, cfg Config) (*Driver, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Timeout < 0 || cfg.ReadyTimeout < 0 {
-		return nil, fmt.Errorf("hdma: negative timeout in %+v: %w", cfg, ErrBadConfig)
+		return nil, fmt.Errorf("hdma: negative timeout in %+v: %w", cfg, nested(ErrBadConfig))
 	}
 	name := dev.Info().Name
 	bar0, err := dev.Region(vfio.RegionBAR0)
@@ -84,7 +84,7 @@ func Open(dev vfio.Device, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("hdma: open %s: BAR0: %w", name, err)
 	}
 	if bar0.Size() < model.Bar0Size {
-		return nil, fmt.Errorf("hdma: open %s: BAR0 is %d bytes, the model needs %d: %w", name, bar0.Size(), model.Bar0Size, ErrNotHDMA)
+		return nil, fmt.Errorf("hdma: open %s: BAR0 is %d bytes, the model needs %d: %w", name, bar0.Size(), model.Bar0Size, nested(ErrNotHDMA))
 	}
 	d := &Driver{dev: dev, bar0: bar0, cfg: cfg, log: cfg.Logger.With("device", name), epoch: time.Now()}
 	id, err := bar0.Read32(model.RegID)
@@ -92,13 +92,13 @@ func Open(dev vfio.Device, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("hdma: open %s: read ID: %w", name, err)
 	}
 	if id != model.IDValue {
-		return nil, fmt.Errorf("hdma: open %s: ID register %#x, want %#x: %w", name, id, model.IDValue, ErrNotHDMA)
+		return nil, fmt.Errorf("hdma: open %s: ID register %#x, want %#x: %w", name, id, model.IDValue, nested(ErrNotHDMA))
 	}
 	if d.info.Version, err = bar0.Read32(model.RegVersion); err != nil {
 		return nil, fmt.Errorf("hdma: open %s: read VERSION: %w", name, err)
 	}
 	if d.info.Version != model.Version {
-		return nil, fmt.Errorf("hdma: open %s: model version %d, driver knows %d: %w", name, d.info.Version, model.Version, ErrVersion)
+		return nil, fmt.Errorf("hdma: open %s: model version %d, driver knows %d: %w", name, d.info.Version, model.Version, nested(ErrVersion))
 	}
 	caps, err := bar0.Read32(model.RegCaps)
 	if err != nil {
@@ -106,7 +106,7 @@ func Open(dev vfio.Device, cfg Config) (*Driver, error) {
 	}
 	q, l := model.Caps(caps)
 	if q == 0 || q > model.MaxQueues || l == 0 || l > 31 {
-		return nil, fmt.Errorf("hdma: open %s: CAPS %#x (%d queues, 2^%d entries) is not sane: %w", name, caps, q, l, ErrNotHDMA)
+		return nil, fmt.Errorf("hdma: open %s: CAPS %#x (%d queues, 2^%d entries) is not sane: %w", name, caps, q, l, nested(ErrNotHDMA))
 	}
 	d.info.Queues, d.info.MaxQueueEntries = q, 1<<l
 	if d.info.DevMemSize, err = bar0.Read64(model.RegDevMemSize); err != nil {
@@ -177,9 +177,9 @@ func (d *Driver) Healthy() error {
 	}
 	switch {
 	case st&model.StatusFatal != 0:
-		return fmt.Errorf("hdma: STATUS %#x, FAULT_ADDR %#x: %w", st, fa, ErrFatal)
+		return fmt.Errorf("hdma: STATUS %#x, FAULT_ADDR %#x: %w", st, fa, nested(ErrFatal))
 	case st&model.StatusReady == 0:
-		return fmt.Errorf("hdma: STATUS %#x: %w", st, ErrNotReady)
+		return fmt.Errorf("hdma: STATUS %#x: %w", st, nested(ErrNotReady))
 	}
 	return nil
 }
@@ -197,10 +197,10 @@ func (d *Driver) waitStatus(what string, cond func(uint32) bool) error {
 		}
 		if st&model.StatusFatal != 0 && what == "enable" {
 			_, fa, _ := d.Status()
-			return fmt.Errorf("hdma: %s: STATUS %#x, FAULT_ADDR %#x: %w", what, st, fa, ErrFatal)
+			return fmt.Errorf("hdma: %s: STATUS %#x, FAULT_ADDR %#x: %w", what, st, fa, nested(ErrFatal))
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("hdma: %s: STATUS %#x after %v: %w", what, st, d.cfg.ReadyTimeout, ErrNotReady)
+			return fmt.Errorf("hdma: %s: STATUS %#x after %v: %w", what, st, d.cfg.ReadyTimeout, nested(ErrNotReady))
 		}
 		time.Sleep(sleep)
 	}
@@ -222,7 +222,7 @@ func (d *Driver) Reset() error {
 	if err != nil && d.dev.Info().CanReset {
 		d.log.Warn("controller reset did not complete; function-level reset", "err", err)
 		if ferr := d.dev.Reset(); ferr != nil {
-			return fmt.Errorf("hdma: reset: %w; function-level reset: %w", err, ferr)
+			return fmt.Errorf("hdma: reset: %w; function-level reset: %w", nested(err), ferr)
 		}
 		err = d.waitStatus("function-level reset", func(st uint32) bool { return st == 0 })
 	}
@@ -297,7 +297,7 @@ func (d *Driver) Recover() error {
 	st, fa, _ := d.Status()
 	d.log.Warn("recovering device", "status", st, "fault_addr", fa)
 	if err := d.Reset(); err != nil {
-		return fmt.Errorf("hdma: recover: %w", err)
+		return fmt.Errorf("hdma: recover: %w", nested(err))
 	}
 	for _, q := range d.queues {
 		if q != nil {
@@ -305,7 +305,7 @@ func (d *Driver) Recover() error {
 		}
 	}
 	if err := d.Enable(); err != nil {
-		return fmt.Errorf("hdma: recover: %w", err)
+		return fmt.Errorf("hdma: recover: %w", nested(err))
 	}
 	d.recovers.Add(1)
 	return nil
@@ -368,23 +368,23 @@ func (d *Driver) SetupQueue(cfg QueueConfig) (*Queue, error) {
 		return nil, fmt.Errorf("hdma: setup queue: driver %w", ErrClosed)
 	}
 	if d.enabled {
-		return nil, fmt.Errorf("hdma: setup queue %d: %w", cfg.Index, ErrEnabled)
+		return nil, fmt.Errorf("hdma: setup queue %d: %w", cfg.Index, nested(ErrEnabled))
 	}
 	n := cfg.Entries
 	switch {
 	case cfg.Index < 0 || cfg.Index >= d.info.Queues:
-		return nil, fmt.Errorf("hdma: setup queue %d: the device has %d queues: %w", cfg.Index, d.info.Queues, ErrBadConfig)
+		return nil, fmt.Errorf("hdma: setup queue %d: the device has %d queues: %w", cfg.Index, d.info.Queues, nested(ErrBadConfig))
 	case n < 2 || n > d.info.MaxQueueEntries || n&(n-1) != 0:
-		return nil, fmt.Errorf("hdma: setup queue %d: %d entries, want a power of two in 2..%d: %w", cfg.Index, n, d.info.MaxQueueEntries, ErrBadConfig)
+		return nil, fmt.Errorf("hdma: setup queue %d: %d entries, want a power of two in 2..%d: %w", cfg.Index, n, d.info.MaxQueueEntries, nested(ErrBadConfig))
 	case len(cfg.SQ) < n*model.DescSize || len(cfg.CQ) < n*model.CplSize:
 		return nil, fmt.Errorf("hdma: setup queue %d: SQ %d bytes, CQ %d bytes, %d entries need %d and %d: %w",
-			cfg.Index, len(cfg.SQ), len(cfg.CQ), n, n*model.DescSize, n*model.CplSize, ErrBadConfig)
+			cfg.Index, len(cfg.SQ), len(cfg.CQ), n, n*model.DescSize, n*model.CplSize, nested(ErrBadConfig))
 	case cfg.SQIOVA%model.DescSize != 0 || cfg.CQIOVA%model.DescSize != 0:
-		return nil, fmt.Errorf("hdma: setup queue %d: ring IOVAs %#x, %#x must be 64-byte aligned: %w", cfg.Index, cfg.SQIOVA, cfg.CQIOVA, ErrBadConfig)
+		return nil, fmt.Errorf("hdma: setup queue %d: ring IOVAs %#x, %#x must be 64-byte aligned: %w", cfg.Index, cfg.SQIOVA, cfg.CQIOVA, nested(ErrBadConfig))
 	}
 	cq, err := ring.NewCompletionRing(cfg.CQ[:n*model.CplSize:n*model.CplSize], model.CplSize, model.CplPhase)
 	if err != nil {
-		return nil, fmt.Errorf("hdma: setup queue %d: completion ring: %w: %w", cfg.Index, ErrBadConfig, err)
+		return nil, fmt.Errorf("hdma: setup queue %d: completion ring: %w: %w", cfg.Index, nested(ErrBadConfig), err)
 	}
 	q := &Queue{
 		d: d, bar0: d.bar0, idx: cfg.Index,

@@ -44,6 +44,12 @@ var (
 // so that the refusal allocates nothing.
 var errDriverClosed = fmt.Errorf("hdma: driver %w", ErrClosed)
 
+// nested is an error of this package as the cause in another of its
+// messages, which keeps the "hdma: " prefix to one. The sentinels carry the
+// prefix because the queues return them bare (ErrQueueFull, the completion
+// errors): the hot path allocates no wrapper.
+func nested(err error) error { return errs.Nested("hdma: ", err) }
+
 // statusErrs maps a completion status to its error; nil for OK.
 var statusErrs = [...]error{
 	model.StatusOK:          nil,

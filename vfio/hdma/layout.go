@@ -31,7 +31,7 @@ func LayoutQueue(index, entries int, mem []byte, iova uint64, interrupts bool) (
 	sq, cq := RingBytes(entries)
 	if entries < 2 || len(mem) < QueueBytes(entries) || iova%4096 != 0 {
 		return QueueConfig{}, fmt.Errorf("hdma: lay out queue %d: %d entries need %d bytes at a 4096-aligned IOVA, have %d at %#x: %w",
-			index, entries, QueueBytes(entries), len(mem), iova, ErrBadConfig)
+			index, entries, QueueBytes(entries), len(mem), iova, nested(ErrBadConfig))
 	}
 	cqOff := roundPage(sq)
 	return QueueConfig{

@@ -442,7 +442,7 @@ func (q *Queue) pushFailed(c Completion) {
 // since the last read; 0 on timeout). The queue must have Interrupts.
 func (q *Queue) WaitInterrupt(timeout time.Duration) (uint64, error) {
 	if q.efd < 0 {
-		return 0, fmt.Errorf("hdma: queue %d has no interrupts: %w", q.idx, ErrBadConfig)
+		return 0, fmt.Errorf("hdma: queue %d has no interrupts: %w", q.idx, nested(ErrBadConfig))
 	}
 	var deadline time.Time
 	if timeout >= 0 {

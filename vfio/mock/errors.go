@@ -6,7 +6,7 @@ import "errors"
 // refusals are the vfio package's sentinels).
 var (
 	// ErrBadConfig reports an invalid Config.
-	ErrBadConfig = errors.New("mock: invalid device configuration")
+	ErrBadConfig = errors.New("invalid device configuration")
 	// ErrBadFault reports an invalid fault-injection rule.
-	ErrBadFault = errors.New("mock: invalid fault rule")
+	ErrBadFault = errors.New("invalid fault rule")
 )

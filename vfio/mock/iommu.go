@@ -116,13 +116,13 @@ func (m *iommu) add(iova uint64, mem []byte, access vfio.Access, ranges []vfio.I
 	size := uint64(len(mem))
 	switch {
 	case size == 0:
-		return fmt.Errorf("map DMA %#x+0: empty mapping: %w", iova, vfio.ErrBadMapping)
+		return fmt.Errorf("mock: map DMA %#x+0: empty mapping: %w", iova, vfio.ErrBadMapping)
 	case iova%IOMMUPageSize != 0 || size%IOMMUPageSize != 0:
-		return fmt.Errorf("map DMA %#x+%#x: iova and length must be multiples of %d: %w", iova, size, IOMMUPageSize, vfio.ErrBadMapping)
+		return fmt.Errorf("mock: map DMA %#x+%#x: iova and length must be multiples of %d: %w", iova, size, IOMMUPageSize, vfio.ErrBadMapping)
 	case access&^vfio.DMAReadWrite != 0 || access == 0:
-		return fmt.Errorf("map DMA %#x+%#x: access %#x: %w", iova, size, uint32(access), vfio.ErrBadMapping)
+		return fmt.Errorf("mock: map DMA %#x+%#x: access %#x: %w", iova, size, uint32(access), vfio.ErrBadMapping)
 	case iova+size < iova:
-		return fmt.Errorf("map DMA %#x+%#x: range wraps: %w", iova, size, vfio.ErrBadMapping)
+		return fmt.Errorf("mock: map DMA %#x+%#x: range wraps: %w", iova, size, vfio.ErrBadMapping)
 	}
 	inRange := false
 	for _, r := range ranges {
@@ -132,14 +132,14 @@ func (m *iommu) add(iova uint64, mem []byte, access vfio.Access, ranges []vfio.I
 		}
 	}
 	if !inRange {
-		return fmt.Errorf("map DMA %#x+%#x: outside the IOMMU's IOVA ranges %v: %w", iova, size, ranges, vfio.ErrBadMapping)
+		return fmt.Errorf("mock: map DMA %#x+%#x: outside the IOMMU's IOVA ranges %v: %w", iova, size, ranges, vfio.ErrBadMapping)
 	}
 	i := sort.Search(len(m.maps), func(i int) bool { return m.maps[i].iova >= iova })
 	if i > 0 && m.maps[i-1].iova+m.maps[i-1].size > iova {
-		return fmt.Errorf("map DMA %#x+%#x: overlaps mapping %#x+%#x: %w", iova, size, m.maps[i-1].iova, m.maps[i-1].size, vfio.ErrIOVAInUse)
+		return fmt.Errorf("mock: map DMA %#x+%#x: overlaps mapping %#x+%#x: %w", iova, size, m.maps[i-1].iova, m.maps[i-1].size, vfio.ErrIOVAInUse)
 	}
 	if i < len(m.maps) && iova+size > m.maps[i].iova {
-		return fmt.Errorf("map DMA %#x+%#x: overlaps mapping %#x+%#x: %w", iova, size, m.maps[i].iova, m.maps[i].size, vfio.ErrIOVAInUse)
+		return fmt.Errorf("mock: map DMA %#x+%#x: overlaps mapping %#x+%#x: %w", iova, size, m.maps[i].iova, m.maps[i].size, vfio.ErrIOVAInUse)
 	}
 	m.maps = append(m.maps, mapping{})
 	copy(m.maps[i+1:], m.maps[i:])
@@ -157,5 +157,5 @@ func (m *iommu) remove(iova, size uint64) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("unmap DMA %#x+%#x: %w", iova, size, vfio.ErrNotMapped)
+	return fmt.Errorf("mock: unmap DMA %#x+%#x: %w", iova, size, vfio.ErrNotMapped)
 }
