@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/hcomm-go/hcomm/hugepage"
 	"github.com/hcomm-go/hcomm/internal/uring"
 	"github.com/hcomm-go/hcomm/internal/vfiotest"
+	"github.com/hcomm-go/hcomm/trace"
 	"github.com/hcomm-go/hcomm/vfio"
 	drv "github.com/hcomm-go/hcomm/vfio/nvme"
 )
@@ -28,11 +30,13 @@ import (
 // through the guest kernel's nvme driver (io_uring with
 // O_DIRECT and registered buffers; pread/pwrite with O_DIRECT from 32
 // threads). It prints IOPS, CPU time (user+sys of this process, getrusage)
-// per I/O and system calls per I/O as the benchmark counts them (the calls
-// it makes: io_uring_enter from the ring's own counter, one pread/pwrite per
-// I/O, the eventfd polls and reads of the MSI-X mode; the polled driver
-// makes none; the engine's own Stats.Syscalls). Under TCG absolute numbers mean little; the ratios between
-// rows of one run are the result. Skipped unless HCOMM_BENCH_VM=1.
+// per I/O, and system calls per I/O twice: counted by eBPF (package trace
+// attached to this process: every call, the Go runtime's included, but not
+// the bpf(2) calls of the tracer's own snapshots) and as the code counts the calls it makes
+// itself (the ring's io_uring_enter counter, one per pread/pwrite, the
+// eventfd polls and reads of the MSI-X mode, the engine's Stats.Syscalls).
+// Under TCG absolute numbers mean little; the ratios between rows of one
+// run are the result. Skipped unless HCOMM_BENCH_VM=1.
 func TestVMBench(t *testing.T) {
 	if os.Getenv("HCOMM_BENCH_VM") != "1" {
 		t.Skip("benchmark: set HCOMM_BENCH_VM=1 (make bench-vm)")
@@ -54,8 +58,62 @@ func TestVMBench(t *testing.T) {
 		wall     time.Duration
 		cpu      time.Duration
 		syscalls uint64
+		ebpf     int64 // -1: not counted
+		top      string
 	}
 	var rows []row
+	// eBPF: package trace attached to this very process counts every
+	// system call it makes (its own snapshot reads included: a few per
+	// row, against thousands of I/Os).
+	sess, err := trace.Attach(os.Getpid(), trace.Options{})
+	if err != nil {
+		t.Logf("eBPF syscall counting unavailable (%v): that column stays empty", err)
+	} else {
+		defer sess.Close()
+	}
+	// mark returns the eBPF count so far (-1 without tracing); since
+	// returns the count after it and the three most frequent calls.
+	var last *trace.Snapshot
+	snapshot := func() *trace.Snapshot {
+		snap, err := sess.Snapshot()
+		if err != nil {
+			t.Fatalf("trace snapshot: %v", err)
+		}
+		return snap
+	}
+	mark := func() int64 {
+		if sess == nil {
+			return -1
+		}
+		last = snapshot()
+		return 0
+	}
+	var top string
+	since := func(before int64) int64 {
+		top = ""
+		if before < 0 {
+			return -1
+		}
+		d := snapshot().Sub(last)
+		var n uint64
+		type kv struct {
+			name string
+			n    uint64
+		}
+		var all []kv
+		for name, c := range d.SyscallCounts() {
+			if name == "bpf" {
+				continue // the tracer's own map reads (Snapshot)
+			}
+			n += c
+			all = append(all, kv{name, c})
+		}
+		sort.Slice(all, func(i, j int) bool { return all[i].n > all[j].n })
+		for i := range min(3, len(all)) {
+			top += fmt.Sprintf("%s %d ", all[i].name, all[i].n)
+		}
+		return int64(n)
+	}
 	addr := vfiotest.FindDevice(t, 0x1b36, 0x0010)
 
 	// 1. The engine on this backend: a callback hands each finished
@@ -92,6 +150,7 @@ func TestVMBench(t *testing.T) {
 		}
 		rng := rand.New(rand.NewPCG(4, uint64(op)))
 		st0 := eng.Stats()
+		bpf0 := mark()
 		cpu0 := cpuTime()
 		t0 := time.Now()
 		ios := 0
@@ -114,10 +173,11 @@ func TestVMBench(t *testing.T) {
 		}
 		wall := time.Since(t0)
 		cpu := cpuTime() - cpu0
+		bpf := since(bpf0)
 		if p := failed.Load(); p != nil {
 			t.Fatalf("engine %s: %v", opName(op), *p)
 		}
-		rows = append(rows, row{"engine on backend/nvme (MSI-X eventfd)", opName(op), ios, wall, cpu, eng.Stats().Syscalls - st0.Syscalls})
+		rows = append(rows, row{"engine on backend/nvme (MSI-X eventfd)", opName(op), ios, wall, cpu, eng.Stats().Syscalls - st0.Syscalls, bpf, top})
 		if err := eng.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -133,6 +193,7 @@ func TestVMBench(t *testing.T) {
 			out := make([]drv.Completion, qd)
 			var ios int
 			var syscalls uint64
+			bpf0 := mark()
 			cpu0 := cpuTime()
 			t0 := time.Now()
 			deadline := t0.Add(dur)
@@ -171,7 +232,9 @@ func TestVMBench(t *testing.T) {
 			if irq {
 				name = "userspace driver, MSI-X eventfd"
 			}
-			rows = append(rows, row{name, opName(op), ios, wall, cpuTime() - cpu0, syscalls})
+			cpu := cpuTime() - cpu0
+			bpf := since(bpf0)
+			rows = append(rows, row{name, opName(op), ios, wall, cpu, syscalls, bpf, top})
 		}
 		e.close(t)
 	}
@@ -210,6 +273,7 @@ func TestVMBench(t *testing.T) {
 		rng := rand.New(rand.NewPCG(2, uint64(op)))
 		cqes := make([]uring.CQE, qd)
 		st0 := u.Stats()
+		bpf0 := mark()
 		cpu0 := cpuTime()
 		t0 := time.Now()
 		deadline := t0.Add(dur)
@@ -252,10 +316,13 @@ func TestVMBench(t *testing.T) {
 			}
 		}
 		wall := time.Since(t0)
-		rows = append(rows, row{"kernel nvme, io_uring O_DIRECT fixed buffers", opName(op), ios, wall, cpuTime() - cpu0, u.Stats().Enters - st0.Enters})
+		cpu := cpuTime() - cpu0
+		bpf := since(bpf0)
+		rows = append(rows, row{"kernel nvme, io_uring O_DIRECT fixed buffers", opName(op), ios, wall, cpu, u.Stats().Enters - st0.Enters, bpf, top})
 	}
 	for _, op := range []uint8{drv.OpRead, drv.OpWrite} {
 		var ios atomic.Int64
+		bpf0 := mark()
 		cpu0 := cpuTime()
 		t0 := time.Now()
 		deadline := t0.Add(dur)
@@ -289,18 +356,24 @@ func TestVMBench(t *testing.T) {
 			t.Fatalf("p%s: %v", opName(op), err)
 		}
 		wall := time.Since(t0)
+		cpu := cpuTime() - cpu0
 		n := int(ios.Load())
-		rows = append(rows, row{"kernel nvme, pread/pwrite O_DIRECT, 32 threads", opName(op), n, wall, cpuTime() - cpu0, uint64(n)})
+		bpf := since(bpf0)
+		rows = append(rows, row{"kernel nvme, pread/pwrite O_DIRECT, 32 threads", opName(op), n, wall, cpu, uint64(n), bpf, top})
 	}
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n4 KiB random I/O, queue depth %d, over the first %d MiB of QEMU's NVMe namespace, %v per row (TCG guest, 2 vCPUs)\n\n", qd, region>>20, dur)
-	fmt.Fprintf(&b, "| path | op | IOPS | CPU µs/I/O | syscalls/I/O | IOPS per CPU-second |\n|---|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| path | op | IOPS | CPU µs/I/O | syscalls/I/O (eBPF) | syscalls/I/O (counted by the code) | IOPS per CPU-second | most frequent calls (eBPF) |\n|---|---|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		iops := float64(r.ios) / r.wall.Seconds()
 		cpuPer := float64(r.cpu.Microseconds()) / float64(max(r.ios, 1))
 		perCPU := float64(r.ios) / max(r.cpu.Seconds(), 1e-9)
-		fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f | %.2f | %.0f |\n", r.path, r.op, iops, cpuPer, float64(r.syscalls)/float64(max(r.ios, 1)), perCPU)
+		ebpf := "–"
+		if r.ebpf >= 0 {
+			ebpf = fmt.Sprintf("%.2f", float64(r.ebpf)/float64(max(r.ios, 1)))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f | %s | %.2f | %.0f | %s|\n", r.path, r.op, iops, cpuPer, ebpf, float64(r.syscalls)/float64(max(r.ios, 1)), perCPU, r.top)
 	}
 	t.Log(b.String())
 }

@@ -101,6 +101,10 @@ if [ "${HCOMM_VM_NVME:-1G}" != 0 ]; then
 		-device nvme,serial=hcomm0,drive=nvm,cmb_size_mb=16)
 fi
 
+# clocksource=tsc tsc=reliable: without them the TCG guest's kernel does
+# not trust the TSC and picks a clocksource the vDSO cannot read, so every
+# clock_gettime (Go's time.Now) becomes a system call — 3 to 13 per I/O in
+# make bench-vm, drowning what the paths under test make.
 # no_timer_check: the kernel checks at boot that the timer interrupt arrives
 # through the IO-APIC within a few ticks; under TCG on a loaded host it may
 # not, and with interrupt remapping on (the vIOMMU) the kernel then panics
@@ -113,7 +117,7 @@ timeout --foreground -k 5 "${HCOMM_VM_TIMEOUT:-420}" \
 	-device edu \
 	"${scratch[@]}" "${nvme[@]}" \
 	-kernel "$kdir/vmlinux" -initrd "$work/initrd" \
-	-append "console=ttyS0 intel_iommu=on panic=-1 quiet no_timer_check" \
+	-append "console=ttyS0 intel_iommu=on panic=-1 quiet no_timer_check clocksource=tsc tsc=reliable" \
 	-serial "file:$work/console.log" -serial "file:$work/out.log" \
 	</dev/null >"$work/qemu.log" 2>&1
 qrc=$?
