@@ -42,6 +42,7 @@ type options struct {
 	jsonOut   string
 	jsonFile  *os.File // -json-out, created before the run so that a bad path fails at once
 	csv       bool
+	plot      string // -plot: directory for the SVG charts
 	keep      bool
 	reps      int
 	scenarios map[string]bool
@@ -68,6 +69,7 @@ func main() {
 	flag.BoolVar(&o.json, "json", false, "print one JSON object (schema: docs/benchmarks.md) instead of tables")
 	flag.StringVar(&o.jsonOut, "json-out", "", "also write the -json object to this file (tables still print)")
 	flag.BoolVar(&o.csv, "csv", false, "print the results as CSV (one row per metric of an engine variant against a baseline) instead of tables")
+	flag.StringVar(&o.plot, "plot", "", "write SVG charts of the run into this directory (created if missing)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the benchmark's data files (512 MiB each in -dir) for the next run; they are removed at exit otherwise")
 	flag.IntVar(&o.reps, "reps", 5, "repetitions per measurement (at least 5 for the medians)")
 	flag.StringVar(&scen, "scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
@@ -113,6 +115,12 @@ func main() {
 	if o.json && o.csv {
 		fmt.Fprintln(os.Stderr, "hcomm-bench: -json and -csv both print to stdout: choose one (-json-out FILE writes the JSON beside either)")
 		os.Exit(2)
+	}
+	if o.plot != "" {
+		if err := os.MkdirAll(o.plot, 0o755); err != nil {
+			fmt.Fprintf(os.Stderr, "hcomm-bench: -plot: %v\n", err)
+			os.Exit(2)
+		}
 	}
 	if o.jsonOut != "" {
 		f, err := os.Create(o.jsonOut)

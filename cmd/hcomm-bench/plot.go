@@ -1,0 +1,209 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// writePlots draws the run's charts into dir as SVG files (-plot) and
+// returns their names: bars of engine vs the traditional path vs fio per
+// scenario, the latency percentiles, CPU per GiB and the memory footprint
+// against the transfers in flight. Everything comes from the report's
+// entries, so a chart shows exactly what the tables and the JSON say.
+func writePlots(dir string, rep report) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var files []string
+	save := func(p *plot.Plot, name string, w vg.Length) error {
+		path := filepath.Join(dir, name)
+		if err := p.Save(w, 10*vg.Centimeter, path); err != nil {
+			return fmt.Errorf("plot %s: %w", name, err)
+		}
+		files = append(files, path)
+		return nil
+	}
+	// values collects one metric of one scenario by variant (engine
+	// variants from Engine, baselines from Baseline), in first-seen order.
+	values := func(name, metric, prefix string) ([]string, []float64) {
+		var names []string
+		var vals []float64
+		add := func(v string, x *float64) {
+			if x == nil || !strings.HasPrefix(v, prefix) || slices.Contains(names, v) {
+				return
+			}
+			names = append(names, v)
+			vals = append(vals, *x)
+		}
+		for _, e := range rep.Scenarios {
+			if e.Name == name && e.Metric == metric {
+				add(e.Variant, e.Engine)
+				add(e.BaselineVariant, e.Baseline)
+			}
+		}
+		return names, vals
+	}
+	bars := func(file, title, ylabel, name, metric, prefix string, log bool) error {
+		names, vals := values(name, metric, prefix)
+		if len(vals) == 0 {
+			return nil
+		}
+		p := plot.New()
+		p.Title.Text = title
+		p.Y.Label.Text = ylabel
+		short := make([]string, len(names))
+		for i, n := range names {
+			short[i] = strings.TrimPrefix(n, prefix)
+		}
+		bc, err := plotter.NewBarChart(plotter.Values(vals), vg.Points(18))
+		if err != nil {
+			return err
+		}
+		bc.Color = color.RGBA{R: 60, G: 110, B: 180, A: 255}
+		p.Add(bc)
+		p.NominalX(short...)
+		p.X.Tick.Label.Rotation = 0.6
+		p.X.Tick.Label.XAlign = -0.9
+		if log {
+			p.Y.Scale = plot.LogScale{}
+			p.Y.Tick.Marker = plot.LogTicks{}
+		}
+		return save(p, file, vg.Length(len(vals))*1.6*vg.Centimeter+6*vg.Centimeter)
+	}
+	var errs []error
+	for _, op := range fileOps {
+		errs = append(errs,
+			bars("file-4k-"+op+"-iops.svg", "4 KiB "+op+", O_DIRECT: IOPS (higher is better)", "IOPS", "file-4k", "iops", op+"/", false),
+			bars("file-4k-"+op+"-cpu-per-gib.svg", "4 KiB "+op+": CPU seconds per GiB moved (lower is better)", "CPU-s/GiB", "file-4k", "cpu_per_gib", op+"/", false))
+	}
+	for _, s := range []string{"4096/", "4096-inline/"} {
+		mode := "device model on its own thread"
+		if strings.Contains(s, "inline") {
+			mode = "device model inline"
+		}
+		errs = append(errs, bars("device-small-"+strings.TrimSuffix(s, "/")+".svg", "4 KiB host→device, "+mode+": ns per transfer (lower is better)",
+			"ns/transfer", "device-small", "time", s, true))
+	}
+	errs = append(errs, latencyPlot(rep, save), footprintPlot(rep, save))
+	for _, err := range errs {
+		if err != nil {
+			return files, err
+		}
+	}
+	return files, nil
+}
+
+// latencyPlot draws each latency table's percentiles (p50 … max) per
+// variant: a percentile curve, the latency CDF turned on its side.
+func latencyPlot(rep report, save func(*plot.Plot, string, vg.Length) error) error {
+	qs := []string{"p50", "p90", "p99", "p99.9", "max"}
+	// ref → variant → percentile values
+	type curve struct {
+		name string
+		v    [5]float64
+	}
+	tables := map[string][]*curve{}
+	var refs []string
+	get := func(ref, name string) *curve {
+		for _, c := range tables[ref] {
+			if c.name == name {
+				return c
+			}
+		}
+		if _, ok := tables[ref]; !ok {
+			refs = append(refs, ref)
+		}
+		c := &curve{name: name}
+		tables[ref] = append(tables[ref], c)
+		return c
+	}
+	for _, e := range rep.Scenarios {
+		if e.Name != "latency" || e.Engine == nil || e.Baseline == nil {
+			continue
+		}
+		i := slices.Index(qs, e.Metric)
+		ref, name, _ := strings.Cut(e.Variant, "→")
+		if i < 0 {
+			continue
+		}
+		get(ref, ref).v[i] = *e.Baseline / 1e3
+		get(ref, name).v[i] = *e.Engine / 1e3
+	}
+	for _, ref := range refs {
+		p := plot.New()
+		what := "4 KiB host→device (vfio-mock)"
+		if ref == "readat" {
+			what = "4 KiB O_DIRECT read"
+		}
+		p.Title.Text = "Latency of one synchronous " + what + ": percentiles"
+		p.Y.Label.Text = "µs (log)"
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{}
+		p.NominalX(qs...)
+		var args []any
+		for _, c := range tables[ref] {
+			xy := make(plotter.XYs, 0, len(qs))
+			for i, v := range c.v {
+				if v > 0 {
+					xy = append(xy, plotter.XY{X: float64(i), Y: v})
+				}
+			}
+			args = append(args, c.name, xy)
+		}
+		if err := plotutil.AddLinePoints(p, args...); err != nil {
+			return err
+		}
+		p.Legend.Top = true
+		p.Legend.Left = true
+		if err := save(p, "latency-"+ref+".svg", 16*vg.Centimeter); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// footprintPlot draws RSS and pinned bytes against the transfers in flight.
+func footprintPlot(rep report, save func(*plot.Plot, string, vg.Length) error) error {
+	series := map[string]plotter.XYs{}
+	for _, e := range rep.Scenarios {
+		if e.Name != "footprint" || e.Engine == nil || e.Baseline == nil || (e.Metric != "rss" && e.Metric != "pinned") {
+			continue
+		}
+		var n float64
+		if _, err := fmt.Sscanf(e.Variant, "inflight=%g/", &n); err != nil {
+			continue
+		}
+		series["engine "+e.Metric] = append(series["engine "+e.Metric], plotter.XY{X: n, Y: *e.Engine / (1 << 20)})
+		series["traditional "+e.Metric] = append(series["traditional "+e.Metric], plotter.XY{X: n, Y: *e.Baseline / (1 << 20)})
+	}
+	if len(series) == 0 {
+		return nil
+	}
+	p := plot.New()
+	p.Title.Text = "Memory with N 4 KiB reads in flight"
+	p.X.Label.Text = "reads in flight (log)"
+	p.Y.Label.Text = "MiB"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{}
+	var args []any
+	for _, k := range []string{"engine rss", "traditional rss", "engine pinned", "traditional pinned"} {
+		if xy := series[k]; len(xy) > 0 {
+			args = append(args, k, xy)
+		}
+	}
+	if err := plotutil.AddLinePoints(p, args...); err != nil {
+		return err
+	}
+	p.Legend.Top = true
+	p.Legend.Left = true
+	return save(p, "footprint.svg", 14*vg.Centimeter)
+}
