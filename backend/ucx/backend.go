@@ -54,7 +54,7 @@ func (b *Backend) Attach(env engine.Env) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return ErrClosed
+		return errBackendClosed
 	}
 	if st := C.hc_attach(b.be, C.uint32_t(env.QueueDepth)); st != 0 {
 		return ucxErr("attach", st)
@@ -87,7 +87,7 @@ func (b *Backend) mapMem(slot int, ptr uintptr, size int) (uint64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return 0, ErrClosed
+		return 0, errBackendClosed
 	}
 	if b.be.memh[slot] != nil {
 		return 0, fmt.Errorf("ucx: map arena %d: slot in use: %w", slot, engine.ErrBadConfig)
@@ -110,7 +110,7 @@ func (b *Backend) UnmapArena(slot int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return ErrClosed
+		return errBackendClosed
 	}
 	for _, p := range *b.peers.Load() {
 		cp := b.cpeer(p.idx)

@@ -1,6 +1,11 @@
 package ucx
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hcomm-go/hcomm/internal/errs"
+)
 
 // Sentinel errors, for errors.Is. Every error the package returns wraps one
 // of these (and, for transfers, one of the engine's sentinels).
@@ -25,6 +30,11 @@ var (
 	ErrRemoteBounds = errors.New("ucx: remote range outside the peer's export")
 	// ErrTransport: UCX failed a transfer for another reason.
 	ErrTransport = errors.New("ucx: transfer failed")
-	// ErrClosed: the backend is closed.
-	ErrClosed = errors.New("ucx: closed")
+	// ErrClosed: the backend is closed. hcomm's shared sentinel (package
+	// internal/errs), the same value as engine.ErrClosed.
+	ErrClosed = errs.ErrClosed
 )
+
+// errBackendClosed is ErrClosed as a closed backend returns it, made once so
+// that the refusal allocates nothing.
+var errBackendClosed = fmt.Errorf("ucx: backend %w", ErrClosed)

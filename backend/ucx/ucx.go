@@ -248,7 +248,7 @@ func (b *Backend) Connect(ctx context.Context, addr string) (uint32, error) {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return 0, ErrClosed
+		return 0, errBackendClosed
 	}
 	var idx C.uint32_t
 	st := C.hc_connect(b.be, fam, (*C.uint8_t)(unsafe.Pointer(&ip[0])), C.uint16_t(port), &idx)
