@@ -169,14 +169,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		c.metrics = m
 	}
 	if err := c.start(); err != nil {
-		code := c.fail(err)
-		switch {
-		case errors.Is(err, exec.ErrNotFound):
-			code = 127
-		case errors.Is(err, fs.ErrPermission):
-			code = 126
-		}
-		return code
+		c.fail(err)
+		return startExitCode(err)
 	}
 	defer c.sess.Close()
 	if c.metrics != nil {
@@ -184,6 +178,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	code, werr := c.wait()
 	return c.finish(code, werr)
+}
+
+// startExitCode is the exit status for a trace that could not start: as a
+// shell's, 127 when CMD is not found and 126 when it cannot be executed
+// (exec.LookPath's *exec.Error names CMD); 1 for anything else, such as
+// missing privileges.
+func startExitCode(err error) int {
+	var ee *exec.Error
+	if !errors.As(err, &ee) {
+		return 1
+	}
+	switch {
+	case errors.Is(ee.Err, exec.ErrNotFound), errors.Is(ee.Err, fs.ErrNotExist):
+		return 127
+	case errors.Is(ee.Err, fs.ErrPermission):
+		return 126
+	}
+	return 1
 }
 
 // invocation is what the command line asks for.

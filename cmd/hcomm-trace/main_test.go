@@ -687,7 +687,7 @@ func TestNotRootFailsClearly(t *testing.T) {
 		}
 	}
 	if code != 1 {
-		t.Errorf("exit %d, want 1", code)
+		t.Errorf("exit %d, want 1; stderr %q", code, stderr)
 	}
 	if !strings.Contains(stderr, "CAP_BPF") || !strings.Contains(stderr, "CAP_PERFMON") {
 		t.Errorf("stderr does not name the missing capabilities: %q", stderr)

@@ -738,8 +738,10 @@ int BPF_PROG(uring_submit, struct io_kiocb *req)
 }
 
 // Completions can be posted from another task (task work, io-wq, IOPOLL,
-// interrupt context), so they are attributed by the request (seen at submit)
-// or by the ring, never by the current task.
+// interrupt context), so they are attributed by the request (seen at submit);
+// by the ring only for completions without a request (auxiliary CQEs,
+// zero-copy notifications) or, in a traced task, for requests submitted
+// before the trace.
 SEC("tp_btf/io_uring_complete")
 int BPF_PROG(uring_complete, struct io_ring_ctx *rctx, void *reqp, struct io_uring_cqe *cqe)
 {
@@ -756,6 +758,12 @@ int BPF_PROG(uring_complete, struct io_ring_ctx *rctx, void *reqp, struct io_uri
 	if (!in) {
 		__u64 ck = (__u64)rctx;
 		if (!bpf_map_lookup_elem(&uring_rings, &ck))
+			return 0;
+		// A request not seen at submit (submitted before the trace) is
+		// counted only when its completion runs in a traced task: the
+		// ring's address may have been reused by another process's ring
+		// after the traced one was freed.
+		if (key && !traced())
 			return 0;
 		if (key)
 			misc_add(2);
