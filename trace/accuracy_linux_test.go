@@ -638,12 +638,18 @@ func waitInRead(t *testing.T, pid int) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pid))
-		if strings.HasPrefix(string(b), "0 0x0 ") {
-			return
+		// The Go runtime may block in read(2) on any of its threads.
+		var seen []string
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		for _, task := range tasks {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/syscall", pid, task.Name()))
+			if strings.HasPrefix(string(b), "0 0x0 ") {
+				return
+			}
+			seen = append(seen, task.Name()+": "+strings.TrimSpace(string(b)))
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("PID %d never blocked in read: /proc/PID/syscall = %q", pid, b)
+			t.Fatalf("PID %d never blocked in read(0, ...): its threads' /proc/PID/task/TID/syscall: %q", pid, seen)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
