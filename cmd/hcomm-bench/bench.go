@@ -195,6 +195,15 @@ func (b *bench) run() int {
 		b.addGroup(g, res)
 	}
 	if b.o.scenarios["latency"] {
+		if pct, err := idleCPU(time.Second); err != nil {
+			b.skipped = append(b.skipped, "latency/idle CPU: "+err.Error())
+		} else {
+			b.entries = append(b.entries, entry{Name: "idle", Variant: "engine-reaper", Metric: "cpu_percent", Unit: "% of one CPU",
+				Engine: ptr(pct), Runs: 1, Better: "lower", Note: "process CPU over 1 s with an idle engine in the default mode (reaper asleep)"})
+			if b.tables() {
+				fmt.Fprintf(b.out, "\n== idle: an engine in the default mode with nothing to do: %.3f%% of one CPU (process CPU over 1 s)\n", pct)
+			}
+		}
 		for _, g := range lgs {
 			b.progress.step("latency: " + g.title)
 			res := runLatency(b.o, g)

@@ -173,6 +173,28 @@ func runLatency(o *options, g latGroup) []*latResult {
 	return res
 }
 
+// idleCPU measures an idle engine in the default mode: after 1000
+// synchronous transfers (the reaper has run), the process's CPU time over
+// the next d, as a percentage of one CPU. The device model is asleep (its
+// worker sleeps after its spin), so this is the reaper's idle cost plus the
+// Go runtime's.
+func idleCPU(d time.Duration) (float64, error) {
+	r, err := latEngineDevice(engine.ModeReaper, -1)
+	if err != nil {
+		return 0, err
+	}
+	defer r.close()
+	for i := range 1000 {
+		if err := r.one(i); err != nil {
+			return 0, err
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // past the reaper's and the device's spins
+	c0 := cpuNow()
+	time.Sleep(d)
+	return float64(cpuNow()-c0) / float64(d) * 100, nil
+}
+
 func latTraditional() (*latRunner, error) {
 	r, err := setupTraditional(4096, 64, false, false)
 	if err != nil {

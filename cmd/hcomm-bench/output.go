@@ -370,6 +370,23 @@ func targets(es []entry) []string {
 			check(p+"syscalls per I/O", find("file-4k", op+"/"+ev, op+"/fio-io_uring", "syscalls"), func(v float64) bool { return v <= 1.0/32 }, "≤ 0.03125 /op")
 		}
 	}
+	latency := func(label, ref, v, metric string, limit float64) {
+		e := find("latency", ref+"→"+v, ref, metric)
+		check(label, e, func(x float64) bool { return x <= limit }, fmt.Sprintf("≤ %g×", limit))
+	}
+	latency("latency device 4 KiB sync, default mode, p50 vs traditional", "traditional", "engine", "p50", 0.1)
+	latency("latency device 4 KiB sync, default mode, p99 vs traditional", "traditional", "engine", "p99", 0.33)
+	latency("latency device 4 KiB sync, default mode DMA, p50 vs traditional", "traditional", "engine-dma", "p50", 0.1)
+	latency("latency file 4 KiB sync read, default mode, p50 vs ReadAt", "readat", "engine", "p50", 1.1)
+	if e := find("idle", "engine-reaper", "", "cpu_percent"); e != nil {
+		check("latency idle engine (default mode), % of one CPU", e, func(x float64) bool { return x < 1 }, "< 1 %")
+	} else {
+		check("latency idle engine (default mode), % of one CPU", nil, nil, "")
+	}
+	for _, n := range footprintNs {
+		check(fmt.Sprintf("footprint RSS with %d in flight vs a buffer per request", n), find("footprint", fmt.Sprintf("inflight=%d/engine", n), fmt.Sprintf("inflight=%d/traditional", n), "rss"),
+			func(x float64) bool { return x <= 1 }, "≤ 1×")
+	}
 	for _, s := range bulkSizes {
 		l := sizeLabel(s)
 		check("bulk memory "+l+" vs copy()", find("bulk", "memory-"+l+"/engine", "memory-"+l+"/copy", "bandwidth"), func(v float64) bool { return v >= 0.9 }, "≥ 0.9×")
