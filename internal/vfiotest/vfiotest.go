@@ -13,6 +13,7 @@ package vfiotest
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 
@@ -63,7 +64,7 @@ func FindDevice(t testing.TB, vendor, device uint16) string {
 		t.Fatalf("find PCI %04x:%04x: %v", vendor, device, err)
 	}
 	if len(addrs) == 0 {
-		missing(t, "no PCI device "+hex4(vendor)+":"+hex4(device)+" (QEMU edu) on this machine")
+		missing(t, fmt.Sprintf("no PCI device %04x:%04x (QEMU edu) on this machine", vendor, device))
 	}
 	addr := addrs[0]
 	prev, err := sys.Bind(addr, "vfio-pci")
@@ -98,11 +99,6 @@ func OpenDevice(t testing.TB, vendor, device uint16) *vfio.KernelDevice {
 		}
 	})
 	return d
-}
-
-func hex4(v uint16) string {
-	const digits = "0123456789abcdef"
-	return string([]byte{digits[v>>12], digits[v>>8&15], digits[v>>4&15], digits[v&15]})
 }
 
 func errString(err error) string {

@@ -1,5 +1,7 @@
 package nvme
 
+import "fmt"
+
 // Register offsets in BAR0 (NVMe 1.4, "Controller Registers").
 const (
 	RegCAP     = 0x00 // Controller Capabilities (64)
@@ -74,21 +76,7 @@ func (c Cap) CMBS() bool { return c>>57&1 != 0 }
 type Version uint32
 
 func (v Version) String() string {
-	return itoa(int(v>>16)) + "." + itoa(int(v>>8&0xff)) + "." + itoa(int(v&0xff))
-}
-
-func itoa(v int) string {
-	if v == 0 {
-		return "0"
-	}
-	var b [12]byte
-	i := len(b)
-	for v > 0 {
-		i--
-		b[i] = byte('0' + v%10)
-		v /= 10
-	}
-	return string(b[i:])
+	return fmt.Sprintf("%d.%d.%d", v>>16, v>>8&0xff, v&0xff)
 }
 
 // Admin command opcodes.
