@@ -326,8 +326,10 @@ func (l *lane) account() {
 	if got := s.timeouts.Load(); got > c.InjectedStalls {
 		l.failf("%d timeouts, the mock injected only %d stalls", got, c.InjectedStalls)
 	}
-	if s.resetErr.Load() > 0 && c.InjectedResets+c.InjectedStalls == 0 {
-		l.failf("%d reset failures on a device never reset or stalled", s.resetErr.Load())
+	// A recovery (after an injected reset or stall) fails what was
+	// outstanding: at most the queue's 2×QueueDepth entries (64 at most).
+	if got, most := s.resetErr.Load(), (c.InjectedResets+c.InjectedStalls)*2*64; got > most {
+		l.failf("%d reset failures, more than %d injected resets and stalls can explain (%d each)", got, c.InjectedResets+c.InjectedStalls, 2*64)
 	}
 	if c.IOMMUFaults+c.DevMemFaults+c.BadDescriptors+c.FatalFaults != 0 {
 		l.failf("the device saw IOMMU faults %d, device-memory faults %d, bad descriptors %d, fatal faults %d: something reached it that should not",
