@@ -33,6 +33,16 @@ func TestRefusedFiles(t *testing.T) {
 	defer r.Close()
 	defer w.Close()
 	appendF := tempFile(t, os.O_APPEND)
+	devNull, err := os.OpenFile("/dev/null", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	dir, err := os.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
 	for _, c := range []struct {
 		name string
 		f    *os.File
@@ -41,6 +51,8 @@ func TestRefusedFiles(t *testing.T) {
 		{"nil", nil, "nil"},
 		{"pipe", r, "not a regular file"},
 		{"O_APPEND", appendF, "O_APPEND"},
+		{"character device", devNull, "not a regular file"},
+		{"directory", dir, "not a regular file"},
 	} {
 		if _, err := uringfile.New(c.f, uringfile.Config{}); !errors.Is(err, engine.ErrBadConfig) || !bytes.Contains([]byte(err.Error()), []byte(c.want)) {
 			t.Errorf("%s: %v, want ErrBadConfig naming %q", c.name, err, c.want)
