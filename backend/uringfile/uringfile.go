@@ -348,7 +348,7 @@ const cancelTag = ^uint64(0)
 // (or an io-wq worker blocked in the file system) cannot be taken back:
 // what is still outstanding after CancelWait stays so, and the engine
 // keeps its memory mapped until it completes.
-const CancelWait = 100 * time.Millisecond
+const CancelWait = 500 * time.Millisecond
 
 // Cancel implements engine.Backend: it collects what finished, asks the
 // kernel to cancel every request still in flight (one
