@@ -104,18 +104,17 @@ type gen struct {
 
 // rec is one transfer: its callback count and result.
 type rec struct {
-	calls    atomic.Int32
-	res      engine.Result
-	closing  bool // the engine was closing when the callback ran
-	staged   bool
-	pending  *atomic.Int32
-	g        *gen
-	crc      uint32
-	size     int
-	slot     int
-	slotOff  int
-	write    bool // phase A (to device/file, or the memory copy)
-	verified bool
+	calls   atomic.Int32
+	res     engine.Result
+	closing bool // the engine was closing when the callback ran
+	staged  bool
+	pending *atomic.Int32
+	g       *gen
+	crc     uint32
+	size    int
+	slot    int
+	slotOff int
+	write   bool // phase A (to device/file, or the memory copy)
 }
 
 func (r *rec) done(res engine.Result) {
