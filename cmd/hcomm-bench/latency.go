@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/exec"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -31,6 +34,10 @@ type latRunner struct {
 	desc  string
 	// fio: an external run of about d that reports its own percentiles.
 	fio func(d time.Duration) (latPct, error)
+	// fill, instead of one: time len(samples) transfers itself (under
+	// load: each sample is one transfer's Submit-to-completion time while
+	// others are in flight).
+	fill func(samples []float64) error
 }
 
 // latPct is one repetition's distribution, in ns.
@@ -78,6 +85,14 @@ func latGroups(o *options) []latGroup {
 			{"fio-io_uring", func(o *options) (*latRunner, error) { return latFio(o, "io_uring") }},
 		}
 		gs = append(gs, f)
+		l := latGroup{title: fmt.Sprintf("4 KiB O_DIRECT random read under load: %d in flight, each read's submission-to-completion time", fileQD), ref: "readat-g64"}
+		l.variants = []latVariant{
+			{"readat-g64", latReadAtLoaded},
+			{"engine", func(o *options) (*latRunner, error) { return latEngineFileLoaded(o, engine.ModeReaper) }},
+			{"engine-poll", func(o *options) (*latRunner, error) { return latEngineFileLoaded(o, engine.ModePoll) }},
+			{"fio-io_uring", func(o *options) (*latRunner, error) { return latFioDepth(o, "io_uring", fileQD) }},
+		}
+		gs = append(gs, l)
 	}
 	return gs
 }
@@ -125,6 +140,11 @@ func runLatency(o *options, g latGroup) []*latResult {
 			continue
 		}
 		rs[i], res[i].desc = r, r.desc
+		if r.fill != nil {
+			if err := r.fill(make([]float64, 500)); err != nil {
+				res[i].err = err
+			}
+		}
 		if r.one != nil {
 			for j := range 500 { // warm up: caches, the pool's pages, the reaper's thread
 				if err := r.one(j); err != nil {
@@ -147,6 +167,14 @@ func runLatency(o *options, g latGroup) []*latResult {
 					continue
 				}
 				res[i].reps = append(res[i].reps, p)
+				continue
+			}
+			if r.fill != nil {
+				if err := r.fill(samples); err != nil {
+					res[i].err = err
+					continue
+				}
+				res[i].reps = append(res[i].reps, pctOf(samples))
 				continue
 			}
 			for j := range samples {
@@ -314,9 +342,124 @@ func latEngineFile(o *options, mode engine.Mode) (*latRunner, error) {
 		}}, nil
 }
 
+// latReadAtLoaded: 64 goroutines each reading with ReadAt, every call
+// timed; the samples are the first len(samples) calls to finish.
+func latReadAtLoaded(o *options) (*latRunner, error) {
+	f, err := openDirect(o)
+	if err != nil {
+		return nil, err
+	}
+	bufs := make([][]byte, fileQD)
+	for i := range bufs {
+		if bufs[i], err = baseline.AlignedBuffer(fileBlock, 4096); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	offs := offsets(o, offsRing)
+	return &latRunner{close: f.Close, desc: fmt.Sprintf("%d goroutines, each os.File.ReadAt of 4 KiB (pread(2), O_DIRECT), every call timed (fewer are in the kernel at once than goroutines: see file-4k readat-direct-g64 IOPS)", fileQD),
+		fill: func(samples []float64) error {
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			errs := make([]error, fileQD)
+			for g := range fileQD {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						t0 := time.Now()
+						_, err := f.ReadAt(bufs[g], offs[(int(next.Load())+g*977)&(offsRing-1)])
+						d := time.Since(t0)
+						if err != nil {
+							errs[g] = err
+							return
+						}
+						i := next.Add(1) - 1
+						if i >= int64(len(samples)) {
+							return
+						}
+						samples[i] = float64(d.Nanoseconds())
+					}
+				}()
+			}
+			wg.Wait()
+			return errors.Join(errs...)
+		}}, nil
+}
+
+// latEngineFileLoaded: 64 reads in flight through one engine; each sample
+// is the oldest read's time from its Submit to the return of its Wait,
+// after which it is submitted again.
+func latEngineFileLoaded(o *options, mode engine.Mode) (*latRunner, error) {
+	f, err := openDirect(o)
+	if err != nil {
+		return nil, err
+	}
+	e, err := openFileEngine(f, engine.Config{PoolSize: 4 << 20, QueueDepth: 2 * fileQD, Alignment: 4096, Mode: mode, Logger: quietLogger()})
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	closeAll := func() error {
+		ctx, cancel := closeCtx()
+		defer cancel()
+		err := e.Shutdown(ctx)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	blocks := make([]engine.Block, fileQD)
+	for i := range blocks {
+		if blocks[i], err = e.Alloc(fileBlock); err != nil {
+			closeAll()
+			return nil, err
+		}
+	}
+	offs := offsets(o, offsRing)
+	ctx := context.Background()
+	modeName := "default (reaper) mode"
+	if mode == engine.ModePoll {
+		modeName = "poll mode"
+	}
+	var ids [fileQD]engine.ID
+	var t0s [fileQD]time.Time
+	next := 0
+	submit := func(k int) error {
+		t0s[k] = time.Now()
+		id, err := e.SubmitContext(ctx, engine.Transfer{Src: engine.FileAt(offs[next&(offsRing-1)]), Dst: engine.Host(blocks[k]), Len: fileBlock})
+		next++
+		ids[k] = id
+		return err
+	}
+	return &latRunner{close: closeAll,
+		desc: fmt.Sprintf("engine, %s: %d reads in flight; the oldest is waited for (Wait), timed from its Submit, and submitted again", modeName, fileQD),
+		fill: func(samples []float64) error {
+			for k := range fileQD {
+				if err := submit(k); err != nil {
+					return err
+				}
+			}
+			for i := range samples {
+				k := i % fileQD
+				if err := e.Wait(ctx, ids[k]); err != nil {
+					return err
+				}
+				samples[i] = float64(time.Since(t0s[k]).Nanoseconds())
+				if err := submit(k); err != nil {
+					return err
+				}
+			}
+			return e.Drain(ctx)
+		}}, nil
+}
+
 // latFio: fio's own completion-latency percentiles (lat_ns: submission to
 // completion) at queue depth 1.
-func latFio(o *options, ioengine string) (*latRunner, error) {
+func latFio(o *options, ioengine string) (*latRunner, error) { return latFioDepth(o, ioengine, 1) }
+
+// latFioDepth: fio's lat_ns percentiles at queue depth qd.
+func latFioDepth(o *options, ioengine string, qd int) (*latRunner, error) {
 	fio, err := exec.LookPath("fio")
 	if err != nil {
 		return nil, fmt.Errorf("fio not installed (make bench installs it: apt-get install fio)")
@@ -326,10 +469,10 @@ func latFio(o *options, ioengine string) (*latRunner, error) {
 		return nil, err
 	}
 	return &latRunner{close: func() error { return nil },
-		desc: "fio " + ioengine + " randread bs=4k direct=1 iodepth=1 (its lat_ns percentiles)",
+		desc: fmt.Sprintf("fio %s randread bs=4k direct=1 iodepth=%d (its lat_ns percentiles)", ioengine, qd),
 		fio: func(d time.Duration) (latPct, error) {
 			args := []string{"--name=hcomm", "--filename=" + path, "--rw=randread", "--bs=4k", "--direct=1",
-				"--size=" + strconv.FormatInt(fileSize(o), 10), "--ioengine=" + ioengine, "--iodepth=1",
+				"--size=" + strconv.FormatInt(fileSize(o), 10), "--ioengine=" + ioengine, "--iodepth=" + strconv.Itoa(qd),
 				"--time_based", "--runtime=" + strconv.Itoa(int(max(d, 100*time.Millisecond)/time.Millisecond)) + "ms",
 				"--randrepeat=0", "--norandommap", "--output-format=json",
 				"--lat_percentiles=1", "--clat_percentiles=0", "--percentile_list=50:90:99:99.9"}
