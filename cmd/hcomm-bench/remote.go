@@ -60,9 +60,9 @@ func remoteSizes(quick bool) []int {
 }
 
 func remoteCount(quick bool, size, batch int) int {
-	budget, lo, hi := 256<<20, 256, 20000
+	budget, lo, hi := 64<<20, 128, 20000
 	if quick {
-		budget, lo, hi = 32<<20, 64, 4000
+		budget, lo, hi = 16<<20, 64, 4000
 	}
 	n := budget / size
 	n = max(lo, min(hi, n))
