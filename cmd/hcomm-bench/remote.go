@@ -118,9 +118,9 @@ func remoteTransport(o *options, name, engineTLS, perftestTLS string) ([]*remote
 		return nil, err
 	}
 	defer eng.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	pidx, err := b.Connect(ctx, peer.ucxAddr)
+	cancel()
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,9 @@ func remoteTransport(o *options, name, engineTLS, perftestTLS string) ([]*remote
 	for rep := 0; rep < o.reps; rep++ {
 		for _, r := range rows {
 			n := remoteCount(o.quick, r.size, r.batch)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			v, err := engineBW(ctx, eng, pidx, blocks[r.size], r.op == "put", r.size, r.batch, n)
+			cancel()
 			if err != nil {
 				r.err = err.Error()
 				continue
@@ -194,7 +196,9 @@ func remoteTransport(o *options, name, engineTLS, perftestTLS string) ([]*remote
 		iters = 2000
 	}
 	for rep := 0; rep < o.reps; rep++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		v, err := engineLat(ctx, engineTLS, shm, iters)
+		cancel()
 		if err != nil {
 			lat.err = err.Error()
 			break
@@ -530,7 +534,13 @@ func (rp *remotePeer) stop() {
 func remotePeerMain(mode string) int {
 	shm := os.Getenv("HCOMM_BENCH_SHM") == "true"
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	b, err := ucx.New(ucx.Config{Listen: "127.0.0.1:0", Spin: -1, SharedMemory: shm, CallerProgress: mode == "pong", Logger: log})
+	// Over tcp the target must progress for every put and get: poll like
+	// ucx_perftest's responder. Shared memory needs no target progress.
+	spin := time.Duration(-1)
+	if shm {
+		spin = 0
+	}
+	b, err := ucx.New(ucx.Config{Listen: "127.0.0.1:0", Spin: spin, SharedMemory: shm, CallerProgress: mode == "pong", Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "remote peer:", err)
 		return 1
