@@ -42,7 +42,8 @@ func (b Block) Bytes() []byte {
 		}
 		return nil
 	}
-	if debug && !b.e.blocks.live(b.idx, b.gen) {
+	if debug && !b.e.blocks.live(b.idx, b.gen) && b.hb.Bytes() != nil {
+		// A freed pool block (an unregistered one already says nil).
 		panic(fmt.Sprintf("engine: Block.Bytes of a freed block at %#x: the memory belongs to the pool (or the next Alloc)", b.hb.Addr()))
 	}
 	return b.hb.Bytes()
