@@ -36,9 +36,11 @@ test-unit:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 # engine/: the exactly-once stress at full size (10^6 transfers; -race runs
-# 10^5) and the 1000-cycle leak test, without -race.
+# 10^5) and the 1000-cycle leak test, without -race; the debug build's
+# Block.Bytes panic (-tags hcommdebug).
 test-engine:
 	$(GO) test -count=1 -timeout 10m -run 'ExactlyOnce|NoLeaks' ./engine/
+	$(GO) test -count=1 -tags hcommdebug -run 'BytesAfterClose' ./engine/
 
 # The soak (tests/soak, docs/soak.md): several engines on every backend —
 # HDMA on vfio-mock with seeded error/latency/stall/reset injection, the
