@@ -165,7 +165,8 @@ bench-uring-nop:
 	GO=$(GO) RUNS=$${RUNS:-5} internal/uring/testdata/bench_uring_nop.sh
 
 # Side-by-side scenarios, engine vs traditional path vs peers (cmd/hcomm-bench,
-# BENCHMARKS.md; about 10 minutes, BENCH_FLAGS=-quick: under one). fio is
+# BENCHMARKS.md; about 15 minutes, BENCH_FLAGS=-quick: about two; BENCH_FLAGS='-plot docs/bench'
+# redraws the charts). fio is
 # installed when missing (as root); without it the fio rows say why.
 bench-hcomm:
 	@command -v fio >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && apt-get install -y -qq fio; }
