@@ -252,16 +252,6 @@ func (b *bench) run() int {
 	} else if !b.o.csv {
 		b.printSummary()
 	}
-	if b.o.plot != "" {
-		files, err := writePlots(b.o.plot, rep)
-		for _, f := range files {
-			fmt.Fprintf(os.Stderr, "hcomm-bench: wrote %s\n", f)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "hcomm-bench: -plot: %v\n", err)
-			failed = true
-		}
-	}
 	if b.o.csv {
 		if err := writeCSV(b.out, rep); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -276,6 +266,16 @@ func (b *bench) run() int {
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "hcomm-bench: -json-out: %v\n", err)
 			return 1
+		}
+	}
+	if b.o.plot != "" {
+		files, err := writePlots(b.o.plot, rep)
+		for _, f := range files {
+			fmt.Fprintf(os.Stderr, "hcomm-bench: wrote %s\n", f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "hcomm-bench: -plot: %v\n", err)
+			failed = true
 		}
 	}
 	if failed {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -191,5 +193,42 @@ func TestCountsExact(t *testing.T) {
 	}
 	if c.Host > 0.1 || c.Copies > 0.01 {
 		t.Errorf("engine b64: %v host syscalls and %v CPU copies per transfer, want ~0 (%v)", c.Host, c.Copies, c.ByName)
+	}
+}
+
+// TestWritePlots draws every chart from a synthetic report: each file
+// appears and is an SVG, and data a log axis cannot show (bars from 0)
+// does not panic.
+func TestWritePlots(t *testing.T) {
+	es := []entry{
+		{Name: "device-small", Variant: "4096/engine-b64", BaselineVariant: "4096/traditional", Metric: "time", Engine: ptr(400), Baseline: ptr(10000)},
+		{Name: "device-small", Variant: "4096-inline/engine-b64", BaselineVariant: "4096-inline/traditional", Metric: "time", Engine: ptr(300), Baseline: ptr(1600)},
+		{Name: "file-4k", Variant: "randread/engine", BaselineVariant: "randread/fio-io_uring", Metric: "iops", Engine: ptr(90000), Baseline: ptr(80000)},
+		{Name: "file-4k", Variant: "randread/engine", BaselineVariant: "randread/fio-io_uring", Metric: "cpu_per_gib", Engine: ptr(1.2), Baseline: ptr(2.5)},
+		{Name: "file-4k", Variant: "randwrite/engine", BaselineVariant: "randwrite/fio-io_uring", Metric: "iops", Engine: ptr(50000), Baseline: ptr(60000)},
+		{Name: "file-4k", Variant: "randwrite/engine", BaselineVariant: "randwrite/fio-io_uring", Metric: "cpu_per_gib", Engine: ptr(1.5), Baseline: ptr(2.0)},
+		{Name: "footprint", Variant: "inflight=1/engine", BaselineVariant: "inflight=1/traditional", Metric: "rss", Engine: ptr(9 << 20), Baseline: ptr(9 << 20)},
+		{Name: "footprint", Variant: "inflight=1024/engine", BaselineVariant: "inflight=1024/traditional", Metric: "rss", Engine: ptr(12 << 20), Baseline: ptr(35 << 20)},
+		{Name: "footprint", Variant: "inflight=1024/engine", BaselineVariant: "inflight=1024/traditional", Metric: "pinned", Engine: ptr(4 << 20), Baseline: ptr(0)},
+	}
+	for i, q := range []string{"p50", "p90", "p99", "p99.9", "max"} {
+		v := float64(250 * (i + 1))
+		es = append(es, entry{Name: "latency", Variant: "traditional→engine", BaselineVariant: "traditional", Metric: q, Engine: ptr(v), Baseline: ptr(40 * v)})
+	}
+	dir := t.TempDir()
+	files, err := writePlots(dir, report{Scenarios: es})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"device-small-4096.svg", "device-small-4096-inline.svg", "file-4k-randread-iops.svg", "file-4k-randwrite-cpu-per-gib.svg", "latency-traditional.svg", "footprint.svg"}
+	for _, w := range want {
+		b, err := os.ReadFile(filepath.Join(dir, w))
+		if err != nil {
+			t.Errorf("%s: %v (wrote %v)", w, err, files)
+			continue
+		}
+		if !bytes.Contains(b, []byte("<svg")) {
+			t.Errorf("%s is not an SVG", w)
+		}
 	}
 }

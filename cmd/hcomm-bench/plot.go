@@ -19,11 +19,17 @@ import (
 // scenario, the latency percentiles, CPU per GiB and the memory footprint
 // against the transfers in flight. Everything comes from the report's
 // entries, so a chart shows exactly what the tables and the JSON say.
-func writePlots(dir string, rep report) ([]string, error) {
+func writePlots(dir string, rep report) (files []string, err error) {
+	// The plotting library panics on data it cannot draw; a chart must
+	// never cost the run its results.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("drawing a chart: %v", r)
+		}
+	}()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	var files []string
 	save := func(p *plot.Plot, name string, w vg.Length) error {
 		path := filepath.Join(dir, name)
 		if err := p.Save(w, 10*vg.Centimeter, path); err != nil {
@@ -52,7 +58,7 @@ func writePlots(dir string, rep report) ([]string, error) {
 		}
 		return names, vals
 	}
-	bars := func(file, title, ylabel, name, metric, prefix string, log bool) error {
+	bars := func(file, title, ylabel, name, metric, prefix string) error {
 		names, vals := values(name, metric, prefix)
 		if len(vals) == 0 {
 			return nil
@@ -73,17 +79,13 @@ func writePlots(dir string, rep report) ([]string, error) {
 		p.NominalX(short...)
 		p.X.Tick.Label.Rotation = 0.6
 		p.X.Tick.Label.XAlign = -0.9
-		if log {
-			p.Y.Scale = plot.LogScale{}
-			p.Y.Tick.Marker = plot.LogTicks{}
-		}
 		return save(p, file, vg.Length(len(vals))*1.6*vg.Centimeter+6*vg.Centimeter)
 	}
 	var errs []error
 	for _, op := range fileOps {
 		errs = append(errs,
-			bars("file-4k-"+op+"-iops.svg", "4 KiB "+op+", O_DIRECT: IOPS (higher is better)", "IOPS", "file-4k", "iops", op+"/", false),
-			bars("file-4k-"+op+"-cpu-per-gib.svg", "4 KiB "+op+": CPU seconds per GiB moved (lower is better)", "CPU-s/GiB", "file-4k", "cpu_per_gib", op+"/", false))
+			bars("file-4k-"+op+"-iops.svg", "4 KiB "+op+", O_DIRECT: IOPS (higher is better)", "IOPS", "file-4k", "iops", op+"/"),
+			bars("file-4k-"+op+"-cpu-per-gib.svg", "4 KiB "+op+": CPU seconds per GiB moved (lower is better)", "CPU-s/GiB", "file-4k", "cpu_per_gib", op+"/"))
 	}
 	for _, s := range []string{"4096/", "4096-inline/"} {
 		mode := "device model on its own thread"
@@ -91,7 +93,7 @@ func writePlots(dir string, rep report) ([]string, error) {
 			mode = "device model inline"
 		}
 		errs = append(errs, bars("device-small-"+strings.TrimSuffix(s, "/")+".svg", "4 KiB host→device, "+mode+": ns per transfer (lower is better)",
-			"ns/transfer", "device-small", "time", s, true))
+			"ns/transfer", "device-small", "time", s))
 	}
 	errs = append(errs, latencyPlot(rep, save), footprintPlot(rep, save))
 	for _, err := range errs {
