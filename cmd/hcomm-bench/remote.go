@@ -60,12 +60,15 @@ func remoteSizes(quick bool) []int {
 }
 
 func remoteCount(quick bool, size, batch int) int {
-	budget, lo, hi := 64<<20, 128, 20000
+	budget, lo, hi := 64<<20, 8, 20000
 	if quick {
-		budget, lo, hi = 16<<20, 64, 4000
+		budget, lo, hi = 16<<20, 4, 4000
 	}
 	n := budget / size
 	n = max(lo, min(hi, n))
+	if batch > 1 {
+		n = max(n, batch)
+	}
 	return (n + batch - 1) / batch * batch
 }
 
