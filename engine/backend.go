@@ -59,16 +59,19 @@ type Backend interface {
 	UnmapArena(slot int) error
 
 	// Prepare checks a transfer of n bytes from src to dst (host ends are
-	// already checked by the engine: live block, bounds) and returns its
-	// Op: Code, Path, Src, Dst, and Inline for a transfer the submitter
-	// should carry out itself with Execute. Errors wrap ErrBadTransfer,
-	// ErrOutOfBounds or ErrAlignment and say what was wrong; Prepare must
-	// not allocate when it succeeds. (Values, not pointers: a pointer
-	// handed to an interface method escapes, and Submit would allocate.)
-	Prepare(src, dst Endpoint, n uint32) (Op, error)
+	// already checked by the engine: live block, bounds) and fills in op,
+	// which the engine has zeroed: Code, Path, Src, Dst, HostArena, Aux,
+	// and Inline for a transfer the submitter should carry out itself with
+	// Execute. Errors wrap ErrBadTransfer, ErrOutOfBounds or ErrAlignment
+	// and say what was wrong; Prepare must not allocate when it succeeds.
+	// op is the transfer's entry of the engine's staging ring (heap
+	// memory: handing it to an interface method costs no allocation, and
+	// no copy of 64 bytes that were just written field by field); the
+	// endpoints come by value for the same reason.
+	Prepare(src, dst Endpoint, n uint32, op *Op) error
 	// Execute carries out an Inline op on the submitting goroutine and
 	// returns its result.
-	Execute(op Op) (n uint32, status Status)
+	Execute(op *Op) (n uint32, status Status)
 
 	// Forward queues op (tag identifies it in the completion) without
 	// publishing it; last is true for the batch's last op, which should

@@ -59,16 +59,17 @@ func (b *reverseBackend) MapArena(slot int, a *hugepage.Arena) (uint64, error) {
 	return uint64(slot) << 40, nil
 }
 func (b *reverseBackend) UnmapArena(slot int) error { b.arenas[slot] = nil; return nil }
-func (b *reverseBackend) Prepare(src, dst engine.Endpoint, n uint32) (engine.Op, error) {
+func (b *reverseBackend) Prepare(src, dst engine.Endpoint, n uint32, op *engine.Op) error {
 	if src.Kind != engine.LocHost || dst.Kind != engine.LocDevice {
-		return engine.Op{}, fmt.Errorf("reverse: host→device only: %w", engine.ErrBadTransfer)
+		return fmt.Errorf("reverse: host→device only: %w", engine.ErrBadTransfer)
 	}
 	if dst.Off+uint64(n) > uint64(len(b.devMem)) {
-		return engine.Op{}, fmt.Errorf("reverse: beyond device memory: %w", engine.ErrOutOfBounds)
+		return fmt.Errorf("reverse: beyond device memory: %w", engine.ErrOutOfBounds)
 	}
-	return engine.Op{Code: opH2D, Path: engine.PathDMA, Src: src.Addr, Dst: dst.Off, HostArena: uint16(src.Arena)}, nil
+	*op = engine.Op{Code: opH2D, Path: engine.PathDMA, Src: src.Addr, Dst: dst.Off, HostArena: uint16(src.Arena)}
+	return nil
 }
-func (b *reverseBackend) Execute(engine.Op) (uint32, engine.Status) { return 0, engine.StatusCanceled }
+func (b *reverseBackend) Execute(*engine.Op) (uint32, engine.Status) { return 0, engine.StatusCanceled }
 func (b *reverseBackend) Forward(tag uint64, op *engine.Op, last bool) bool {
 	b.queued = append(b.queued, pending{tag, *op})
 	return true

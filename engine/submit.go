@@ -16,10 +16,6 @@ import (
 // into the backend with one doorbell (group commit). ErrQueueFull when
 // QueueDepth transfers are in flight; SubmitContext waits instead.
 func (e *Engine) Submit(t Transfer) (ID, error) {
-	var r Op
-	if err := e.validate(&t, &r); err != nil {
-		return 0, err
-	}
 	b, err := e.stage.Reserve(1)
 	if err != nil {
 		if e.closing.Load() {
@@ -28,7 +24,17 @@ func (e *Engine) Submit(t Transfer) (ID, error) {
 		e.queueFull.Add(1)
 		return 0, ErrQueueFull
 	}
-	id, err := e.fill(b.Start(), &t, &r)
+	// Validate straight into the reserved entry (heap memory: the
+	// backend's Prepare takes a pointer to it without an allocation). An
+	// invalid transfer becomes a no-op, released without a callback.
+	pos := b.Start()
+	op := &e.ops[pos&e.mask]
+	var id ID
+	if err = e.validate(&t, op); err != nil {
+		e.fillNoop(pos)
+	} else {
+		id, err = e.fill(pos, &t, op)
+	}
 	// Release: the entry and its slot are written before this CAS; the
 	// drainer's Peek (acquire) sees them.
 	_ = e.stage.Commit(b)
@@ -36,9 +42,9 @@ func (e *Engine) Submit(t Transfer) (ID, error) {
 	return id, err
 }
 
-// fill writes staged entry pos: the Go slot first (callback, state), then
-// the entry, executing Inline transfers on the way. After Close began it
-// stages a no-op instead and reports ErrClosed.
+// fill completes staged entry pos, whose op (e.ops[pos&mask]) validate
+// built: the Go slot (callback, state), executing an Inline transfer on the
+// way. After Close began it stages a no-op instead and reports ErrClosed.
 func (e *Engine) fill(pos uint64, t *Transfer, op *Op) (ID, error) {
 	s := &e.slots[pos&e.mask]
 	// The slot was released by the frontier (its previous transfer done);
@@ -56,10 +62,9 @@ func (e *Engine) fill(pos uint64, t *Transfer, op *Op) (ID, error) {
 		return 0, errUnregistering
 	}
 	if op.done == opDone {
-		n, st := e.be.Execute(*op)
+		n, st := e.be.Execute(op)
 		op.res = packRes(st, n)
 	}
-	e.ops[pos&e.mask] = *op
 	return e.makeID(pos), nil
 }
 
@@ -124,7 +129,6 @@ func (e *Engine) fillBatch(b ring.Batch, ts []Transfer, ids []ID) (int, error) {
 	for i := range ts {
 		pos := start + uint64(i)
 		r := &e.ops[pos&e.mask]
-		*r = Op{}
 		err := e.validate(&ts[i], r)
 		var id ID
 		if err == nil {

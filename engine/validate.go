@@ -5,7 +5,8 @@ import (
 	"math"
 )
 
-// validate checks t and builds its staging entry: the engine checks the
+// validate checks t and builds its staging entry op (an entry of the
+// staging ring: heap memory, see Backend.Prepare): the engine checks the
 // host ends (live block of this engine, bounds) and the Loc kinds the
 // backend accepts; the backend checks the rest and fills in op. No system
 // call; it allocates only on error.
@@ -23,11 +24,10 @@ func (e *Engine) validate(t *Transfer, op *Op) error {
 	if err := e.endpoint(&t.Dst, t.Len, "destination", &dst); err != nil {
 		return err
 	}
-	prepared, err := e.be.Prepare(src, dst, uint32(t.Len))
-	if err != nil {
+	*op = Op{}
+	if err := e.be.Prepare(src, dst, uint32(t.Len), op); err != nil {
 		return err
 	}
-	*op = prepared
 	op.Len = uint32(t.Len)
 	if op.Inline {
 		op.done = opDone

@@ -298,7 +298,7 @@ func (b *Backend) UnmapArena(slot int) error {
 }
 
 // Prepare implements engine.Backend: host↔device and device↔device.
-func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32) (op engine.Op, err error) {
+func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32, op *engine.Op) error {
 	switch {
 	case src.Kind == engine.LocHost && dst.Kind == engine.LocDevice:
 		op.Code, op.HostArena = opH2D, uint16(src.Arena)
@@ -307,11 +307,11 @@ func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32) (op engine.Op, err
 	case src.Kind == engine.LocDevice && dst.Kind == engine.LocDevice:
 		op.Code = opD2D
 	default:
-		return op, fmt.Errorf("hdmadev: %v → %v: the HDMA device moves host↔device and device↔device: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
+		return fmt.Errorf("hdmadev: %v → %v: the HDMA device moves host↔device and device↔device: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
 	}
 	for _, ep := range [2]*engine.Endpoint{&src, &dst} {
 		if ep.Kind == engine.LocDevice && (ep.Off > b.devMemSize || uint64(n) > b.devMemSize-ep.Off) {
-			return op, fmt.Errorf("hdmadev: device memory %#x: %d bytes beyond the %d bytes of device memory: %w", ep.Off, n, b.devMemSize, engine.ErrOutOfBounds)
+			return fmt.Errorf("hdmadev: device memory %#x: %d bytes beyond the %d bytes of device memory: %w", ep.Off, n, b.devMemSize, engine.ErrOutOfBounds)
 		}
 	}
 	op.Path = engine.PathDMA
@@ -325,12 +325,12 @@ func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32) (op engine.Op, err
 	if op.Code == opH2D && n <= b.cpuMax {
 		op.Path, op.Inline = engine.PathCPU, true
 	}
-	return op, nil
+	return nil
 }
 
 // Execute implements engine.Backend: the CPU path, a copy straight into
 // device memory (BAR2). It is not ordered with DMA transfers in flight.
-func (b *Backend) Execute(op engine.Op) (uint32, engine.Status) {
+func (b *Backend) Execute(op *engine.Op) (uint32, engine.Status) {
 	ar := &b.arenas[op.HostArena&(engine.MaxArenas-1)]
 	off := op.Src - ar.iova
 	if ar.mem == nil || off+uint64(op.Len) > uint64(len(ar.mem)) {

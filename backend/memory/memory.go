@@ -60,17 +60,17 @@ func (b *Backend) UnmapArena(slot int) error {
 }
 
 // Prepare implements engine.Backend: host to host only, carried out inline.
-func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32) (op engine.Op, err error) {
+func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32, op *engine.Op) error {
 	if src.Kind != engine.LocHost || dst.Kind != engine.LocHost {
-		return op, fmt.Errorf("memory: %v → %v: the memory backend copies host blocks to host blocks: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
+		return fmt.Errorf("memory: %v → %v: the memory backend copies host blocks to host blocks: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
 	}
 	op.Path, op.Inline = engine.PathMemory, true
 	op.Src, op.Dst = src.Addr, dst.Addr
-	return op, nil
+	return nil
 }
 
 // Execute implements engine.Backend: one copy.
-func (b *Backend) Execute(op engine.Op) (uint32, engine.Status) {
+func (b *Backend) Execute(op *engine.Op) (uint32, engine.Status) {
 	src, dst := b.bytes(op.Src, op.Len), b.bytes(op.Dst, op.Len)
 	if src == nil || dst == nil {
 		return 0, engine.StatusCanceled // the arena is gone (engine closed)

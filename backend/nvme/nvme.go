@@ -189,7 +189,7 @@ func (b *Backend) UnmapArena(slot int) error {
 // Prepare implements engine.Backend: host → namespace (Write) and
 // namespace → host (Read), whole logical blocks, within MDTS and the
 // namespace. It allocates nothing when it succeeds.
-func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32) (op engine.Op, err error) {
+func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32, op *engine.Op) error {
 	var ns *engine.Endpoint
 	switch {
 	case src.Kind == engine.LocHost && dst.Kind == engine.LocDevice:
@@ -197,25 +197,25 @@ func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32) (op engine.Op, err
 	case src.Kind == engine.LocDevice && dst.Kind == engine.LocHost:
 		op.Code, op.HostArena, op.Src, op.Dst, ns = opRead, uint16(dst.Arena), src.Off, dst.Addr, &src
 	default:
-		return op, fmt.Errorf("nvme: %v → %v: the NVMe backend moves host blocks to and from the namespace: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
+		return fmt.Errorf("nvme: %v → %v: the NVMe backend moves host blocks to and from the namespace: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
 	}
 	switch {
 	case uint64(n)%b.lba != 0 || ns.Off%b.lba != 0:
-		return op, fmt.Errorf("nvme: %d bytes at namespace offset %d: both must be multiples of the %d-byte LBA: %w", n, ns.Off, b.lba, engine.ErrAlignment)
+		return fmt.Errorf("nvme: %d bytes at namespace offset %d: both must be multiples of the %d-byte LBA: %w", n, ns.Off, b.lba, engine.ErrAlignment)
 	case n > b.maxXfer:
-		return op, fmt.Errorf("nvme: %d bytes in one transfer, the controller's limit (MDTS) is %d: %w", n, b.maxXfer, engine.ErrOutOfBounds)
+		return fmt.Errorf("nvme: %d bytes in one transfer, the controller's limit (MDTS) is %d: %w", n, b.maxXfer, engine.ErrOutOfBounds)
 	case ns.Off > b.nsBytes || uint64(n) > b.nsBytes-ns.Off:
-		return op, fmt.Errorf("nvme: %d bytes at namespace offset %d beyond the %d-byte namespace: %w", n, ns.Off, b.nsBytes, engine.ErrOutOfBounds)
+		return fmt.Errorf("nvme: %d bytes at namespace offset %d beyond the %d-byte namespace: %w", n, ns.Off, b.nsBytes, engine.ErrOutOfBounds)
 	}
 	if (op.Code == opWrite && op.Src&3 != 0) || (op.Code == opRead && op.Dst&3 != 0) {
-		return op, fmt.Errorf("nvme: host address not dword aligned: %w", engine.ErrAlignment)
+		return fmt.Errorf("nvme: host address not dword aligned: %w", engine.ErrAlignment)
 	}
 	op.Path = engine.PathDMA
-	return op, nil
+	return nil
 }
 
 // Execute implements engine.Backend; Prepare never makes an inline op.
-func (b *Backend) Execute(engine.Op) (uint32, engine.Status) { return 0, engine.StatusCanceled }
+func (b *Backend) Execute(*engine.Op) (uint32, engine.Status) { return 0, engine.StatusCanceled }
 
 // Forward implements engine.Backend: one submission entry (its PRPs built
 // in the command slot's list page), no doorbell.

@@ -43,7 +43,8 @@ func TestPrepare(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			op, err := b.Prepare(tt.src, tt.dst, tt.n)
+			var op engine.Op
+			err := b.Prepare(tt.src, tt.dst, tt.n, &op)
 			if tt.want != nil {
 				if !errors.Is(err, tt.want) {
 					t.Fatalf("%v, want %v", err, tt.want)
@@ -67,7 +68,8 @@ func TestPrepare(t *testing.T) {
 			}
 		})
 	}
-	if allocs := testing.AllocsPerRun(100, func() { _, _ = b.Prepare(host(0x200000), dev(4096), 4096) }); allocs != 0 {
+	op := new(engine.Op)
+	if allocs := testing.AllocsPerRun(100, func() { _ = b.Prepare(host(0x200000), dev(4096), 4096, op) }); allocs != 0 {
 		t.Errorf("Prepare allocates %v times per call", allocs)
 	}
 }

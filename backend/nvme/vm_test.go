@@ -239,12 +239,13 @@ func TestVMStallRecovery(t *testing.T) {
 	defer b.UnmapArena(0)
 	host := engine.Endpoint{Kind: engine.LocHost, Addr: base, Arena: 0}
 	forward := func(tag uint64, last bool) {
-		op, err := b.Prepare(host, engine.Endpoint{Kind: engine.LocDevice, Off: tag * 4096}, 4096)
+		op := new(engine.Op)
+		err := b.Prepare(host, engine.Endpoint{Kind: engine.LocDevice, Off: tag * 4096}, 4096, op)
 		if err != nil {
 			t.Fatal(err)
 		}
 		op.Len = 4096
-		if !b.Forward(tag, &op, last) {
+		if !b.Forward(tag, op, last) {
 			t.Fatalf("forward %d refused", tag)
 		}
 	}

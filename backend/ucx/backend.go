@@ -145,9 +145,8 @@ func (b *Backend) peer(idx uint32) (*peer, error) {
 // Prepare checks a host→remote (put) or remote→host (get) transfer: the
 // peer is connected, and the remote range lies inside one arena of the
 // window it exported. Nothing is posted for a transfer that fails here.
-func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32) (engine.Op, error) {
+func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32, op *engine.Op) error {
 	var host, rem *engine.Endpoint
-	var op engine.Op
 	switch {
 	case src.Kind == engine.LocHost && dst.Kind == engine.LocRemote:
 		host, rem = &src, &dst
@@ -156,24 +155,24 @@ func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32) (engine.Op, error)
 		host, rem = &dst, &src
 		op.Code = opGet
 	default:
-		return op, fmt.Errorf("ucx: %s → %s: want host → remote or remote → host: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
+		return fmt.Errorf("ucx: %s → %s: want host → remote or remote → host: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
 	}
 	if rem.Peer > 0xffff {
-		return op, fmt.Errorf("ucx: peer %d: %w: %w", rem.Peer, ErrNoPeer, engine.ErrBadTransfer)
+		return fmt.Errorf("ucx: peer %d: %w: %w", rem.Peer, ErrNoPeer, engine.ErrBadTransfer)
 	}
 	p, err := b.peer(rem.Peer)
 	if err != nil {
-		return op, err
+		return err
 	}
 	off, end := rem.Off, rem.Off+uint64(n)
 	if end < off || end > p.size {
-		return op, fmt.Errorf("ucx: peer %d: range %#x+%d outside its %d-byte window: %w: %w",
+		return fmt.Errorf("ucx: peer %d: range %#x+%d outside its %d-byte window: %w: %w",
 			rem.Peer, off, n, p.size, ErrRemoteBounds, engine.ErrOutOfBounds)
 	}
 	for i := 0; i < p.n; i++ {
 		if off < p.start[i]+p.len[i] {
 			if end > p.start[i]+p.len[i] {
-				return op, fmt.Errorf("ucx: peer %d: range %#x+%d straddles its arenas %d and %d: %w: %w",
+				return fmt.Errorf("ucx: peer %d: range %#x+%d straddles its arenas %d and %d: %w: %w",
 					rem.Peer, off, n, i, i+1, ErrRemoteBounds, engine.ErrOutOfBounds)
 			}
 			break
@@ -188,11 +187,11 @@ func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32) (engine.Op, error)
 	} else {
 		op.Src, op.Dst = rem.Off, host.Addr
 	}
-	return op, nil
+	return nil
 }
 
 // Execute is never called: Prepare marks nothing Inline.
-func (b *Backend) Execute(op engine.Op) (uint32, engine.Status) {
+func (b *Backend) Execute(op *engine.Op) (uint32, engine.Status) {
 	return 0, engine.StatusBackend + stBadOp
 }
 

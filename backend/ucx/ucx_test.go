@@ -179,9 +179,9 @@ func (r *rig) prepare(x xfer, op *engine.Op) (err error) {
 	h := r.host(x.local)
 	rem := engine.Endpoint{Kind: engine.LocRemote, Peer: x.peer, Off: x.remote}
 	if x.put {
-		*op, err = r.b.Prepare(h, rem, uint32(x.n))
+		err = r.b.Prepare(h, rem, uint32(x.n), op)
 	} else {
-		*op, err = r.b.Prepare(rem, h, uint32(x.n))
+		err = r.b.Prepare(rem, h, uint32(x.n), op)
 	}
 	return err
 }
@@ -348,7 +348,7 @@ func TestBounds(t *testing.T) {
 		})
 	}
 	h := r.host(0)
-	if _, err := r.b.Prepare(h, h, 8); !errors.Is(err, engine.ErrBadTransfer) {
+	if err := r.b.Prepare(h, h, 8, new(engine.Op)); !errors.Is(err, engine.ErrBadTransfer) {
 		t.Fatalf("host → host: %v, want ErrBadTransfer", err)
 	}
 	if r.b.Outstanding() != 0 || r.ctr.Doorbells != 0 {

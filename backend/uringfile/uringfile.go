@@ -189,7 +189,7 @@ func (b *Backend) UnmapArena(slot int) error {
 }
 
 // Prepare implements engine.Backend: host↔file, aligned for O_DIRECT.
-func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32) (op engine.Op, err error) {
+func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32, op *engine.Op) error {
 	var host, file *engine.Endpoint
 	switch {
 	case src.Kind == engine.LocHost && dst.Kind == engine.LocFile:
@@ -197,25 +197,25 @@ func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32) (op engine.Op, err
 	case src.Kind == engine.LocFile && dst.Kind == engine.LocHost:
 		op.Code, host, file = opRead, &dst, &src
 	default:
-		return op, fmt.Errorf("uringfile: %v → %v: the file backend moves host↔file: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
+		return fmt.Errorf("uringfile: %v → %v: the file backend moves host↔file: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
 	}
 	if file.Off > 1<<62 {
-		return op, fmt.Errorf("uringfile: file offset %d: negative or huge: %w", int64(file.Off), engine.ErrOutOfBounds)
+		return fmt.Errorf("uringfile: file offset %d: negative or huge: %w", int64(file.Off), engine.ErrOutOfBounds)
 	}
 	// host.Off is the offset in a page-aligned arena: its alignment to
 	// 4096 is the memory address's.
 	if b.direct && (host.Off%DirectAlign != 0 || n%DirectAlign != 0 || file.Off%DirectAlign != 0) {
-		return op, fmt.Errorf("uringfile: memory at arena offset %#x, length %d and file offset %d must be multiples of %d on an O_DIRECT file: %w",
+		return fmt.Errorf("uringfile: memory at arena offset %#x, length %d and file offset %d must be multiples of %d on an O_DIRECT file: %w",
 			host.Off, n, file.Off, DirectAlign, engine.ErrAlignment)
 	}
 	op.Path = engine.PathFile
 	op.HostArena = uint16(host.Arena)
 	op.Src, op.Dst = host.Addr, file.Off // host offset in its arena, file offset
-	return op, nil
+	return nil
 }
 
 // Execute implements engine.Backend; nothing is carried out inline.
-func (b *Backend) Execute(engine.Op) (uint32, engine.Status) { return 0, engine.StatusCanceled }
+func (b *Backend) Execute(*engine.Op) (uint32, engine.Status) { return 0, engine.StatusCanceled }
 
 // Forward implements engine.Backend: one READ/WRITE SQE (fixed buffer and
 // fixed file where registered).
