@@ -137,24 +137,7 @@ func writeTasks(w io.Writer, r *Report, top int) {
 
 // topTaskSyscalls orders a task's syscalls like TopSyscalls.
 func topTaskSyscalls(t TaskReport, n int) []string {
-	names := make([]string, 0, len(t.Syscalls))
-	for k := range t.Syscalls {
-		names = append(names, k)
-	}
-	sort.Slice(names, func(i, j int) bool {
-		a, b := t.Syscalls[names[i]], t.Syscalls[names[j]]
-		if a.TotalNs != b.TotalNs {
-			return a.TotalNs > b.TotalNs
-		}
-		if a.Count != b.Count {
-			return a.Count > b.Count
-		}
-		return names[i] < names[j]
-	})
-	if n > 0 && len(names) > n {
-		names = names[:n]
-	}
-	return names
+	return topSyscalls(t.Syscalls, func(s TaskSyscall) (uint64, uint64) { return s.TotalNs, s.Count }, n)
 }
 
 func writeCopies(w io.Writer, r *Report) {

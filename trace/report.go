@@ -351,17 +351,25 @@ func taskReports(rows []TaskCount, execs []Exec) []TaskReport {
 // TopSyscalls returns the syscall names ordered by total time, then count,
 // at most n (n <= 0: all).
 func (r *Report) TopSyscalls(n int) []string {
-	names := make([]string, 0, len(r.Syscalls))
-	for k := range r.Syscalls {
+	return topSyscalls(r.Syscalls, func(s SyscallReport) (uint64, uint64) { return s.TotalNs, s.Count }, n)
+}
+
+// topSyscalls orders the names of m by total time, then count, then name
+// (weight gives both), and keeps at most n (n <= 0: all). One ordering for
+// the whole-process table and each task's.
+func topSyscalls[V any](m map[string]V, weight func(V) (totalNs, count uint64), n int) []string {
+	names := make([]string, 0, len(m))
+	for k := range m {
 		names = append(names, k)
 	}
 	sort.Slice(names, func(i, j int) bool {
-		a, b := r.Syscalls[names[i]], r.Syscalls[names[j]]
-		if a.TotalNs != b.TotalNs {
-			return a.TotalNs > b.TotalNs
+		at, ac := weight(m[names[i]])
+		bt, bc := weight(m[names[j]])
+		if at != bt {
+			return at > bt
 		}
-		if a.Count != b.Count {
-			return a.Count > b.Count
+		if ac != bc {
+			return ac > bc
 		}
 		return names[i] < names[j]
 	})
