@@ -51,8 +51,13 @@ func TestCountsExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr.byName["pwrite64"] != 0.5 || tr.byName["pread64"] != 0.5 || tr.byName["read"] != 1 || tr.device != 1 {
-		t.Errorf("traditional per transfer: %v, device %v; want pwrite64 0.5, pread64 0.5, read 1, device 1", tr.byName, tr.device)
+	// The path's own calls are exact. The Go runtime adds one more read
+	// each time its netpoller wakes on its eventfd (netpollBreak): such a
+	// read always follows an epoll_pwait that returned it, so the reads
+	// beyond one per transfer may not exceed the epoll_pwait calls.
+	reads, polls := tr.byName["read"], tr.byName["epoll_pwait"]
+	if tr.byName["pwrite64"] != 0.5 || tr.byName["pread64"] != 0.5 || reads < 1 || reads-1 > polls || tr.device != 1 {
+		t.Errorf("traditional per transfer: %v, device %v; want pwrite64 0.5, pread64 0.5, read 1 (+ at most the runtime's epoll_pwait wake-ups), device 1", tr.byName, tr.device)
 	}
 	if tr.copies < 0.99 || tr.copies > 1.01 {
 		t.Errorf("traditional: %v CPU copies per transfer, want 1", tr.copies)
@@ -61,8 +66,8 @@ func TestCountsExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if en.device != 1.0/64 || en.byName["pwrite64"] != 0 || en.byName["read"] != 0 {
-		t.Errorf("engine per transfer: %v, device %v; want no pwrite/read, device 1/64", en.byName, en.device)
+	if en.device != 1.0/64 || en.byName["pwrite64"] != 0 || en.byName["read"] > en.byName["epoll_pwait"] {
+		t.Errorf("engine per transfer: %v, device %v; want no pwrite and no read beyond the runtime's epoll_pwait wake-ups, device 1/64", en.byName, en.device)
 	}
 	if en.syscalls > 0.05 || en.copies > 0.001 {
 		t.Errorf("engine: %v syscalls and %v copies per transfer, want ~0", en.syscalls, en.copies)
