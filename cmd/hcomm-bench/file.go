@@ -21,7 +21,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hcomm-go/hcomm/backend/uringfile"
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/internal/baseline"
 	"github.com/hcomm-go/hcomm/ring"
@@ -212,32 +211,18 @@ const offsRing = 1 << 16
 // file target (io_uring with the pool as registered buffers and the file
 // registered, O_DIRECT), poll mode, refilled 32 at a time.
 func setupEngineFile(o *options, write bool) (*runner, error) {
-	f, err := openDirect(o)
-	if err != nil {
-		return nil, err
-	}
 	// The engine's staging ring releases slots in submission order; file
 	// I/O completes out of order, so the engine gets twice the depth the
 	// workload keeps in flight, and a straggler never stalls the refill.
-	e, err := openFileEngine(f, engine.Config{PoolSize: 4 << 20, QueueDepth: 2 * fileQD,
-		Alignment: 4096, Mode: engine.ModePoll, Populate: true, Logger: quietLogger()})
+	fe, err := openFileEngineBlocks(o, engine.Config{PoolSize: 4 << 20, QueueDepth: 2 * fileQD,
+		Alignment: 4096, Mode: engine.ModePoll, Populate: true, Logger: quietLogger()}, fileQD)
 	if err != nil {
-		f.Close()
 		return nil, err
 	}
+	e, blocks := fe.e, fe.blocks
 	offs := offsets(o, offsRing)
 	var failed, done int
 	var firstErr error
-	blocks := make([]engine.Block, fileQD)
-	for i := range blocks {
-		if blocks[i], err = e.Alloc(fileBlock); err != nil {
-			ctx, cancel := closeCtx()
-			defer cancel()
-			e.Shutdown(ctx)
-			f.Close()
-			return nil, err
-		}
-	}
 	// Completions hand their block back through User (an index).
 	freeIdx := make([]int, 0, fileQD)
 	for i := range blocks {
@@ -256,16 +241,8 @@ func setupEngineFile(o *options, write bool) (*runner, error) {
 	ts := make([]engine.Transfer, fileQD)
 	next := 0
 	r := &runner{per: 1, bytes: fileBlock,
-		desc: "engine: io_uring, registered pool buffers and file, O_DIRECT, queue depth 64 refilled 32 at a time, completions polled",
-		close: func() error {
-			ctx, cancel := closeCtx()
-			defer cancel()
-			err := e.Shutdown(ctx)
-			if e := f.Close(); err == nil {
-				err = e
-			}
-			return err
-		},
+		desc:  "engine: io_uring, registered pool buffers and file, O_DIRECT, queue depth 64 refilled 32 at a time, completions polled",
+		close: fe.close,
 		check: func() error {
 			if failed > 0 {
 				return fmt.Errorf("%d I/Os failed, first: %w", failed, firstErr)
@@ -480,32 +457,12 @@ func parseFio(out []byte, op string) (iops float64, ios int, err error) {
 // queue is free, then stages 32 I/Os with one SubmitBatch. Nobody
 // busy-polls while the disk works.
 func setupEngineFileReaper(o *options, write bool) (*runner, error) {
-	f, err := openDirect(o)
+	fe, err := openFileEngineBlocks(o, engine.Config{PoolSize: 4 << 20, QueueDepth: 2 * fileQD,
+		Alignment: 4096, Mode: engine.ModeReaper, Populate: true, Logger: quietLogger()}, fileQD)
 	if err != nil {
 		return nil, err
 	}
-	e, err := openFileEngine(f, engine.Config{PoolSize: 4 << 20, QueueDepth: 2 * fileQD,
-		Alignment: 4096, Mode: engine.ModeReaper, Populate: true, Logger: quietLogger()})
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	closeAll := func() error {
-		ctx, cancel := closeCtx()
-		defer cancel()
-		err := e.Shutdown(ctx)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		return err
-	}
-	blocks := make([]engine.Block, fileQD)
-	for i := range blocks {
-		if blocks[i], err = e.Alloc(fileBlock); err != nil {
-			closeAll()
-			return nil, err
-		}
-	}
+	e, blocks, closeAll := fe.e, fe.blocks, fe.close
 	offs := offsets(o, offsRing)
 	// Completed blocks come back through a single-producer (the reaper)
 	// single-consumer (the submitter) ring.SPSC of 4-byte block indices:
@@ -594,15 +551,4 @@ func setupEngineFileReaper(o *options, write bool) (*runner, error) {
 			}
 			return e.Drain(ctx)
 		}}, nil
-}
-
-// openFileEngine opens an engine over the io_uring file backend on f
-// (which stays the caller's to close, after the engine).
-func openFileEngine(f *os.File, cfg engine.Config) (*engine.Engine, error) {
-	be, err := uringfile.New(f, uringfile.Config{Logger: quietLogger()})
-	if err != nil {
-		return nil, err
-	}
-	cfg.Backend = be
-	return engine.Open(cfg)
 }

@@ -300,23 +300,11 @@ func latReadAt(o *options) (*latRunner, error) {
 }
 
 func latEngineFile(o *options, mode engine.Mode) (*latRunner, error) {
-	f, err := openDirect(o)
+	fe, err := openFileEngineBlocks(o, engine.Config{PoolSize: 4 << 20, Alignment: 4096, Mode: mode, Logger: quietLogger()}, 1)
 	if err != nil {
 		return nil, err
 	}
-	e, err := openFileEngine(f, engine.Config{PoolSize: 4 << 20, Alignment: 4096, Mode: mode, Logger: quietLogger()})
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	b, err := e.Alloc(fileBlock)
-	if err != nil {
-		ctx, cancel := closeCtx()
-		defer cancel()
-		e.Shutdown(ctx)
-		f.Close()
-		return nil, err
-	}
+	e, b := fe.e, fe.blocks[0]
 	offs := offsets(o, offsRing)
 	ctx := context.Background()
 	modeName := "default (reaper) mode"
@@ -324,15 +312,7 @@ func latEngineFile(o *options, mode engine.Mode) (*latRunner, error) {
 		modeName = "poll mode"
 	}
 	return &latRunner{desc: "engine, " + modeName + ": Submit of a 4 KiB read (io_uring, registered buffer and file), then Wait",
-		close: func() error {
-			ctx, cancel := closeCtx()
-			defer cancel()
-			err := e.Shutdown(ctx)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			return err
-		},
+		close: fe.close,
 		one: func(i int) error {
 			id, err := e.Submit(engine.Transfer{Src: engine.FileAt(offs[i&(offsRing-1)]), Dst: engine.Host(b), Len: fileBlock})
 			if err != nil {
@@ -391,31 +371,11 @@ func latReadAtLoaded(o *options) (*latRunner, error) {
 // is the oldest read's time from its Submit to the return of its Wait,
 // after which it is submitted again.
 func latEngineFileLoaded(o *options, mode engine.Mode) (*latRunner, error) {
-	f, err := openDirect(o)
+	fe, err := openFileEngineBlocks(o, engine.Config{PoolSize: 4 << 20, QueueDepth: 2 * fileQD, Alignment: 4096, Mode: mode, Logger: quietLogger()}, fileQD)
 	if err != nil {
 		return nil, err
 	}
-	e, err := openFileEngine(f, engine.Config{PoolSize: 4 << 20, QueueDepth: 2 * fileQD, Alignment: 4096, Mode: mode, Logger: quietLogger()})
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	closeAll := func() error {
-		ctx, cancel := closeCtx()
-		defer cancel()
-		err := e.Shutdown(ctx)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		return err
-	}
-	blocks := make([]engine.Block, fileQD)
-	for i := range blocks {
-		if blocks[i], err = e.Alloc(fileBlock); err != nil {
-			closeAll()
-			return nil, err
-		}
-	}
+	e, blocks, closeAll := fe.e, fe.blocks, fe.close
 	offs := offsets(o, offsRing)
 	ctx := context.Background()
 	modeName := "default (reaper) mode"
