@@ -162,7 +162,7 @@ func (b *bench) run() int {
 					r.countErr = "— (-quick)"
 					continue
 				}
-				r.counts, r.countErr = countFio(b.o, r.variant)
+				r.counts, r.countErr = countFio(b.o, r.variant, countN(b.o, r))
 				continue
 			}
 			if !ws[i].count {
@@ -183,6 +183,9 @@ func (b *bench) run() int {
 			r.counts = c
 		}
 		for _, r := range res {
+			if strings.HasPrefix(r.countErr, "count failed") {
+				b.skipped = append(b.skipped, fmt.Sprintf("%s/%s syscall count: %s", r.scenario, r.variant, strings.TrimPrefix(r.countErr, "count failed: ")))
+			}
 			if r.err != nil {
 				if strings.Contains(r.err.Error(), "fio not installed") {
 					b.skipped = append(b.skipped, fmt.Sprintf("%s/%s: %v", r.scenario, r.variant, r.err))

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -229,6 +230,25 @@ func TestWritePlots(t *testing.T) {
 		}
 		if !bytes.Contains(b, []byte("<svg")) {
 			t.Errorf("%s is not an SVG", w)
+		}
+	}
+}
+
+// The fio syscall count runs fio for a number of I/Os, not for a time:
+// two timed runs could do as many I/Os and fail the difference.
+func TestFioCountArgs(t *testing.T) {
+	o := &options{quick: true}
+	for _, tc := range []struct {
+		op, eng string
+		ios     int
+	}{{"randread", "io_uring", 1000}, {"randwrite", "io_uring", 20000}, {"randread", "psync", 5}} {
+		a := fioCountArgs(o, "/x/f.dat", tc.op, tc.eng, tc.ios)
+		s := strings.Join(a, " ")
+		if strings.Contains(s, "--time_based") || strings.Contains(s, "--runtime=") {
+			t.Errorf("%s/%s: still timed: %s", tc.op, tc.eng, s)
+		}
+		if a[len(a)-1] != "--number_ios="+strconv.Itoa(tc.ios) || !strings.Contains(s, "--rw="+tc.op) || !strings.Contains(s, "--ioengine="+tc.eng) {
+			t.Errorf("%s/%s %d: %s", tc.op, tc.eng, tc.ios, s)
 		}
 	}
 }

@@ -16,26 +16,46 @@ import (
 	"github.com/hcomm-go/hcomm/trace"
 )
 
-// countFio runs fio twice under trace, for a short and a long time, and
-// divides the difference of what eBPF saw by the difference of fio's own
-// I/O counts: fio's start-up and exit (a thousand calls) cancel out.
-func countFio(o *options, variant string) (*counts, string) {
+// countFio runs fio twice under trace, for n0 and n0+n I/Os (fio's
+// number_ios), and divides the difference of what eBPF saw by the
+// difference of fio's own I/O counts: fio's start-up and exit (a thousand
+// calls) cancel out. Fixed I/O counts, not run times: two timed runs on a
+// loaded machine or a slow virtual disk could do about as many I/Os (or
+// the longer one fewer), which failed the count or made it noise.
+func countFio(o *options, variant string, n int) (*counts, string) {
 	op, eng, _ := strings.Cut(variant, "/fio-")
-	s1, ios1, err := traceFio(o, op, eng, o.target*2)
+	blocks := int(fileSize(o) / fileBlock)
+	n0 := min(1000, blocks/8)
+	n = max(1000, min(n, blocks-n0))
+	s1, ios1, err := traceFio(o, op, eng, n0)
 	if err != nil {
 		return nil, "count failed: " + err.Error()
 	}
-	s2, ios2, err := traceFio(o, op, eng, o.target*8)
+	s2, ios2, err := traceFio(o, op, eng, n0+n)
 	if err != nil {
 		return nil, "count failed: " + err.Error()
 	}
 	if ios2 <= ios1 {
-		return nil, fmt.Sprintf("count failed: fio did %d then %d I/Os", ios1, ios2)
+		return nil, fmt.Sprintf("count failed: fio did %d then %d I/Os (asked for %d and %d)", ios1, ios2, n0, n0+n)
 	}
 	return makeCounts(s2.Sub(s1), ios2-ios1, fileBlock, 0), ""
 }
 
-func traceFio(o *options, op, eng string, d time.Duration) (*trace.Snapshot, int, error) {
+// fioCountArgs are the timed run's fio arguments with the run time
+// replaced by a number of I/Os (at most the file's blocks: without
+// time_based fio also stops when it has covered the file's size).
+func fioCountArgs(o *options, path, op, eng string, ios int) []string {
+	var a []string
+	for _, x := range fioArgs(o, path, op, eng, time.Second) {
+		if x == "--time_based" || strings.HasPrefix(x, "--runtime=") {
+			continue
+		}
+		a = append(a, x)
+	}
+	return append(a, "--number_ios="+strconv.Itoa(ios))
+}
+
+func traceFio(o *options, op, eng string, ios int) (*trace.Snapshot, int, error) {
 	fio, err := exec.LookPath("fio")
 	if err != nil {
 		return nil, 0, fmt.Errorf("fio not installed")
@@ -50,8 +70,14 @@ func traceFio(o *options, op, eng string, d time.Duration) (*trace.Snapshot, int
 	}
 	defer os.Remove(out.Name())
 	defer out.Close()
-	argv := append([]string{fio}, fioArgs(o, path, op, eng, d)...)
-	s, err := trace.StartCommand(argv, trace.CommandIO{Stdout: out}, trace.Options{Logger: quietLogger()})
+	errf, err := os.CreateTemp("", "hcomm-bench-fio-*.err")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer os.Remove(errf.Name())
+	defer errf.Close()
+	argv := append([]string{fio}, fioCountArgs(o, path, op, eng, ios)...)
+	s, err := trace.StartCommand(argv, trace.CommandIO{Stdout: out, Stderr: errf}, trace.Options{Logger: quietLogger()})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -59,7 +85,9 @@ func traceFio(o *options, op, eng string, d time.Duration) (*trace.Snapshot, int
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if code, err := s.Wait(ctx); err != nil || code != 0 {
-		return nil, 0, fmt.Errorf("fio exit %d: %v", code, err)
+		s.Signal(os.Kill)
+		msg, _ := os.ReadFile(errf.Name())
+		return nil, 0, fmt.Errorf("fio exit %d: %v: %s", code, err, firstLine(strings.TrimSpace(string(msg))))
 	}
 	snap, err := s.Snapshot()
 	if err != nil {
@@ -69,7 +97,7 @@ func traceFio(o *options, op, eng string, d time.Duration) (*trace.Snapshot, int
 	if err != nil {
 		return nil, 0, err
 	}
-	_, ios, err := parseFio(b, op)
+	_, ios, err = parseFio(b, op)
 	return snap, ios, err
 }
 
