@@ -5,6 +5,10 @@ package main
 #include <stdlib.h>
 #include "hcomm.h"
 
+// flags is in an anonymous union (with its old name, reserved), which cgo
+// does not name.
+static inline uint32_t hcommc_cfg_flags(const hcomm_config_t *c) { return c->flags; }
+
 // Defined in hcomm.c.
 void hcommc_callback(uintptr_t cb, uint64_t id, int status, uintptr_t user_data);
 void hcommc_set_error(const char *msg, size_t n);
@@ -38,6 +42,9 @@ var _ = [1]struct{}{}[codeECANCELED-C.HCOMM_ECANCELED]
 var _ = [1]struct{}{}[codeEACCES-C.HCOMM_EACCES]
 var _ = [1]struct{}{}[codeEBUSY-C.HCOMM_EBUSY]
 var _ = [1]struct{}{}[codeEFORK-C.HCOMM_EFORK]
+var _ = [1]struct{}{}[codeENXIO-C.HCOMM_ENXIO]
+var _ = [1]struct{}{}[codeECONNRESET-C.HCOMM_ECONNRESET]
+var _ = [1]struct{}{}[codeECONNREFUSED-C.HCOMM_ECONNREFUSED]
 
 // The header's version is the module's (hcomm.Version).
 var _ = [1]struct{}{}[hcomm.VersionMajor-C.HCOMM_VERSION_MAJOR]
@@ -45,6 +52,10 @@ var _ = [1]struct{}{}[hcomm.VersionMinor-C.HCOMM_VERSION_MINOR]
 var _ = [1]struct{}{}[hcomm.VersionPatch-C.HCOMM_VERSION_PATCH]
 var _ = [1]struct{}{}[uint64(devAddrBase)-uint64(C.HCOMM_DEV_ADDR_BASE)]
 var _ = [1]struct{}{}[targetMock-C.HCOMM_TARGET_MOCK+targetFile-C.HCOMM_TARGET_FILE+targetVFIO-C.HCOMM_TARGET_VFIO+targetMemory-C.HCOMM_TARGET_MEMORY]
+var _ = [1]struct{}{}[targetRemote-C.HCOMM_TARGET_REMOTE]
+var _ = [1]struct{}{}[remoteShm-C.HCOMM_REMOTE_SHM]
+var _ = [1]struct{}{}[uint64(remoteAddrBase)-uint64(C.HCOMM_REMOTE_ADDR_BASE)]
+var _ = [1]struct{}{}[remotePeerShift-C.HCOMM_REMOTE_PEER_SHIFT]
 
 // cTransfer's layout is hcomm_transfer_t's (submitBatch reads C memory
 // through it): same size, same offsets.
@@ -80,7 +91,7 @@ func hcommgo_init(h *C.hcomm_handle_t, c *C.hcomm_config_t) C.int {
 		QueueDepth: uint32(c.queue_depth),
 		Align:      uint32(c.align_size),
 		Target:     int32(c.target),
-		Reserved:   uint32(c.reserved),
+		Flags:      uint32(C.hcommc_cfg_flags(c)),
 		DevMemSize: uint64(c.dev_mem_size),
 	}
 	if c.target_path != nil {
@@ -174,6 +185,47 @@ func hcommgo_wait(h C.hcomm_handle_t, id C.uint64_t, timeoutMs C.int) C.int {
 		return C.int(codeEBADF)
 	}
 	return C.int(s.wait(uint64(id), int(timeoutMs)))
+}
+
+//export hcommgo_connect
+func hcommgo_connect(h C.hcomm_handle_t, addr *C.char, timeoutMs C.int, peer *C.uint32_t) C.int {
+	s := lookup(uint64(h))
+	if s == nil {
+		return C.int(codeEBADF)
+	}
+	p, code := s.connect(C.GoString(addr), int(timeoutMs))
+	*peer = C.uint32_t(p)
+	return C.int(code)
+}
+
+//export hcommgo_disconnect
+func hcommgo_disconnect(h C.hcomm_handle_t, peer C.uint32_t) C.int {
+	s := lookup(uint64(h))
+	if s == nil {
+		return C.int(codeEBADF)
+	}
+	return C.int(s.disconnect(uint32(peer)))
+}
+
+//export hcommgo_listen_addr
+func hcommgo_listen_addr(h C.hcomm_handle_t, buf *C.char, n C.size_t) C.int {
+	s := lookup(uint64(h))
+	if s == nil {
+		return C.int(codeEBADF)
+	}
+	// C memory, written through a slice for the duration of the call.
+	return C.int(s.listenAddr(unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))))
+}
+
+//export hcommgo_remote_offset
+func hcommgo_remote_offset(h C.hcomm_handle_t, p C.uintptr_t, off *C.uint64_t) C.int {
+	s := lookup(uint64(h))
+	if s == nil {
+		return C.int(codeEBADF)
+	}
+	o, code := s.remoteOffset(uintptr(p))
+	*off = C.uint64_t(o)
+	return C.int(code)
 }
 
 //export hcommgo_finalize

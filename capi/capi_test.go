@@ -64,7 +64,10 @@ func TestOpenErrors(t *testing.T) {
 		c    config
 		want int32
 	}{
-		{"reserved", config{Reserved: 1}, codeEINVAL},
+		{"flags on mock", config{Flags: remoteShm}, codeEINVAL},
+		{"unknown flags", config{Target: targetRemote, Flags: 2}, codeEINVAL},
+		{"remote dev_mem_size", config{Target: targetRemote, DevMemSize: 4096}, codeEINVAL},
+		{"remote bad listen", config{Target: targetRemote, Path: "localhost:0"}, codeEINVAL},
 		{"depth", config{QueueDepth: 3}, codeEINVAL},
 		{"depth too big", config{QueueDepth: 1 << 20}, codeEINVAL},
 		{"align", config{Align: 48}, codeEINVAL},

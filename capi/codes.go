@@ -6,6 +6,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/hcomm-go/hcomm/backend/ucx"
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/hugepage"
 )
@@ -13,32 +14,36 @@ import (
 // Return codes of the C ABI: the negated Linux errnos that hcomm.h defines
 // as HCOMM_* (capi.go checks at compile time that both agree).
 const (
-	codeOK          int32 = 0
-	codeENOENT      int32 = -2
-	codeEIO         int32 = -5
-	codeEBADF       int32 = -9
-	codeEAGAIN      int32 = -11
-	codeENOMEM      int32 = -12
-	codeEFAULT      int32 = -14
-	codeENODEV      int32 = -19
-	codeEINVAL      int32 = -22
-	codeEMFILE      int32 = -24
-	codeEOPNOTSUPP  int32 = -95
-	codeESHUTDOWN   int32 = -108
-	codeETIMEDOUT   int32 = -110
-	codeEINPROGRESS int32 = -115
-	codeESTALE      int32 = -116
-	codeECANCELED   int32 = -125
-	codeEACCES      int32 = -13
-	codeEBUSY       int32 = -16
-	codeEFORK       int32 = -1001 // returned by hcomm.c only (before Go is entered)
+	codeOK           int32 = 0
+	codeENOENT       int32 = -2
+	codeEIO          int32 = -5
+	codeEBADF        int32 = -9
+	codeEAGAIN       int32 = -11
+	codeENOMEM       int32 = -12
+	codeEFAULT       int32 = -14
+	codeENODEV       int32 = -19
+	codeEINVAL       int32 = -22
+	codeEMFILE       int32 = -24
+	codeEOPNOTSUPP   int32 = -95
+	codeESHUTDOWN    int32 = -108
+	codeETIMEDOUT    int32 = -110
+	codeEINPROGRESS  int32 = -115
+	codeESTALE       int32 = -116
+	codeECANCELED    int32 = -125
+	codeEACCES       int32 = -13
+	codeEBUSY        int32 = -16
+	codeEFORK        int32 = -1001 // returned by hcomm.c only (before Go is entered)
+	codeENXIO        int32 = -6    // no such peer
+	codeECONNRESET   int32 = -104  // the peer is gone
+	codeECONNREFUSED int32 = -111  // connect failed
 )
 
 // definedCodes are every code hcomm.h defines: the only values the ABI
 // returns (TestCodesDefined).
 var definedCodes = []int32{codeOK, codeENOENT, codeEIO, codeEBADF, codeEAGAIN, codeENOMEM, codeEACCES,
 	codeEFAULT, codeEBUSY, codeENODEV, codeEINVAL, codeEMFILE, codeEOPNOTSUPP, codeESHUTDOWN,
-	codeETIMEDOUT, codeEINPROGRESS, codeESTALE, codeECANCELED, codeEFORK}
+	codeETIMEDOUT, codeEINPROGRESS, codeESTALE, codeECANCELED, codeEFORK, codeENXIO, codeECONNRESET,
+	codeECONNREFUSED}
 
 // codeOf maps an engine error to a code, always one hcomm.h defines (an
 // errno without a code of its own becomes the nearest defined one). Hot errors (queue full) are tested
@@ -49,6 +54,18 @@ func codeOf(err error) int32 {
 		return codeOK
 	case err == engine.ErrQueueFull:
 		return codeEAGAIN
+	// The remote target's (before the engine's sentinels they wrap: a
+	// dead peer's transfers also wrap ErrIO or ErrTimeout).
+	case errors.Is(err, ucx.ErrPeerGone):
+		return codeECONNRESET
+	case errors.Is(err, ucx.ErrNoPeer):
+		return codeENXIO
+	case errors.Is(err, ucx.ErrRemoteBounds):
+		return codeEFAULT
+	case errors.Is(err, ucx.ErrBadAddress):
+		return codeEINVAL
+	case errors.Is(err, ucx.ErrConnect):
+		return codeECONNREFUSED
 	case errors.Is(err, engine.ErrCanceled):
 		return codeECANCELED
 	case errors.Is(err, engine.ErrTimeout):

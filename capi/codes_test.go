@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hcomm-go/hcomm/backend/ucx"
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/hugepage"
 )
@@ -25,6 +26,8 @@ func TestCodesDefined(t *testing.T) {
 		engine.ErrFreedBlock, engine.ErrOutOfBounds, engine.ErrNotSupported, engine.ErrBadConfig,
 		engine.ErrBadTransfer, engine.ErrAlignment, engine.ErrBusy, hugepage.ErrPoolExhausted,
 		hugepage.ErrBadAlign, os.ErrNotExist, os.ErrPermission, errors.New("anything"),
+		ucx.ErrUCX, ucx.ErrBadAddress, ucx.ErrConnect, ucx.ErrNoPeer, ucx.ErrPeerGone, ucx.ErrRemoteBounds,
+		ucx.ErrTransport, ucx.ErrClosed,
 	}
 	for en := syscall.Errno(1); en < 4096; en++ {
 		errs = append(errs, en, &os.PathError{Op: "open", Path: "/x", Err: en}, fmt.Errorf("wrapped: %w", en))
@@ -44,6 +47,14 @@ func TestCodesDefined(t *testing.T) {
 		{syscall.EROFS, codeEACCES},
 		{syscall.ENOENT, codeENODEV},
 		{engine.ErrBusy, codeEBUSY},
+		// A dead peer's transfers wrap ErrPeerGone with ErrIO or ErrTimeout.
+		{fmt.Errorf("x: %w: %w", ucx.ErrPeerGone, engine.ErrIO), codeECONNRESET},
+		{fmt.Errorf("x: %w: %w", ucx.ErrPeerGone, engine.ErrTimeout), codeECONNRESET},
+		{fmt.Errorf("x: %w: %w", ucx.ErrNoPeer, engine.ErrBadTransfer), codeENXIO},
+		{fmt.Errorf("x: %w: %w", ucx.ErrRemoteBounds, engine.ErrOutOfBounds), codeEFAULT},
+		{fmt.Errorf("x: %w: %w", ucx.ErrTransport, engine.ErrIO), codeEIO},
+		{ucx.ErrConnect, codeECONNREFUSED},
+		{ucx.ErrBadAddress, codeEINVAL},
 	} {
 		if c := codeOf(tc.err); c != tc.want {
 			t.Errorf("codeOf(%v) = %d, want %d", tc.err, c, tc.want)

@@ -16,8 +16,10 @@
 // Pointers are resolved, not trusted: a transfer's src_ptr and dst_ptr must
 // lie, with its size, inside one live allocation of hcomm_alloc_host_mem
 // (a sorted index of blocks) or hcomm_alloc_dev_mem (the device-space
-// allocator of mem.go); the pair decides the direction. Anything else is
-// HCOMM_EFAULT.
+// allocator of mem.go), or, on the remote target (HCOMM_TARGET_REMOTE,
+// backend/ucx; remote.go), be a remote address HCOMM_REMOTE_ADDR_BASE |
+// peer<<44 | offset whose range the backend's Prepare accepts; the pair
+// decides the direction. Anything else is HCOMM_EFAULT.
 //
 // Callbacks run on the engine's reaper goroutine (a cgo call into C from
 // there), or, for transfers canceled by hcomm_finalize, on the thread that

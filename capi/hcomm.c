@@ -199,6 +199,62 @@ int hcomm_wait_completion_timeout(hcomm_handle_t h, uint64_t id, int timeout_ms)
 	return rc != HCOMM_OK ? rc : leave(hcommgo_wait(h, id, timeout_ms));
 }
 
+int hcomm_connect_timeout(hcomm_handle_t h, const char *addr, int timeout_ms, uint32_t *peer) {
+	int rc = enter();
+	if (rc != HCOMM_OK) {
+		return rc;
+	}
+	if (addr == NULL || peer == NULL) {
+		set_msg("hcomm_connect: addr or peer is NULL");
+		return HCOMM_EINVAL;
+	}
+	uint32_t p = 0;
+	// The Go side reads addr during the call only (C.GoString copies it).
+	rc = hcommgo_connect(h, (char *)addr, timeout_ms, &p);
+	if (rc == HCOMM_OK) {
+		*peer = p;
+	}
+	return leave(rc);
+}
+
+int hcomm_connect(hcomm_handle_t h, const char *addr, uint32_t *peer) {
+	return hcomm_connect_timeout(h, addr, -1, peer);
+}
+
+int hcomm_disconnect(hcomm_handle_t h, uint32_t peer) {
+	int rc = enter();
+	return rc != HCOMM_OK ? rc : leave(hcommgo_disconnect(h, peer));
+}
+
+int hcomm_listen_addr(hcomm_handle_t h, char *buf, size_t len) {
+	int rc = enter();
+	if (rc != HCOMM_OK) {
+		return rc;
+	}
+	if (buf == NULL || len == 0) {
+		set_msg("hcomm_listen_addr: buf is NULL or len 0");
+		return HCOMM_EINVAL;
+	}
+	return leave(hcommgo_listen_addr(h, buf, len));
+}
+
+int hcomm_remote_offset(hcomm_handle_t h, const void *p, uint64_t *offset) {
+	int rc = enter();
+	if (rc != HCOMM_OK) {
+		return rc;
+	}
+	if (offset == NULL) {
+		set_msg("hcomm_remote_offset: offset is NULL");
+		return HCOMM_EINVAL;
+	}
+	uint64_t off = 0;
+	rc = hcommgo_remote_offset(h, (uintptr_t)p, &off);
+	if (rc == HCOMM_OK) {
+		*offset = off;
+	}
+	return leave(rc);
+}
+
 int hcomm_finalize(hcomm_handle_t h) {
 	int rc = enter();
 	return rc != HCOMM_OK ? rc : leave(hcommgo_finalize(h, -1));
@@ -224,17 +280,20 @@ const char *hcomm_strerror(int code) {
 	case HCOMM_EAGAIN:      return "queue full: too many transfers in flight";
 	case HCOMM_ENOMEM:      return "out of pool or device memory";
 	case HCOMM_EACCES:      return "target may not be opened (permission denied, read-only or immutable)";
-	case HCOMM_EFAULT:      return "pointer is neither hcomm host memory nor hcomm device memory (or the range leaves its allocation)";
+	case HCOMM_EFAULT:      return "pointer is neither hcomm host memory nor hcomm device memory (or the range leaves its allocation, or a remote range the peer's window)";
 	case HCOMM_EBUSY:       return "registered memory is in use by transfers in flight";
 	case HCOMM_ENODEV:      return "target could not be opened";
 	case HCOMM_EINVAL:      return "invalid argument or configuration";
 	case HCOMM_EMFILE:      return "too many open handles";
 	case HCOMM_EOPNOTSUPP:  return "the target cannot move data in this direction";
 	case HCOMM_ESHUTDOWN:   return "handle is being finalized";
-	case HCOMM_ETIMEDOUT:   return "transfer timed out (device stalled)";
+	case HCOMM_ETIMEDOUT:   return "timed out (the device stalled on the transfer, or no handshake from the peer in time)";
 	case HCOMM_EINPROGRESS: return "transfer still in flight";
 	case HCOMM_ESTALE:      return "transfer ID is stale (its result was overwritten by a later transfer)";
 	case HCOMM_ECANCELED:   return "transfer canceled by finalize";
+	case HCOMM_ENXIO:       return "no such peer (the ID was never returned by hcomm_connect for this handle)";
+	case HCOMM_ECONNRESET:  return "the peer is gone (process died, connection reset, finalized or disconnected)";
+	case HCOMM_ECONNREFUSED: return "could not connect: nothing listens at the address, or the peer refused";
 	case HCOMM_EFORK:       return "called in a forked child: the Go runtime does not survive fork (use spawn, or hcomm in the parent only)";
 	}
 	return "unknown hcomm error code";

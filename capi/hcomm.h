@@ -18,6 +18,17 @@
  *   hcomm_free_host_mem(h, host); hcomm_free_dev_mem(h, dev);
  *   hcomm_finalize(h);
  *
+ * Another process's pool (HCOMM_TARGET_REMOTE, through UCX; below):
+ *
+ *   hcomm_config_t cfg = { .target = HCOMM_TARGET_REMOTE,
+ *                          .target_path = "10.0.0.5:13337" };  // listen here
+ *   hcomm_init(&h, &cfg);
+ *   uint32_t peer;
+ *   hcomm_connect(h, "10.0.0.6:13337", &peer);     // the other side did the same
+ *   hcomm_transfer_t t = { .src_ptr = host, .size = n,
+ *                          .dst_ptr = hcomm_remote_addr(peer, off) };
+ *   hcomm_submit_transfer(h, &t);                  // a put into the peer's pool
+ *
  * Every function returns HCOMM_OK (0) or a negative code below (the alloc
  * functions return NULL and set errno to the positive code); no other value
  * is ever returned. hcomm_last_error() then says what went wrong in words.
@@ -58,6 +69,7 @@ const char *hcomm_version(int *major, int *minor, int *patch);
 /* Return codes: the negated Linux errno values of the same meaning. */
 #define HCOMM_OK           0
 #define HCOMM_ENOENT      (-2)   /* unknown transfer ID (never issued by this handle) */
+#define HCOMM_ENXIO       (-6)   /* no such peer: a remote address names a peer ID hcomm_connect never returned */
 #define HCOMM_EIO         (-5)   /* the device (or file) reported an error for the transfer */
 #define HCOMM_EBADF       (-9)   /* handle not initialized, or finalized */
 #define HCOMM_EAGAIN      (-11)  /* queue full: queue_depth transfers in flight; retry after a completion */
@@ -69,8 +81,13 @@ const char *hcomm_version(int *major, int *minor, int *patch);
 #define HCOMM_EINVAL      (-22)  /* invalid argument or configuration */
 #define HCOMM_EMFILE      (-24)  /* too many handles open at once */
 #define HCOMM_EOPNOTSUPP  (-95)  /* the target cannot move data in this direction (e.g. host to host on a device) */
+#define HCOMM_ECONNRESET  (-104) /* the peer is gone (its process died, the connection was reset, it finalized,
+                                  * or hcomm_disconnect): hcomm_connect again for a new peer ID */
 #define HCOMM_ESHUTDOWN   (-108) /* the handle is being finalized */
-#define HCOMM_ETIMEDOUT   (-110) /* the transfer timed out: the device stalled */
+#define HCOMM_ETIMEDOUT   (-110) /* the transfer timed out: the device stalled (hcomm_connect_timeout: no
+                                  * handshake within the timeout) */
+#define HCOMM_ECONNREFUSED (-111) /* hcomm_connect: nothing listens at the address, or the peer refused the
+                                   * connection or its handshake */
 #define HCOMM_EINPROGRESS (-115) /* hcomm_wait_completion_timeout: still in flight when the timeout passed */
 #define HCOMM_ESTALE      (-116) /* the ID's result is gone: its queue slot was reused by a later transfer */
 #define HCOMM_ECANCELED   (-125) /* the transfer was canceled by hcomm_finalize */
@@ -99,8 +116,15 @@ typedef enum hcomm_target {
 	                          * memory" is file space: device address + k is file offset k */
 	HCOMM_TARGET_VFIO = 2,   /* an HDMA device through kernel VFIO at PCI address target_path
 	                          * ("0000:00:04.0"), bound to vfio-pci */
-	HCOMM_TARGET_MEMORY = 3  /* host-to-host copies (no device memory) */
+	HCOMM_TARGET_MEMORY = 3, /* host-to-host copies (no device memory) */
+	HCOMM_TARGET_REMOTE = 4  /* other processes' pools, on this host or another, through UCX (put and
+	                          * get); target_path: the address peers connect to ("10.0.0.5:13337",
+	                          * "127.0.0.1:0": any free port), NULL: no listener. See hcomm_connect. */
 } hcomm_target_t;
+
+/* hcomm_config_t.flags (HCOMM_TARGET_REMOTE only; 0 for every other target). */
+#define HCOMM_REMOTE_SHM 1u /* between processes of one host: put/get over UCX's shared-memory
+                             * transports (run with UCX_TLS=shm,tcp; tcp carries the connection) */
 
 typedef struct hcomm_config {
 	size_t mem_pool_size;    /* bytes of host memory (0: 256 MiB); mapped and DMA-mapped once at init,
@@ -108,8 +132,12 @@ typedef struct hcomm_config {
 	uint32_t queue_depth;    /* most transfers in flight (0: 64); a power of two */
 	uint32_t align_size;     /* alignment of host (and device) allocations (0: 64); a power of two, 8..2 MiB */
 	int32_t target;          /* hcomm_target_t (0: the mock device) */
-	uint32_t reserved;       /* must be 0 */
-	const char *target_path; /* HCOMM_TARGET_FILE: file path; HCOMM_TARGET_VFIO: PCI address; else NULL */
+	union {
+		uint32_t flags;      /* HCOMM_REMOTE_* for HCOMM_TARGET_REMOTE; else 0 */
+		uint32_t reserved;   /* the field's name before flags (0.1.0): must be 0 */
+	};
+	const char *target_path; /* HCOMM_TARGET_FILE: file path; HCOMM_TARGET_VFIO: PCI address;
+	                          * HCOMM_TARGET_REMOTE: listen address or NULL; else NULL */
 	uint64_t dev_mem_size;   /* HCOMM_TARGET_MOCK: device memory bytes (0: 16 MiB);
 	                          * HCOMM_TARGET_FILE: file space for hcomm_alloc_dev_mem (0: 1 GiB); else 0 */
 } hcomm_config_t;
@@ -120,9 +148,29 @@ typedef struct hcomm_config {
  * dereference one. */
 #define HCOMM_DEV_ADDR_BASE 0x4000000000000000ULL
 
+/* Remote addresses (HCOMM_TARGET_REMOTE): byte offset of the window that
+ * peer exported (see hcomm_remote_offset) is the pointer
+ * hcomm_remote_addr(peer, offset), usable as src_ptr (a get: remote to
+ * host) or dst_ptr (a put: host to remote) with host memory at the other
+ * end. Like device addresses they are non-canonical: never dereference one.
+ * A peer ID above HCOMM_REMOTE_MAX_PEER or an offset of
+ * HCOMM_REMOTE_MAX_OFFSET (16 TiB) or more gives an all-ones pointer, which
+ * every transfer refuses with HCOMM_EFAULT. (An inline function of this
+ * header, not a symbol of the library.) */
+#define HCOMM_REMOTE_ADDR_BASE 0x6000000000000000ULL
+#define HCOMM_REMOTE_PEER_SHIFT 44
+#define HCOMM_REMOTE_MAX_OFFSET (1ULL << HCOMM_REMOTE_PEER_SHIFT)
+#define HCOMM_REMOTE_MAX_PEER 0xffffu
+static inline void *hcomm_remote_addr(uint32_t peer, uint64_t offset) {
+	if (peer > HCOMM_REMOTE_MAX_PEER || offset >= HCOMM_REMOTE_MAX_OFFSET) {
+		return (void *)UINTPTR_MAX;
+	}
+	return (void *)(uintptr_t)(HCOMM_REMOTE_ADDR_BASE | (uint64_t)peer << HCOMM_REMOTE_PEER_SHIFT | offset);
+}
+
 /* Callback of a transfer: runs exactly once, when the transfer ends, with
  * status HCOMM_OK or a negative code (HCOMM_EIO, HCOMM_ETIMEDOUT,
- * HCOMM_ECANCELED). It runs on an engine thread (not the submitting one),
+ * HCOMM_ECANCELED; HCOMM_ECONNRESET for a peer that died). It runs on an engine thread (not the submitting one),
  * possibly before hcomm_submit_transfer has returned; for transfers canceled
  * by hcomm_finalize, on the thread calling hcomm_finalize. It must not block
  * and must not call hcomm_wait_completion* or hcomm_finalize on its handle
@@ -131,7 +179,8 @@ typedef struct hcomm_config {
 typedef void (*hcomm_callback_t)(uint64_t id, int status, void *user_data);
 
 typedef struct hcomm_transfer {
-	void *src_ptr;             /* host memory (hcomm_alloc_host_mem or registered, any byte of it) or a device address */
+	void *src_ptr;             /* host memory (hcomm_alloc_host_mem or registered, any byte of it), a device
+	                            * address or a remote address (hcomm_remote_addr) */
 	void *dst_ptr;             /* likewise; the pair decides the direction */
 	size_t size;               /* bytes, > 0; the range must lie in one allocation */
 	hcomm_callback_t callback; /* may be NULL */
@@ -197,6 +246,53 @@ int hcomm_wait_completion(hcomm_handle_t h, uint64_t id);
 /* Same, for at most timeout_ms milliseconds (negative: no limit; 0: just
  * look): HCOMM_EINPROGRESS when it is still in flight then. */
 int hcomm_wait_completion_timeout(hcomm_handle_t h, uint64_t id, int timeout_ms);
+
+/* ---- HCOMM_TARGET_REMOTE: other processes' pools through UCX --------
+ *
+ * Two processes that each called hcomm_init with HCOMM_TARGET_REMOTE
+ * reach each other's pool: one listens (target_path), the other calls
+ * hcomm_connect with that address. The handshake exchanges each side's
+ * *window*: every arena of its pool (and every registered region) mapped
+ * at that moment, laid end to end; the peer can read and write all of it
+ * (docs/remote.md: security). Both sides get a peer ID and can transfer:
+ * host memory to hcomm_remote_addr(peer, offset) is a put into the peer's
+ * pool, the other way a get, straight from and to pool memory. A put has
+ * completed when the bytes are in the peer's memory. Nothing tells the
+ * peer: send it the offsets and the news however you like.
+ *
+ * UCX reads its environment (UCX_TLS, UCX_NET_DEVICES, ...) during
+ * hcomm_init: UCX_TLS=tcp between hosts without RDMA, UCX_TLS=shm,tcp with
+ * flags HCOMM_REMOTE_SHM between processes of one host, unset: UCX picks.
+ * A remote range must lie in one arena of the peer's window (HCOMM_EFAULT
+ * otherwise, before anything is posted); a peer that dies makes every
+ * transfer in flight to it complete once with HCOMM_ECONNRESET. */
+
+/* Connects to the peer listening at addr ("ip:port", a numeric IP: what
+ * its hcomm_listen_addr says), waits for the handshake and stores the
+ * peer's ID in *peer. HCOMM_EINVAL for a malformed address,
+ * HCOMM_ECONNREFUSED when nothing listens there or the handshake fails,
+ * HCOMM_EOPNOTSUPP on a handle whose target is not HCOMM_TARGET_REMOTE.
+ * IDs are never reused: after a peer is gone, connect again for a new one.
+ * A peer that connected to this handle has an ID here too (the listener
+ * side numbers it in the order peers arrive). */
+int hcomm_connect(hcomm_handle_t h, const char *addr, uint32_t *peer);
+/* Same, giving up after timeout_ms (negative: no limit) with
+ * HCOMM_ETIMEDOUT. */
+int hcomm_connect_timeout(hcomm_handle_t h, const char *addr, int timeout_ms, uint32_t *peer);
+/* Closes the connection to peer: transfers in flight to it complete with
+ * HCOMM_ECONNRESET, later ones are refused with it. HCOMM_ENXIO for an ID
+ * this handle never had. */
+int hcomm_disconnect(hcomm_handle_t h, uint32_t peer);
+/* Writes the address peers connect to ("127.0.0.1:40123", the port filled
+ * in when target_path asked for port 0), NUL-terminated, into buf; "" when
+ * the handle has no listener. HCOMM_EINVAL when len is too small (64 bytes
+ * always suffice). */
+int hcomm_listen_addr(hcomm_handle_t h, char *buf, size_t len);
+/* Stores in *offset where host memory p (pool memory or a registered
+ * region, any byte of it) lies in the window this handle exports: a peer
+ * that connects from now on reaches p at hcomm_remote_addr(its ID for this
+ * handle, *offset). HCOMM_EFAULT when p is not host memory of h. */
+int hcomm_remote_offset(hcomm_handle_t h, const void *p, uint64_t *offset);
 
 /* Stops the engine: refuses new transfers, waits for those in flight, runs
  * every outstanding callback, frees the pool and device memory and closes

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
 	"github.com/hcomm-go/hcomm/backend/memory"
+	"github.com/hcomm-go/hcomm/backend/ucx"
 	"github.com/hcomm-go/hcomm/backend/uringfile"
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/internal/span"
@@ -29,7 +30,11 @@ const (
 	targetFile   = 1
 	targetVFIO   = 2
 	targetMemory = 3
+	targetRemote = 4
 )
+
+// remoteShm is HCOMM_REMOTE_SHM (config flags).
+const remoteShm = 1
 
 // devAddrBase is HCOMM_DEV_ADDR_BASE: device address = base + offset. It is
 // non-canonical on x86-64 (bits 63..47 differ), so no host pointer has it.
@@ -47,7 +52,7 @@ type config struct {
 	QueueDepth uint32
 	Align      uint32
 	Target     int32
-	Reserved   uint32
+	Flags      uint32 // HCOMM_REMOTE_* (the C field that was "reserved")
 	Path       string
 	DevMemSize uint64
 }
@@ -83,6 +88,7 @@ type state struct {
 	target int32
 	eng    *engine.Engine
 	mock   *mock.Device // the mock target's device (fault hooks); the backend closes it
+	ucx    *ucx.Backend // the remote target's backend (Connect); the engine closes it
 	file   *os.File     // the file target's file, closed after the engine
 	host   hostIndex
 	// fileSpace hands out the file target's "device addresses" (file
@@ -176,8 +182,10 @@ func open(c config, invoke invokeFunc) (_ *state, code int32, err error) {
 // check refuses what no target accepts.
 func (c config) check() (int32, error) {
 	switch {
-	case c.Reserved != 0:
-		return codeEINVAL, fmt.Errorf("reserved = %d: must be 0", c.Reserved)
+	case c.Flags != 0 && c.Target != targetRemote:
+		return codeEINVAL, fmt.Errorf("flags = %#x: must be 0 (flags are for HCOMM_TARGET_REMOTE)", c.Flags)
+	case c.Flags&^remoteShm != 0:
+		return codeEINVAL, fmt.Errorf("flags = %#x: unknown bits (HCOMM_REMOTE_SHM is %#x)", c.Flags, remoteShm)
 	case c.PoolSize > math.MaxInt64:
 		return codeEINVAL, fmt.Errorf("mem_pool_size %d: too large", c.PoolSize)
 	case c.QueueDepth > engine.MaxQueueDepth:
@@ -239,8 +247,13 @@ func (s *state) newBackend(c config) (engine.Backend, int32, error) {
 			return bad("the memory target takes no target_path and no dev_mem_size")
 		}
 		return memory.New(), codeOK, nil
+	case targetRemote:
+		if c.DevMemSize != 0 {
+			return bad("the remote target takes no dev_mem_size")
+		}
+		return s.newRemote(c)
 	default:
-		return bad("target %d: want HCOMM_TARGET_MOCK, _FILE, _VFIO or _MEMORY", c.Target)
+		return bad("target %d: want HCOMM_TARGET_MOCK, _FILE, _VFIO, _MEMORY or _REMOTE", c.Target)
 	}
 	be, err := hdmadev.New(dev, hdmadev.Config{Logger: logger, CloseDevice: true})
 	if err != nil {
@@ -467,13 +480,21 @@ func (s *state) freeDev(p uintptr) int32 {
 
 // Kinds of a resolved address.
 const (
-	locHost = 1
-	locDev  = 2
+	locHost   = 1
+	locDev    = 2
+	locRemote = 3
 )
 
 // resolve turns p (with n bytes) into an engine location: a live host block
 // or allocated device space. Anything else is EFAULT.
 func (s *state) resolve(p, n uintptr) (engine.Loc, int, int32) {
+	if p >= remoteAddrBase && p < remoteAddrEnd {
+		if s.ucx == nil {
+			return engine.Loc{}, 0, codeEFAULT
+		}
+		peer, off := remoteDecode(p)
+		return engine.Remote(peer, off), locRemote, codeOK
+	}
 	if p >= devAddrBase {
 		off := uint64(p - devAddrBase)
 		if s.fileSpace != nil {
@@ -506,10 +527,10 @@ func (s *state) transfer(t *engine.Transfer, src, dst, n uintptr) int32 {
 	var sk, dk int
 	var code int32
 	if t.Src, sk, code = s.resolve(src, n); code != codeOK {
-		return fail(code, "src_ptr %#x + %d bytes: not inside one live allocation (hcomm_alloc_host_mem, a registration, hcomm_alloc_dev_mem)", src, n)
+		return fail(code, "src_ptr %#x + %d bytes: not inside one live allocation (hcomm_alloc_host_mem, a registration, hcomm_alloc_dev_mem%s)", src, n, s.remoteHint())
 	}
 	if t.Dst, dk, code = s.resolve(dst, n); code != codeOK {
-		return fail(code, "dst_ptr %#x + %d bytes: not inside one live allocation (hcomm_alloc_host_mem, a registration, hcomm_alloc_dev_mem)", dst, n)
+		return fail(code, "dst_ptr %#x + %d bytes: not inside one live allocation (hcomm_alloc_host_mem, a registration, hcomm_alloc_dev_mem%s)", dst, n, s.remoteHint())
 	}
 	switch s.target {
 	case targetMock, targetVFIO:
@@ -522,6 +543,10 @@ func (s *state) transfer(t *engine.Transfer, src, dst, n uintptr) int32 {
 		}
 	case targetMemory:
 		// Device space is empty: both are host blocks.
+	case targetRemote:
+		if code := s.checkRemote(src, dst, sk, dk, n); code != codeOK {
+			return code
+		}
 	}
 	t.Len = int(n)
 	return codeOK

@@ -7,7 +7,8 @@
 # 1. make install PREFIX=<temporary directory>: libhcomm.so.X.Y.Z with the
 #    soname libhcomm.so.X and both symlinks, hcomm.h, hcomm.pc;
 # 2. the seed example built with `pkg-config --cflags --libs hcomm` against
-#    that prefix alone, and run;
+#    that prefix alone, and run; again with --libs --static (Libs.private:
+#    the UCX libraries the remote target needs);
 # 3. the library exports exactly the hcomm_* functions of hcomm.h
 #    (nm -D --defined-only; the linker version script capi/hcomm.map), and
 #    hcomm_version() equals the header's version;
@@ -57,10 +58,18 @@ if ldd "$bin" | grep -q "$root/bin"; then
 fi
 ldd "$bin" | grep -q "libhcomm.so.$major => $prefix/lib/libhcomm.so.$major" || { echo "FAIL: not linked against $prefix/lib/libhcomm.so.$major:"; ldd "$bin"; exit 1; }
 HCOMM_LOG=off "$bin"
+# The library's own dependencies (libucp, libucs: the remote target) come
+# with it (DT_NEEDED) and are listed in Libs.private for a --static link
+# line; both must link and run.
+ldd "$prefix/lib/libhcomm.so.$ver" | grep -q 'libucp.so' || { echo "FAIL: libhcomm does not record libucp:"; ldd "$prefix/lib/libhcomm.so.$ver"; exit 1; }
+# shellcheck disable=SC2046
+"$CC" -Wall -Werror -O2 -o "$prefix/seed_example_static" "$here/seed_example.c" $(pkg-config --cflags --libs --static hcomm) -Wl,-rpath,"$(pkg-config --variable=libdir hcomm)"
+HCOMM_LOG=off "$prefix/seed_example_static" >/dev/null
+echo "ok   pkg-config --libs and --libs --static ($(pkg-config --libs --static hcomm | sed "s|-L$prefix/lib ||"))"
 
 echo "== exported symbols (nm -D --defined-only)"
 syms=$(nm -D --defined-only "$prefix/lib/libhcomm.so.$ver" | awk '$2 != "A" {print $3}' | sed 's/@.*//' | sort)
-want=$(sed -n 's/^[a-z_ ]*[ *]\(hcomm_[a-z_]*\)(.*/\1/p' "$root/capi/hcomm.h" | sort -u)
+want=$(sed -n '/^static inline/d; s/^[a-z_ ]*[ *]\(hcomm_[a-z_]*\)(.*/\1/p' "$root/capi/hcomm.h" | sort -u) # inline functions are no symbols
 if [ "$syms" != "$want" ]; then
 	echo "FAIL: exported symbols differ from hcomm.h's functions"
 	diff <(echo "$want") <(echo "$syms") || true
@@ -91,7 +100,7 @@ C
 
 echo "== make uninstall"
 "${MAKE[@]}" -s -C "$root" uninstall PREFIX="$prefix" >/dev/null
-left=$(find "$prefix" \( -type f -o -type l \) ! -name 'seed_example' ! -name 'ver' ! -name 'ver.c')
+left=$(find "$prefix" \( -type f -o -type l \) ! -name 'seed_example' ! -name 'ver' ! -name 'ver.c' ! -name 'seed_example_static')
 if [ -n "$left" ]; then
 	echo "FAIL: make uninstall left: $left"
 	exit 1

@@ -9,8 +9,9 @@
 # Every C file is compiled with cc -Wall -Werror against hcomm.h alone.
 #
 # Steps: the C test suite; the finalize-with-a-stalled-device test
-# (HCOMM_MOCK_FAULT); the seed-style example; the test suite again against
-# the cgocheck2 library (the runtime then faults any Go pointer stored into
+# (HCOMM_MOCK_FAULT); the remote target between two processes
+# (test_remote: UCX over tcp, then shared memory); the seed-style example; the test suite again against
+# the cgocheck2 library (test_capi and test_remote tcp; the runtime then faults any Go pointer stored into
 # C memory); the example under valgrind memcheck, and a canary that must
 # fail under the same suppressions (so they cannot hide a real C error).
 # valgrind missing: skipped with the reason, or a failure when
@@ -31,6 +32,7 @@ build() { # build NAME LIBDIR SRC...
 build "$tb/test_capi" "$out" "$here/test_capi.c"
 build "$tb/seed_example" "$out" "$here/seed_example.c"
 build "$tb/bench_submit" "$out" "$here/bench_submit.c"
+build "$tb/test_remote" "$out" "$here/test_remote.c"
 "$CC" -Wall -Werror -O2 -o "$tb/no_uring" "$here/no_uring.c"
 
 start=$(date +%s)
@@ -42,6 +44,9 @@ echo "== finalize with a stalled device (HCOMM_MOCK_FAULT=stall:1)"
 HCOMM_LOG=off HCOMM_MOCK_FAULT=stall:1 "$tb/test_capi" finalize_canceled
 echo "== unregister with a stalled transfer in flight (HCOMM_MOCK_FAULT=stall:1)"
 HCOMM_LOG=off HCOMM_MOCK_FAULT=stall:1 "$tb/test_capi" register_busy
+echo "== remote target across two processes (UCX_TLS=tcp; UCX_TLS=shm,tcp + HCOMM_REMOTE_SHM)"
+HCOMM_LOG=off "$tb/test_remote" tcp
+HCOMM_LOG=off "$tb/test_remote" shm
 echo "== seed example"
 "$tb/seed_example"
 CXX=${CXX:-c++}
@@ -57,6 +62,8 @@ if [ -f "$out/cgocheck2/libhcomm.so" ]; then
 	echo "== C tests against the cgocheck2 library (GODEBUG=cgocheck=1 + GOEXPERIMENT=cgocheck2)"
 	build "$out/cgocheck2/test_capi" "$out/cgocheck2" "$here/test_capi.c"
 	HCOMM_LOG=off GODEBUG=cgocheck=1 "$out/cgocheck2/test_capi"
+	build "$out/cgocheck2/test_remote" "$out/cgocheck2" "$here/test_remote.c"
+	HCOMM_LOG=off GODEBUG=cgocheck=1 "$out/cgocheck2/test_remote" tcp
 fi
 
 skip_or_fail() {
