@@ -135,21 +135,35 @@ type Tracer struct {
 
 // probe is one tracepoint program: the program's name in the object, the
 // tracepoint (tp_btf target) it attaches to, and whether the tracer fails
-// without it (the others are reported as unavailable).
+// without it (the others are reported as unavailable). oldName is the
+// tracepoint's name in older kernels, tried when the kernel lacks tracepoint.
+// fits, when set, says whether the kernel's tracepoint passes the arguments
+// the program reads: where a tracepoint's arguments changed between kernels,
+// the object has one program per form and the tracer loads the one that fits.
 type probe struct {
 	prog, tracepoint string
 	required         bool
+	oldName          string
+	fits             func(*btf.FuncProto) bool
 }
 
 var probes = []probe{
-	{"sys_enter", "sys_enter", true},
-	{"sys_exit", "sys_exit", true},
-	{"uring_create", "io_uring_create", false},
-	{"uring_submit", "io_uring_submit_req", false},
-	{"uring_complete", "io_uring_complete", false},
-	{"page_fault_user", "page_fault_user", false},
-	{"process_exec", "sched_process_exec", false},
-	{"process_fork", "sched_process_fork", false},
+	{prog: "sys_enter", tracepoint: "sys_enter", required: true},
+	{prog: "sys_exit", tracepoint: "sys_exit", required: true},
+	{prog: "uring_create", tracepoint: "io_uring_create"},
+	// io_uring_submit_sqe(struct io_kiocb *req, bool force_nonblock) in
+	// older kernels (the VM tests' 6.1 guest); the program reads req only.
+	{prog: "uring_submit", tracepoint: "io_uring_submit_req", oldName: "io_uring_submit_sqe",
+		fits: func(fp *btf.FuncProto) bool { return paramIsStructPtr(fp, 1, "io_kiocb") }},
+	// io_uring_complete(ctx, req, struct io_uring_cqe *cqe) now;
+	// (ctx, req, user_data, res, cflags, extra1, extra2) in older kernels.
+	{prog: "uring_complete", tracepoint: "io_uring_complete",
+		fits: func(fp *btf.FuncProto) bool { return paramIsStructPtr(fp, 3, "io_uring_cqe") }},
+	{prog: "uring_complete_args", tracepoint: "io_uring_complete",
+		fits: func(fp *btf.FuncProto) bool { return len(fp.Params) >= 6 && paramIsInt(fp, 3) && paramIsInt(fp, 4) }},
+	{prog: "page_fault_user", tracepoint: "page_fault_user"},
+	{prog: "process_exec", tracepoint: "sched_process_exec"},
+	{prog: "process_fork", tracepoint: "sched_process_fork"},
 }
 
 // target selects what the programs count: a thread group or a cgroup.
@@ -207,18 +221,78 @@ func newTracer(tg target, opts Options, executables []string) (*Tracer, error) {
 }
 
 // dropMissingTracepoints removes from spec the programs whose tracepoint
-// the running kernel lacks; a missing required one is ErrNotSupported.
+// the kernel lacks or whose arguments do not fit the kernel's form of it,
+// and points programs at a tracepoint's older name where that is the one the
+// kernel has.
 func (t *Tracer) dropMissingTracepoints(spec *ebpf.CollectionSpec, kspec *btf.Spec) error {
+	fitted, misfit := map[string]bool{}, map[string]bool{}
 	for _, p := range probes {
-		if _, err := kspec.AnyTypeByName("btf_trace_" + p.tracepoint); err != nil {
+		name := p.tracepoint
+		proto, err := tracepointProto(kspec, name)
+		if err != nil && p.oldName != "" {
+			if op, oerr := tracepointProto(kspec, p.oldName); oerr == nil {
+				name, proto, err = p.oldName, op, nil
+			}
+		}
+		switch {
+		case err != nil:
 			if p.required {
 				return fmt.Errorf("trace: kernel has no tracepoint %s: %w (%w)", p.tracepoint, ErrNotSupported, err)
 			}
 			t.unavailable = append(t.unavailable, p.tracepoint+": not in this kernel")
 			delete(spec.Programs, p.prog)
+		case p.fits != nil && !p.fits(proto):
+			misfit[p.tracepoint] = true
+			delete(spec.Programs, p.prog)
+		default:
+			fitted[p.tracepoint] = true
+			spec.Programs[p.prog].AttachTo = name
+		}
+	}
+	for tp := range misfit {
+		if !fitted[tp] {
+			t.unavailable = append(t.unavailable, tp+": this kernel passes arguments the tracer does not know")
 		}
 	}
 	return nil
+}
+
+// tracepointProto returns the function prototype of tracepoint tp from the
+// kernel's BTF (btf_trace_<tp> points to it; parameter 0 is the tracepoint's
+// private data, the tracepoint's own arguments follow).
+func tracepointProto(kspec *btf.Spec, tp string) (*btf.FuncProto, error) {
+	typ, err := kspec.AnyTypeByName("btf_trace_" + tp)
+	if err != nil {
+		return nil, err
+	}
+	if ptr, ok := btf.UnderlyingType(typ).(*btf.Pointer); ok {
+		if fp, ok := btf.UnderlyingType(ptr.Target).(*btf.FuncProto); ok {
+			return fp, nil
+		}
+	}
+	return nil, fmt.Errorf("btf_trace_%s is %v, not a pointer to a function prototype", tp, typ)
+}
+
+// paramIsStructPtr reports whether parameter i of fp points to struct name.
+func paramIsStructPtr(fp *btf.FuncProto, i int, name string) bool {
+	if i >= len(fp.Params) {
+		return false
+	}
+	ptr, ok := btf.UnderlyingType(fp.Params[i].Type).(*btf.Pointer)
+	if !ok {
+		return false
+	}
+	st, ok := btf.UnderlyingType(ptr.Target).(*btf.Struct)
+	return ok && st.Name == name
+}
+
+// paramIsInt reports whether parameter i of fp is an integer.
+func paramIsInt(fp *btf.FuncProto, i int) bool {
+	if i >= len(fp.Params) {
+		return false
+	}
+	_, ok := btf.UnderlyingType(fp.Params[i].Type).(*btf.Int)
+	return ok
 }
 
 // configure sets the programs' read-only variables: the filter (cgroup or

@@ -742,15 +742,13 @@ int BPF_PROG(uring_submit, struct io_kiocb *req)
 // by the ring only for completions without a request (auxiliary CQEs,
 // zero-copy notifications) or, in a traced task, for requests submitted
 // before the trace.
-SEC("tp_btf/io_uring_complete")
-int BPF_PROG(uring_complete, struct io_ring_ctx *rctx, void *reqp, struct io_uring_cqe *cqe)
+static __always_inline int uring_completed(void *rctx, void *reqp, __s32 res, __u32 cflags)
 {
 	struct io_kiocb *req = reqp;
 	struct uring_inflight *in = NULL;
 	struct uring_stat *s;
 	__u64 key = (__u64)req, now = 0, lat = 0;
-	__s32 res;
-	__u32 cflags, op = OP_AUX;
+	__u32 op = OP_AUX;
 	int dir;
 
 	if (key)
@@ -771,8 +769,6 @@ int BPF_PROG(uring_complete, struct io_ring_ctx *rctx, void *reqp, struct io_uri
 		now = bpf_ktime_get_ns();
 		lat = now - in->ts;
 	}
-	res = BPF_CORE_READ(cqe, res);
-	cflags = BPF_CORE_READ(cqe, flags);
 	if (req && !(cflags & CQE_F_NOTIF)) {
 		op = BPF_CORE_READ(req, opcode);
 		if (op >= OP_AUX)
@@ -815,6 +811,21 @@ int BPF_PROG(uring_complete, struct io_ring_ctx *rctx, void *reqp, struct io_uri
 		ADD(s->fixed_reqs, 1);
 	}
 	return 0;
+}
+
+SEC("tp_btf/io_uring_complete")
+int BPF_PROG(uring_complete, struct io_ring_ctx *rctx, void *reqp, struct io_uring_cqe *cqe)
+{
+	return uring_completed(rctx, reqp, BPF_CORE_READ(cqe, res), BPF_CORE_READ(cqe, flags));
+}
+
+// The same tracepoint in kernels before the CQE was passed whole (6.1 has
+// this form): io_uring_complete(ctx, req, user_data, res, cflags, extra1,
+// extra2). The tracer loads the one that matches the kernel's BTF.
+SEC("tp_btf/io_uring_complete")
+int BPF_PROG(uring_complete_args, void *rctx, void *reqp, __u64 user_data, int res, unsigned cflags)
+{
+	return uring_completed(rctx, reqp, res, cflags);
 }
 
 // ---- page faults ----

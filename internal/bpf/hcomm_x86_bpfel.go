@@ -130,41 +130,42 @@ type HcommUringStat struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	HcommMapArmed          = "armed"
-	HcommMapCgroupMap      = "cgroup_map"
-	HcommMapCopyStats      = "copy_stats"
-	HcommMapEngineStats    = "engine_stats"
-	HcommMapEvents         = "events"
-	HcommMapFaultStats     = "fault_stats"
-	HcommMapMiscStats      = "misc_stats"
-	HcommMapSysInflight    = "sys_inflight"
-	HcommMapSysMinmax      = "sys_minmax"
-	HcommMapSysStats       = "sys_stats"
-	HcommMapTaskSys        = "task_sys"
-	HcommMapUringInflight  = "uring_inflight"
-	HcommMapUringRings     = "uring_rings"
-	HcommMapUringStats     = "uring_stats"
-	HcommProgEngineReap    = "engine_reap"
-	HcommProgEngineSubmit  = "engine_submit"
-	HcommProgPageFaultUser = "page_fault_user"
-	HcommProgProcessExec   = "process_exec"
-	HcommProgProcessFork   = "process_fork"
-	HcommProgSysEnter      = "sys_enter"
-	HcommProgSysExit       = "sys_exit"
-	HcommProgUringComplete = "uring_complete"
-	HcommProgUringCreate   = "uring_create"
-	HcommProgUringSubmit   = "uring_submit"
-	HcommVarArmOnExec      = "arm_on_exec"
-	HcommVarByTask         = "by_task"
-	HcommVarFilterErrno    = "filter_errno"
-	HcommVarFilterMode     = "filter_mode"
-	HcommVarPidnsDev       = "pidns_dev"
-	HcommVarPidnsIno       = "pidns_ino"
-	HcommVarReqF_bufNode   = "req_f_buf_node"
-	HcommVarSysFilter      = "sys_filter"
-	HcommVarSyscallSet     = "syscall_set"
-	HcommVarTargetTgid     = "target_tgid"
-	HcommVarUnusedEvent    = "unused_event"
+	HcommMapArmed              = "armed"
+	HcommMapCgroupMap          = "cgroup_map"
+	HcommMapCopyStats          = "copy_stats"
+	HcommMapEngineStats        = "engine_stats"
+	HcommMapEvents             = "events"
+	HcommMapFaultStats         = "fault_stats"
+	HcommMapMiscStats          = "misc_stats"
+	HcommMapSysInflight        = "sys_inflight"
+	HcommMapSysMinmax          = "sys_minmax"
+	HcommMapSysStats           = "sys_stats"
+	HcommMapTaskSys            = "task_sys"
+	HcommMapUringInflight      = "uring_inflight"
+	HcommMapUringRings         = "uring_rings"
+	HcommMapUringStats         = "uring_stats"
+	HcommProgEngineReap        = "engine_reap"
+	HcommProgEngineSubmit      = "engine_submit"
+	HcommProgPageFaultUser     = "page_fault_user"
+	HcommProgProcessExec       = "process_exec"
+	HcommProgProcessFork       = "process_fork"
+	HcommProgSysEnter          = "sys_enter"
+	HcommProgSysExit           = "sys_exit"
+	HcommProgUringComplete     = "uring_complete"
+	HcommProgUringCompleteArgs = "uring_complete_args"
+	HcommProgUringCreate       = "uring_create"
+	HcommProgUringSubmit       = "uring_submit"
+	HcommVarArmOnExec          = "arm_on_exec"
+	HcommVarByTask             = "by_task"
+	HcommVarFilterErrno        = "filter_errno"
+	HcommVarFilterMode         = "filter_mode"
+	HcommVarPidnsDev           = "pidns_dev"
+	HcommVarPidnsIno           = "pidns_ino"
+	HcommVarReqF_bufNode       = "req_f_buf_node"
+	HcommVarSysFilter          = "sys_filter"
+	HcommVarSyscallSet         = "syscall_set"
+	HcommVarTargetTgid         = "target_tgid"
+	HcommVarUnusedEvent        = "unused_event"
 )
 
 // LoadHcomm returns the embedded CollectionSpec for Hcomm.
@@ -209,16 +210,17 @@ type HcommSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type HcommProgramSpecs struct {
-	EngineReap    *ebpf.ProgramSpec `ebpf:"engine_reap"`
-	EngineSubmit  *ebpf.ProgramSpec `ebpf:"engine_submit"`
-	PageFaultUser *ebpf.ProgramSpec `ebpf:"page_fault_user"`
-	ProcessExec   *ebpf.ProgramSpec `ebpf:"process_exec"`
-	ProcessFork   *ebpf.ProgramSpec `ebpf:"process_fork"`
-	SysEnter      *ebpf.ProgramSpec `ebpf:"sys_enter"`
-	SysExit       *ebpf.ProgramSpec `ebpf:"sys_exit"`
-	UringComplete *ebpf.ProgramSpec `ebpf:"uring_complete"`
-	UringCreate   *ebpf.ProgramSpec `ebpf:"uring_create"`
-	UringSubmit   *ebpf.ProgramSpec `ebpf:"uring_submit"`
+	EngineReap        *ebpf.ProgramSpec `ebpf:"engine_reap"`
+	EngineSubmit      *ebpf.ProgramSpec `ebpf:"engine_submit"`
+	PageFaultUser     *ebpf.ProgramSpec `ebpf:"page_fault_user"`
+	ProcessExec       *ebpf.ProgramSpec `ebpf:"process_exec"`
+	ProcessFork       *ebpf.ProgramSpec `ebpf:"process_fork"`
+	SysEnter          *ebpf.ProgramSpec `ebpf:"sys_enter"`
+	SysExit           *ebpf.ProgramSpec `ebpf:"sys_exit"`
+	UringComplete     *ebpf.ProgramSpec `ebpf:"uring_complete"`
+	UringCompleteArgs *ebpf.ProgramSpec `ebpf:"uring_complete_args"`
+	UringCreate       *ebpf.ProgramSpec `ebpf:"uring_create"`
+	UringSubmit       *ebpf.ProgramSpec `ebpf:"uring_submit"`
 }
 
 // HcommMapSpecs contains maps before they are loaded into the kernel.
@@ -334,16 +336,17 @@ type HcommVariables struct {
 //
 // It can be passed to LoadHcommObjects or ebpf.CollectionSpec.LoadAndAssign.
 type HcommPrograms struct {
-	EngineReap    *ebpf.Program `ebpf:"engine_reap"`
-	EngineSubmit  *ebpf.Program `ebpf:"engine_submit"`
-	PageFaultUser *ebpf.Program `ebpf:"page_fault_user"`
-	ProcessExec   *ebpf.Program `ebpf:"process_exec"`
-	ProcessFork   *ebpf.Program `ebpf:"process_fork"`
-	SysEnter      *ebpf.Program `ebpf:"sys_enter"`
-	SysExit       *ebpf.Program `ebpf:"sys_exit"`
-	UringComplete *ebpf.Program `ebpf:"uring_complete"`
-	UringCreate   *ebpf.Program `ebpf:"uring_create"`
-	UringSubmit   *ebpf.Program `ebpf:"uring_submit"`
+	EngineReap        *ebpf.Program `ebpf:"engine_reap"`
+	EngineSubmit      *ebpf.Program `ebpf:"engine_submit"`
+	PageFaultUser     *ebpf.Program `ebpf:"page_fault_user"`
+	ProcessExec       *ebpf.Program `ebpf:"process_exec"`
+	ProcessFork       *ebpf.Program `ebpf:"process_fork"`
+	SysEnter          *ebpf.Program `ebpf:"sys_enter"`
+	SysExit           *ebpf.Program `ebpf:"sys_exit"`
+	UringComplete     *ebpf.Program `ebpf:"uring_complete"`
+	UringCompleteArgs *ebpf.Program `ebpf:"uring_complete_args"`
+	UringCreate       *ebpf.Program `ebpf:"uring_create"`
+	UringSubmit       *ebpf.Program `ebpf:"uring_submit"`
 }
 
 func (p *HcommPrograms) Close() error {
@@ -356,6 +359,7 @@ func (p *HcommPrograms) Close() error {
 		p.SysEnter,
 		p.SysExit,
 		p.UringComplete,
+		p.UringCompleteArgs,
 		p.UringCreate,
 		p.UringSubmit,
 	)
