@@ -28,7 +28,7 @@ var (
 
 // buildHelpers builds trace/testdata/workload (no hcomm imports: exact
 // counts) and trace/testdata/hcommload (runs ring and engine) once per test
-// binary.
+// binary, or takes them prebuilt (testutil.HelpersEnv; testdata/vm-helpers).
 func buildHelpers(t testing.TB) {
 	t.Helper()
 	helpersOnce.Do(func() {
@@ -36,16 +36,20 @@ func buildHelpers(t testing.TB) {
 		if helpersErr != nil {
 			return
 		}
-		workloadPath = filepath.Join(helpersDir, "workload")
-		hcommPath = filepath.Join(helpersDir, "hcommload")
-		for _, h := range []struct{ out, pkg string }{{workloadPath, "./testdata/workload"}, {hcommPath, "./testdata/hcommload"}} {
-			cmd := exec.Command("go", "build", "-o", h.out, h.pkg)
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				helpersErr = fmt.Errorf("go build %s: %w\n%s", h.pkg, err, out)
-				return
+		build := func(pkg string) func(string) error {
+			return func(out string) error {
+				cmd := exec.Command("go", "build", "-o", out, pkg)
+				cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+				if b, err := cmd.CombinedOutput(); err != nil {
+					return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+				}
+				return nil
 			}
 		}
+		if workloadPath, helpersErr = testutil.Helper(helpersDir, "workload", build("./testdata/workload")); helpersErr != nil {
+			return
+		}
+		hcommPath, helpersErr = testutil.Helper(helpersDir, "hcommload", build("./testdata/hcommload"))
 	})
 	if helpersErr != nil {
 		t.Fatalf("build test helpers: %v", helpersErr)

@@ -24,13 +24,16 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
+	buildOnce          sync.Once
+	buildDir           string
+	buildErr           error
+	traceBin, progPath string
 )
 
 // binaries builds hcomm-trace and compiles testdata/syscalls.c once per test
-// binary and returns their paths.
+// binary, or takes both prebuilt (testutil.HelpersEnv, testdata/vm-helpers:
+// the VM guest has no toolchain), and returns their paths. progPath is ""
+// when there is no C compiler.
 func binaries(t *testing.T) (hcommTrace, syscallsProg string) {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -38,29 +41,37 @@ func binaries(t *testing.T) (hcommTrace, syscallsProg string) {
 			return
 		}
 		os.Chmod(buildDir, 0o755)
-		if out, err := exec.Command("go", "build", "-o", filepath.Join(buildDir, "hcomm-trace"), ".").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
+		traceBin, buildErr = testutil.Helper(buildDir, "hcomm-trace", func(out string) error {
+			if b, err := exec.Command("go", "build", "-o", out, ".").CombinedOutput(); err != nil {
+				return fmt.Errorf("go build: %w\n%s", err, b)
+			}
+			return nil
+		})
+		if buildErr != nil {
 			return
 		}
-		if _, err := exec.LookPath("cc"); err != nil {
+		if _, err := exec.LookPath("cc"); err != nil && os.Getenv(testutil.HelpersEnv) == "" {
 			return // tests that need the C program skip with the reason
 		}
-		cmd := exec.Command("cc", "-O2", "-Wall", "-Werror", "-pthread", "-o", filepath.Join(buildDir, "syscalls"), "testdata/syscalls.c")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("cc testdata/syscalls.c: %w\n%s", err, out)
-		}
+		progPath, buildErr = testutil.Helper(buildDir, "syscalls", func(out string) error {
+			cmd := exec.Command("cc", "-O2", "-Wall", "-Werror", "-pthread", "-o", out, "testdata/syscalls.c")
+			if b, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("cc testdata/syscalls.c: %w\n%s", err, b)
+			}
+			return nil
+		})
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	return filepath.Join(buildDir, "hcomm-trace"), filepath.Join(buildDir, "syscalls")
+	return traceBin, progPath
 }
 
 // syscallsProg returns the compiled C program, skipping without a compiler.
 func syscallsProg(t *testing.T) string {
 	t.Helper()
 	_, p := binaries(t)
-	if _, err := os.Stat(p); err != nil {
+	if p == "" {
 		t.Skip("no C compiler (cc) to build testdata/syscalls.c")
 	}
 	return p

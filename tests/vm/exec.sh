@@ -67,13 +67,33 @@ fi
 mkdir -p "$work/root/pkg/wd"
 cp "$bin" "$work/root/pkg/test"
 [ -d testdata ] && cp -r testdata "$work/root/pkg/wd/"
+# Helper programs the package's tests would build at run time (the guest
+# has no toolchain): testdata/vm-helpers lists "NAME SOURCE" lines, a Go
+# package (built static) or a C file (cc -static); they go to /pkg/helpers,
+# which HCOMM_TEST_HELPERS names in the guest (internal/testutil.Helper).
+helpers_env=
+if [ -f testdata/vm-helpers ]; then
+	mkdir -p "$work/root/pkg/helpers"
+	while read -r name src; do
+		case "$name" in '' | '#'*) continue ;; esac
+		out="$work/root/pkg/helpers/$name"
+		case "$src" in
+		*.c) cc -static -O2 -Wall -Werror -pthread -o "$out" "$src" ||
+			die "cc -static $src (testdata/vm-helpers) failed" ;;
+		*) CGO_ENABLED=0 go build -o "$out" "$src" ||
+			die "go build $src (testdata/vm-helpers) failed" ;;
+		esac
+	done <testdata/vm-helpers
+	helpers_env=/pkg/helpers
+fi
 q() { printf "'%s' " "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
 : >"$work/root/pkg/args"
 for a in "$@"; do q "$a" >>"$work/root/pkg/args"; done
 : >"$work/root/pkg/env"
 while IFS= read -r name; do
 	printf 'export %s=%s\n' "$name" "$(q "${!name}")" >>"$work/root/pkg/env"
-done < <(compgen -e | grep -E '^(HCOMM_|GOTRACEBACK$|GODEBUG$|GOMAXPROCS$)' | grep -v '^HCOMM_IN_VM$')
+done < <(compgen -e | grep -E '^(HCOMM_|GOTRACEBACK$|GODEBUG$|GOMAXPROCS$)' | grep -v '^HCOMM_IN_VM$\|^HCOMM_TEST_HELPERS$')
+[ -z "$helpers_env" ] || echo "export HCOMM_TEST_HELPERS=$helpers_env" >>"$work/root/pkg/env"
 (cd "$work/root" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --quiet) >"$work/pkg.cpio" ||
 	die "cpio failed"
 cat "$kdir/base.cpio" "$work/pkg.cpio" >"$work/initrd"

@@ -144,7 +144,15 @@ done
 
 # --- base initramfs -------------------------------------------------------------
 # Rebuilt when /init or busybox changes (cheap: ~3 MB).
-stamp="$(cat "$here/init" /bin/busybox | sha256sum | cut -c1-16)"
+# strace for the tracer's cross-check tests (cmd/hcomm-trace compares its
+# counts with strace -c): the host's, with the shared libraries and loader
+# ldd names, copied to the same paths (the guest has no libc of its own).
+extras=()
+if st="$(command -v strace)"; then
+	extras=("$st")
+	while read -r lib; do extras+=("$lib"); done < <(ldd "$st" | grep -o '/[^ ]*' | sort -u)
+fi
+stamp="$(cat "$here/init" /bin/busybox "${extras[@]}" | sha256sum | cut -c1-16)"
 if [ ! -f "$kdir/base-$stamp.cpio" ]; then
 	root="$(mktemp -d)"
 	trap 'rm -rf "$root"' EXIT
@@ -152,6 +160,9 @@ if [ ! -f "$kdir/base-$stamp.cpio" ]; then
 	cp /bin/busybox "$root/bin/busybox"
 	cp "$kdir"/modules/*.ko "$root/lib/modules/"
 	cp "$here/init" "$root/init"
+	for f in "${extras[@]}"; do
+		mkdir -p "$root$(dirname "$f")" && cp -L "$f" "$root$f"
+	done
 	chmod 755 "$root/init" "$root/bin/busybox"
 	rm -f "$kdir"/base-*.cpio
 	(cd "$root" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --quiet) >"$kdir/base-$stamp.cpio.tmp"
