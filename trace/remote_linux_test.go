@@ -1,0 +1,122 @@
+package trace
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestEngineRemoteHooks: the engine's batch hooks count remote batches
+// (backend/ucx, path "remote") like any other. A peer process (untraced)
+// exports its pool; the traced helper connects to it over UCX's tcp
+// transport on loopback and submits B engine batches of puts and gets. The
+// uprobes must see exactly the batches, transfers and bytes the engine
+// counted, all on the remote path: the hooks are the engine's own, so the
+// counts are exact (no runtime syscalls are involved).
+func TestEngineRemoteHooks(t *testing.T) {
+	requireTracing(t)
+	const b = 40
+	bin := buildRemoteload(t)
+	t.Setenv("UCX_TLS", "tcp") // both processes inherit it
+	addr := startRemotePeer(t, bin)
+
+	sess, out, s := runWorkloadOutput(t, Options{}, bin, "remote", addr, fmt.Sprint(b))
+	if st := sess.Engine(); !st.Present {
+		t.Fatalf("engine hooks not found in a binary linking the engine and backend/ucx: %s", st.Reason)
+	}
+	var batches, transfers, bytes, completed, reaps, remote uint64
+	if _, err := fmt.Sscan(out, &batches, &transfers, &bytes, &completed, &reaps, &remote); err != nil {
+		t.Fatalf("parse %q: %v", out, err)
+	}
+	var want uint64
+	for i := 0; i < b; i++ {
+		want += uint64(i%7 + 1)
+	}
+	if batches != b || transfers != want || remote != want || completed != want {
+		t.Fatalf("engine's own stats: %d batches, %d transfers (%d remote), %d completed; the helper submitted %d, %d",
+			batches, transfers, remote, completed, b, want)
+	}
+	e := s.Engine
+	t.Logf("uprobes: %d submit batches (%d on the remote path), %d transfers, %d bytes; %d reap batches, %d completions",
+		e.SubmitBatches, e.PathBatches[EnginePathRemote], e.SubmitTransfers, e.SubmitBytes, e.ReapBatches, e.ReapCompletions)
+	if e.SubmitBatches != batches || e.SubmitTransfers != transfers || e.SubmitBytes != bytes {
+		t.Errorf("uprobes: %d batches, %d transfers, %d bytes; engine: %d, %d, %d", e.SubmitBatches, e.SubmitTransfers, e.SubmitBytes, batches, transfers, bytes)
+	}
+	if e.PathBatches[EnginePathRemote] != b {
+		t.Errorf("%s-path batches = %d, want %d (all paths: %v)", EnginePathName(EnginePathRemote), e.PathBatches[EnginePathRemote], b, e.PathBatches)
+	}
+	if e.ReapBatches != reaps || e.ReapCompletions != completed || e.ReapErrors != 0 {
+		t.Errorf("uprobes: %d reap batches, %d completions, %d errors; engine: %d, %d, 0", e.ReapBatches, e.ReapCompletions, e.ReapErrors, reaps, completed)
+	}
+}
+
+// buildRemoteload builds trace/testdata/remoteload, which links
+// backend/ucx: cgo and libucx-dev, unlike the other helpers.
+func buildRemoteload(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "remoteload")
+	cmd := exec.Command("go", "build", "-o", bin, "./testdata/remoteload")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./testdata/remoteload (needs libucx-dev): %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startRemotePeer starts "remoteload peer" and returns the address it
+// listens on; it stops when the test ends (its standard input closes).
+func startRemotePeer(t *testing.T, bin string) string {
+	t.Helper()
+	cmd := exec.Command(bin, "peer")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("peer: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Error("peer did not stop within 30 s of its stdin closing")
+		}
+	})
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(stdout).ReadString('\n')
+		line <- s
+		io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case s := <-line:
+		addr, ok := strings.CutPrefix(strings.TrimSpace(s), "ADDR ")
+		if !ok {
+			t.Fatalf("peer said %q", s)
+		}
+		return addr
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("peer did not start in 60 s")
+	}
+	return ""
+}
