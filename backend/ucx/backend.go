@@ -74,12 +74,12 @@ func (b *Backend) Attach(env engine.Env) error {
 // peers that connect from now on can reach it. The backend address of a
 // host byte is its virtual address (Op.Src/Dst of a host end is a pointer).
 func (b *Backend) MapArena(slot int, a *hugepage.Arena) (uint64, error) {
-	return b.mapMem(slot, a.Addr(), a.Len())
+	return b.mapMem(slot, a.Addr(), a.Len(), a.Locked())
 }
 
 // mapMem is MapArena for any memory that stays mapped until unmapMem (tests
 // and the bench's passive peer export plain mmap'd memory).
-func (b *Backend) mapMem(slot int, ptr uintptr, size int) (uint64, error) {
+func (b *Backend) mapMem(slot int, ptr uintptr, size int, locked bool) (uint64, error) {
 	if slot < 0 || slot >= engine.MaxArenas || size <= 0 {
 		return 0, fmt.Errorf("ucx: map arena %d (%d bytes): %w", slot, size, engine.ErrBadConfig)
 	}
@@ -92,8 +92,17 @@ func (b *Backend) mapMem(slot int, ptr uintptr, size int) (uint64, error) {
 	if b.be.memh[slot] != nil {
 		return 0, fmt.Errorf("ucx: map arena %d: slot in use: %w", slot, engine.ErrBadConfig)
 	}
-	if st := C.hc_map(b.be, C.int(slot), C.uint64_t(addr), C.uint64_t(size)); st != 0 {
+	var lock C.int
+	if locked {
+		lock = 1
+	}
+	var note *C.char
+	if st := C.hc_map(b.be, C.int(slot), C.uint64_t(addr), C.uint64_t(size), lock, &note); st != 0 {
 		return 0, fmt.Errorf("ucx: ucp_mem_map arena %d %#x+%d: %s: %w", slot, addr, size, ucsString(st), ErrUCX)
+	}
+	if note != nil {
+		b.log.Warn("ucx: arena exported as registered memory: shared-memory peers reach it through messages, not directly",
+			"arena", slot, "bytes", size, "why", C.GoString(note))
 	}
 	return addr, nil
 }
@@ -227,7 +236,15 @@ func (b *Backend) Flush() {
 	b.inflight += b.staged
 	b.staged = 0
 	b.progress() // what completes at once (shared memory) is ready for the next Reap
+	wake := b.idle && b.inflight > 0
+	b.idle = false
 	b.mu.Unlock()
+	if wake {
+		// The progress goroutine sleeps until the worker's next event:
+		// have it look after these transfers (events UCX does not signal,
+		// the watchdog). Once per idle → busy change, not per batch.
+		b.wakeProgress()
+	}
 	if b.env.Counters != nil {
 		b.env.Counters.Doorbells++
 	}
@@ -262,9 +279,17 @@ func (b *Backend) drain(out []engine.Completion) int {
 	return n
 }
 
-// Check has nothing to do: UCX's peer error handling (keepalive, resets)
-// reports dead peers through the endpoint error callback, handled in Reap.
-func (b *Backend) Check() {}
+// Check runs the watchdog (Config.Timeout): UCX's peer error handling
+// (keepalive, resets) reports dead peers through the endpoint error
+// callback, handled in Reap; a peer that stopped with its connection open
+// fails here. Its transfers come out of the next Reap.
+func (b *Backend) Check() {
+	b.mu.Lock()
+	if !b.closed {
+		b.expire(time.Now())
+	}
+	b.mu.Unlock()
+}
 
 // Outstanding is staged + posted, not yet reaped.
 func (b *Backend) Outstanding() int { return b.staged + b.inflight }

@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #define HC_AM_HELLO 0x4843 // "HC"
 #define HC_MAGIC 0x58554348u // "HCUX"
@@ -144,13 +147,14 @@ static ucs_status_t hello_cb(void *arg, const void *hdr, size_t hlen, void *data
 	return UCS_OK;
 }
 
-int hc_open(hc_be **out, const char **err) {
+int hc_open(hc_be **out, int shm, const char **err) {
 	hc_be *be = calloc(1, sizeof(*be));
 	if (be == NULL) {
 		*err = "calloc";
 		return UCS_ERR_NO_MEMORY;
 	}
 	be->efd = -1;
+	be->shm_ep = shm;
 	ucp_config_t *cfg;
 	ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
 	if (st != UCS_OK) {
@@ -285,19 +289,103 @@ int hc_listen(hc_be *be, int family, const uint8_t *ip, uint16_t port, uint16_t 
 	return UCS_OK;
 }
 
-int hc_map(hc_be *be, int slot, uint64_t addr, uint64_t len) {
+// sysv_shmid is the SysV segment id of the mapping that starts at addr
+// (/proc/self/maps shows a SysV attach as "/SYSV<key> (deleted)" with the
+// segment id in the inode column), or -1.
+static int sysv_shmid(uint64_t addr) {
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (f == NULL)
+		return -1;
+	char line[512];
+	int id = -1;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		unsigned long lo, hi, ino;
+		char path[256];
+		if (sscanf(line, "%lx-%lx %*s %*s %*s %lu %255s", &lo, &hi, &ino, path) != 4)
+			continue;
+		if (lo == addr && strncmp(path, "/SYSV", 5) == 0) {
+			id = (int)ino;
+			break;
+		}
+	}
+	fclose(f);
+	return id;
+}
+
+// alias makes the arena [addr, addr+len) shared memory that UCX's
+// shared-memory transports can reach with zero copies: UCX allocates a
+// SysV segment (ucp_mem_map with UCP_MEM_MAP_ALLOCATE: its remote key lets
+// a peer attach the segment, so a put or get is one memcpy into or out of
+// it, with no message to this side), the arena's bytes are copied into it,
+// and the segment is attached over the arena's own range (shmat
+// SHM_REMAP, which replaces the arena's pages in one step). The arena's
+// addresses stay what the engine knows; its pages are now the segment's.
+// Returns a note saying why not, or NULL.
+static const char *alias(hc_be *be, int slot, uint64_t addr, uint64_t len, int lock) {
+	ucp_mem_map_params_t mp = {
+		.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+			      UCP_MEM_MAP_PARAM_FIELD_FLAGS,
+		.address = NULL,
+		.length = len,
+		.flags = UCP_MEM_MAP_ALLOCATE,
+	};
+	ucp_mem_h m;
+	if (ucp_mem_map(be->ctx, &mp, &m) != UCS_OK)
+		return "ucp_mem_map(UCP_MEM_MAP_ALLOCATE) failed";
+	ucp_mem_attr_t ma = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH};
+	const char *why = NULL;
+	int id = -1;
+	if (ucp_mem_query(m, &ma) != UCS_OK || ma.length < len)
+		why = "ucp_mem_query";
+	else if ((id = sysv_shmid((uint64_t)(uintptr_t)ma.address)) < 0)
+		why = "UCX did not allocate a SysV segment (sysv not in UCX_TLS?)";
+	if (why == NULL) {
+		memcpy(ma.address, (void *)(uintptr_t)addr, len);
+		void *r = shmat(id, (void *)(uintptr_t)addr, SHM_REMAP);
+		if (r != (void *)(uintptr_t)addr)
+			why = "shmat(SHM_REMAP) over the arena failed";
+		else if (lock && mlock(r, len) != 0)
+			why = NULL; // the segment is in use now; unlocked pages are not fatal
+	}
+	if (why != NULL) {
+		ucp_mem_unmap(be->ctx, m);
+		return why;
+	}
+	be->xmemh[slot] = m;
+	be->export_addr[slot] = (uint64_t)(uintptr_t)ma.address;
+	return NULL;
+}
+
+// hc_map registers arena slot and packs the remote key peers get. With
+// shared memory (be->shm_ep) it first turns the arena into a UCX-allocated
+// segment (alias); *note says why that failed (the arena is then exported
+// as registered memory, which UCX 1.13's shared-memory transports reach
+// only through messages the peer's worker must serve).
+int hc_map(hc_be *be, int slot, uint64_t addr, uint64_t len, int lock, const char **note) {
+	*note = NULL;
+	be->export_addr[slot] = addr;
+	if (be->shm_ep)
+		*note = alias(be, slot, addr, len, lock);
 	ucp_mem_map_params_t mp = {
 		.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
 		.address = (void *)(uintptr_t)addr,
 		.length = len,
 	};
 	ucs_status_t st = ucp_mem_map(be->ctx, &mp, &be->memh[slot]);
-	if (st != UCS_OK)
-		return st;
-	st = ucp_rkey_pack(be->ctx, be->memh[slot], &be->rkeybuf[slot], &be->rkeylen[slot]);
+	if (st == UCS_OK) {
+		ucp_mem_h x = be->xmemh[slot] != NULL ? be->xmemh[slot] : be->memh[slot];
+		st = ucp_rkey_pack(be->ctx, x, &be->rkeybuf[slot], &be->rkeylen[slot]);
+		if (st != UCS_OK) {
+			ucp_mem_unmap(be->ctx, be->memh[slot]);
+			be->memh[slot] = NULL;
+		}
+	}
 	if (st != UCS_OK) {
-		ucp_mem_unmap(be->ctx, be->memh[slot]);
-		be->memh[slot] = NULL;
+		// The arena's range stays attached to the segment (same bytes);
+		// UCX's own mapping of it goes.
+		if (be->xmemh[slot] != NULL)
+			ucp_mem_unmap(be->ctx, be->xmemh[slot]);
+		be->xmemh[slot] = NULL;
 		return st;
 	}
 	be->arena_addr[slot] = addr;
@@ -305,6 +393,9 @@ int hc_map(hc_be *be, int slot, uint64_t addr, uint64_t len) {
 	return UCS_OK;
 }
 
+// hc_unmap releases arena slot. An aliased arena's range stays attached to
+// its segment until the arena is unmapped (the segment was marked for
+// removal when UCX created it: the kernel frees it then).
 int hc_unmap(hc_be *be, int slot) {
 	if (be->memh[slot] == NULL)
 		return UCS_OK;
@@ -312,8 +403,15 @@ int hc_unmap(hc_be *be, int slot) {
 	be->rkeybuf[slot] = NULL;
 	ucs_status_t st = ucp_mem_unmap(be->ctx, be->memh[slot]);
 	be->memh[slot] = NULL;
+	if (be->xmemh[slot] != NULL) {
+		ucs_status_t xst = ucp_mem_unmap(be->ctx, be->xmemh[slot]);
+		if (st == UCS_OK)
+			st = xst;
+		be->xmemh[slot] = NULL;
+	}
 	be->arena_addr[slot] = 0;
 	be->arena_len[slot] = 0;
+	be->export_addr[slot] = 0;
 	return st;
 }
 
@@ -359,7 +457,7 @@ static ucs_status_t send_hello(hc_be *be, hc_peer *p) {
 		if (be->memh[s] == NULL)
 			continue;
 		p->exported |= 1ull << s;
-		uint64_t f[3] = {start, be->arena_len[s], be->arena_addr[s]};
+		uint64_t f[3] = {start, be->arena_len[s], be->export_addr[s]};
 		uint32_t kl = (uint32_t)be->rkeylen[s];
 		memcpy(q, f, 24);
 		memcpy(q + 24, &kl, 4);
@@ -538,7 +636,13 @@ void hc_peer_close(hc_be *be, uint32_t idx, int32_t status) {
 		.flags = UCP_EP_CLOSE_FLAG_FORCE,
 	};
 	if (p->dep != NULL && p->dep != p->ep) {
-		ucs_status_ptr_t r = ucp_ep_close_nbx(p->dep, &rp);
+		// UCX 1.13 refuses UCP_EP_CLOSE_FLAG_FORCE for an endpoint
+		// without peer error handling (UCS_ERR_INVALID_PARAM, nothing
+		// closed): close the data endpoint in flush mode. Its transfers
+		// into UCX-allocated segments finished when they were posted
+		// (memcpy), so the flush has nothing to wait for.
+		ucp_request_param_t drp = {.op_attr_mask = 0};
+		ucs_status_ptr_t r = ucp_ep_close_nbx(p->dep, &drp);
 		if (UCS_PTR_IS_PTR(r))
 			p->dclose_req = r;
 		p->dep = NULL;
@@ -591,8 +695,15 @@ uint32_t hc_progress(hc_be *be) {
 	return ev;
 }
 
+static uint64_t now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 void hc_submit(hc_be *be, uint32_t n) {
 	int32_t open = -1; // groups opened by this submit
+	uint64_t now = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		hc_sqe *s = &be->sq[i];
 		if (s->peer >= be->npeers || be->peers[s->peer]->state != HC_READY) {
@@ -622,6 +733,9 @@ void hc_submit(hc_be *be, uint32_t n) {
 			grp->peer = s->peer;
 			grp->has_put = 0;
 			grp->orphan = 0;
+			if (now == 0)
+				now = now_ns();
+			grp->posted = now;
 			grp->next = open;
 			open = g;
 			p->open_group = g;
@@ -684,6 +798,29 @@ void hc_submit(hc_be *be, uint32_t n) {
 	}
 }
 
+// hc_expire declares failed (UCS_ERR_TIMED_OUT) every peer with a batch
+// outstanding for longer than timeout_ns: a transfer UCX will never finish
+// (a peer that stopped without its connection failing; a shared-memory
+// queue a killed process left half written) then fails instead of hanging.
+// Returns how many peers it failed; Go closes them (HC_EV_FAIL).
+uint32_t hc_expire(hc_be *be, uint64_t timeout_ns) {
+	uint64_t now = now_ns();
+	uint32_t n = 0;
+	for (uint32_t g = 0; g < be->nslots; g++) {
+		hc_group *grp = &be->groups[g];
+		if (grp->pending <= 0 || grp->orphan || now - grp->posted < timeout_ns)
+			continue;
+		hc_peer *p = grp->peer < be->npeers ? be->peers[grp->peer] : NULL;
+		if (p != NULL && p->state < HC_FAILED) {
+			p->state = HC_FAILED;
+			p->fail_status = UCS_ERR_TIMED_OUT;
+			be->events |= HC_EV_FAIL;
+			n++;
+		}
+	}
+	return n;
+}
+
 // hc_cancel_all force-closes every peer (Close): their requests complete
 // with UCS_ERR_CANCELED. Returns how many posted ops are still in flight.
 uint32_t hc_cancel_all(hc_be *be) {
@@ -744,4 +881,3 @@ char *hc_ep_info(hc_be *be, uint32_t idx) {
 	fclose(f);
 	return s;
 }
-

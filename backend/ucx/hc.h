@@ -69,6 +69,7 @@ typedef struct hc_group {
 	uint32_t peer;
 	uint8_t has_put;
 	uint8_t orphan; // its ops were reported when its peer closed
+	uint64_t posted; // CLOCK_MONOTONIC ns when the group was posted
 } hc_group;
 
 typedef struct hc_peer {
@@ -117,10 +118,16 @@ struct hc_be {
 	uint32_t cq_head, cq_tail, cq_mask;
 	uint32_t inflight; // posted ops whose completion is not in cq yet
 
-	// Local arenas.
+	// Local arenas. memh registers the arena's range for this side's own
+	// transfers; xmemh (shared memory only) is the UCX-allocated SysV
+	// segment the arena's pages now are (see hc_map), exported at
+	// export_addr (its address in UCX's own mapping); without it the arena
+	// itself is exported (export_addr == arena_addr).
 	ucp_mem_h memh[HC_MAX_ARENAS];
+	ucp_mem_h xmemh[HC_MAX_ARENAS];
 	uint64_t arena_addr[HC_MAX_ARENAS];
 	uint64_t arena_len[HC_MAX_ARENAS];
+	uint64_t export_addr[HC_MAX_ARENAS];
 	void *rkeybuf[HC_MAX_ARENAS];
 	size_t rkeylen[HC_MAX_ARENAS];
 
@@ -133,11 +140,11 @@ struct hc_be {
 	uint32_t nconnreq, connreq_cap;
 };
 
-int hc_open(hc_be **out, const char **err);
+int hc_open(hc_be **out, int shm, const char **err);
 void hc_destroy(hc_be *be);
 int hc_attach(hc_be *be, uint32_t depth);
 int hc_listen(hc_be *be, int family, const uint8_t *ip, uint16_t port, uint16_t *bound);
-int hc_map(hc_be *be, int slot, uint64_t addr, uint64_t len);
+int hc_map(hc_be *be, int slot, uint64_t addr, uint64_t len, int lock, const char **note);
 int hc_unmap(hc_be *be, int slot);
 int hc_connect(hc_be *be, int family, const uint8_t *ip, uint16_t port, uint32_t *idx);
 int hc_accept(hc_be *be, uint32_t *idx);
@@ -147,6 +154,8 @@ int hc_peer_busy(hc_be *be, uint32_t idx);
 uint32_t hc_progress(hc_be *be);
 void hc_submit(hc_be *be, uint32_t n);
 uint32_t hc_cancel_all(hc_be *be);
+uint32_t hc_expire(hc_be *be, uint64_t timeout_ns);
 char *hc_ep_info(hc_be *be, uint32_t idx);
+
 
 #endif

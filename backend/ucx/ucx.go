@@ -56,10 +56,22 @@ type Config struct {
 	// it fails once. Default false: transfers run on the listener's
 	// connection itself (UCX_TLS=tcp, or RDMA transports between hosts).
 	SharedMemory bool
+	// Timeout is how long a batch of transfers to one peer may stay
+	// outstanding before the peer is declared gone: the batch's transfers
+	// (and every other transfer outstanding to that peer) fail once with an
+	// error wrapping ErrPeerGone and engine.ErrTimeout, and the peer is
+	// disconnected. It catches what UCX's peer error handling does not see:
+	// a peer that stopped (SIGSTOP, a hung host) with its connection still
+	// open, or a shared-memory message queue that a killed process left
+	// half written. Default (0) 30 s; negative: never.
+	Timeout time.Duration
 	// Logger receives connection events (default: the engine's, or
 	// slog.Default before Attach).
 	Logger *slog.Logger
 }
+
+// DefaultTimeout is Config.Timeout's default.
+const DefaultTimeout = 30 * time.Second
 
 // PeerInfo describes one peer, for Peers.
 type PeerInfo struct {
@@ -108,10 +120,13 @@ type Backend struct {
 	peerEv chan struct{}           // a peer changed state
 
 	// Under mu.
-	closed   bool
-	signaled bool // wakeFD written since the last Reap
-	exported [engine.MaxArenas]bool
-	inflight int // posted, not reaped (read by the progress goroutine)
+	timeout    time.Duration // Config.Timeout with its default; <= 0: none
+	lastExpire time.Time     // the watchdog's last look (expire)
+	closed     bool
+	signaled   bool // wakeFD written since the last Reap
+	idle       bool // the progress goroutine sleeps with no timeout (Flush wakes it)
+	exported   [engine.MaxArenas]bool
+	inflight   int // posted, not reaped (read by the progress goroutine)
 
 	// Owner-only (engine's owner flag): staging.
 	attached bool
@@ -150,18 +165,22 @@ func ucxErr(call string, st C.int) error {
 // UCX_NET_DEVICES and its other variables from the environment now), starts
 // the listener if cfg.Listen is set, and starts the progress goroutine.
 func New(cfg Config) (*Backend, error) {
-	b := &Backend{cfg: cfg, log: cfg.Logger, peerEv: make(chan struct{}, 1), wakeFD: -1, stopFD: -1}
+	b := &Backend{cfg: cfg, log: cfg.Logger, peerEv: make(chan struct{}, 1), wakeFD: -1, stopFD: -1, timeout: cfg.Timeout}
+	if b.timeout == 0 {
+		b.timeout = DefaultTimeout
+	}
 	if b.log == nil {
 		b.log = slog.Default()
 	}
 	empty := []*peer{}
 	b.peers.Store(&empty)
 	var cerr *C.char
-	if st := C.hc_open(&b.be, &cerr); st != 0 {
-		return nil, ucxErr(C.GoString(cerr), st)
-	}
+	var shm C.int
 	if cfg.SharedMemory {
-		b.be.shm_ep = 1
+		shm = 1
+	}
+	if st := C.hc_open(&b.be, shm, &cerr); st != 0 {
+		return nil, ucxErr(C.GoString(cerr), st)
 	}
 	var err error
 	if b.wakeFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
@@ -411,6 +430,20 @@ func (b *Backend) progress() C.uint32_t {
 	return ev
 }
 
+// expire runs the watchdog (Config.Timeout) at most every 100 ms: peers
+// with a batch outstanding for longer than the timeout fail, and their
+// transfers complete with ErrPeerGone and engine.ErrTimeout (under mu).
+func (b *Backend) expire(now time.Time) {
+	if b.timeout <= 0 || b.inflight == 0 || now.Sub(b.lastExpire) < 100*time.Millisecond {
+		return
+	}
+	b.lastExpire = now
+	if C.hc_expire(b.be, C.uint64_t(b.timeout)) > 0 {
+		b.log.Warn("ucx: transfers outstanding longer than the timeout: failing their peer", "timeout", b.timeout)
+		b.handle(C.HC_EV_FAIL)
+	}
+}
+
 func (b *Backend) wakeProgress() {
 	var one = [8]byte{1}
 	unix.Write(b.stopFD, one[:])
@@ -435,10 +468,12 @@ func (b *Backend) progressLoop() {
 			time.Sleep(50 * time.Microsecond)
 			continue
 		}
+		b.idle = false
 		if b.closed {
 			b.mu.Unlock()
 			return
 		}
+		b.expire(time.Now())
 		ev := b.progress()
 		now := time.Now()
 		if ev != 0 {
@@ -451,6 +486,7 @@ func (b *Backend) progressLoop() {
 		}
 		busy := b.inflight > 0
 		st := C.ucp_worker_arm(b.be.worker)
+		b.idle = !busy && st != C.UCS_ERR_BUSY
 		b.mu.Unlock()
 		if st == C.UCS_ERR_BUSY {
 			continue
