@@ -87,6 +87,9 @@ type Engine struct {
 	torn      bool
 	crowd     int    // > 0: submitters collided recently (group-commit heuristic)
 	drains    uint64 // drains started by submitters (the heuristic's probe clock)
+	probe     uint64 // drains between probes: 64, doubled after each probe that found nobody
+	own       int    // entries the kicking submitter committed itself (kick sets it for its drain)
+	intr      bool   // ask the backend for an interrupt per batch (ModeReaper: someone may sleep)
 	ctr       counters
 	bctr      Counters // the backend's (Env.Counters)
 
@@ -133,6 +136,13 @@ var engineSeq atomic.Uint64
 // crowdMemory is how many solo drains the group-commit heuristic remembers
 // a collision between submitters for.
 const crowdMemory = 16
+
+// probeMin and probeMax bound the group-commit heuristic's probe interval
+// (drains; see kick).
+const (
+	probeMin = 64
+	probeMax = 4096
+)
 
 // Open creates an engine over cfg.Backend: it attaches the backend, maps
 // the pool and maps it into the backend once (DMA-map, register), and
@@ -189,6 +199,8 @@ func newEngine(cfg Config) *Engine {
 		batch:     make([]Completion, cfg.QueueDepth),
 		pendBuf:   make([]Completion, 0, cfg.QueueDepth),
 		localDone: make([]uint64, cfg.QueueDepth),
+		probe:     probeMin,
+		intr:      cfg.Mode == ModeReaper,
 		wakeFd:    -1,
 		waitCh:    make(chan struct{}),
 		closedCh:  make(chan struct{}),
@@ -278,20 +290,34 @@ func (e *Engine) Backend() Description { return e.desc }
 // another owner that will drain after taking it).
 // ---------------------------------------------------------------------
 
-// kick makes sure freshly committed entries reach the backend.
-func (e *Engine) kick() {
+// kick makes sure freshly committed entries reach the backend; own is how
+// many entries the caller committed.
+func (e *Engine) kick(own int) {
 	if e.owner.CompareAndSwap(0, 1) {
 		// Group commit: when other submitters were active a moment ago
 		// (crowd), give the runnable ones a chance to stage their
-		// transfers first, so that one doorbell carries them all. Every
-		// 64th drain probes the same way, so that a crowd is noticed
+		// transfers first, so that one doorbell carries them all. Now and
+		// then a drain probes the same way, so that a crowd is noticed
 		// even when the scheduler runs submitters one after another and
-		// they never collide. (Plain fields: we hold the owner.)
+		// they never collide: every 64th drain, backing off (doubling up
+		// to every 4096th) while probes find nobody — a yield wakes an
+		// idle P's thread (futex wake and sleep, microseconds), which a
+		// lone submitter would pay for nothing. (Plain fields: we hold
+		// the owner.)
 		e.drains++
-		if e.crowd > 0 || e.drains%64 == 0 {
+		probing := e.crowd == 0 && e.drains >= e.probe
+		if e.crowd > 0 || probing {
 			runtime.Gosched()
 		}
+		e.own = own
 		e.drainLocked()
+		e.own = 0
+		if probing {
+			e.drains = 0
+			if e.crowd == 0 && e.probe < probeMax {
+				e.probe *= 2
+			}
+		}
 		e.unlock()
 		return
 	}
@@ -325,6 +351,7 @@ func (e *Engine) unlock() {
 			return
 		}
 		e.crowd = crowdMemory // someone lost the CAS to us: a crowd
+		e.probe = probeMin
 		e.drainLocked()
 	}
 }
@@ -354,11 +381,15 @@ func (e *Engine) drainLocked() {
 		return
 	}
 	// The last entry for the backend asks for an interrupt when it
-	// completes: one per batch, which is what wakes a sleeping reaper.
-	lastFwd := e.fwd
-	for p := e.fwd; p != end; p++ {
-		if e.ops[p&e.mask].done == opForward {
-			lastFwd = p
+	// completes: one per batch, which is what wakes a sleeping reaper
+	// (or a waiter). In ModePoll nobody sleeps on the backend's signal:
+	// no interrupt (one eventfd write per batch saved).
+	lastFwd := ^uint64(0)
+	if e.intr {
+		for p := e.fwd; p != end; p++ {
+			if e.ops[p&e.mask].done == opForward {
+				lastFwd = p
+			}
 		}
 	}
 	var count [nPaths]uint32
@@ -395,8 +426,11 @@ func (e *Engine) drainLocked() {
 			hookSubmitBatch(count[p], bytes[p], uint8(p))
 		}
 	}
-	if total > 1 {
+	// A crowd: this drain carried transfers of others (beyond what the
+	// kicking submitter committed itself: one SubmitBatch is no crowd).
+	if total > uint32(max(e.own, 1)) {
 		e.crowd = crowdMemory
+		e.probe = probeMin
 	} else if e.crowd > 0 {
 		e.crowd--
 	}

@@ -11,7 +11,7 @@ func (e *Engine) HoldReservation() (publish func(), err error) {
 	return func() {
 		e.fillNoop(held.Start())
 		_ = e.stage.Commit(held)
-		e.kick()
+		e.kick(1)
 	}, nil
 }
 

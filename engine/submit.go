@@ -38,7 +38,7 @@ func (e *Engine) Submit(t Transfer) (ID, error) {
 	// Release: the entry and its slot are written before this CAS; the
 	// drainer's Peek (acquire) sees them.
 	_ = e.stage.Commit(b)
-	e.kick()
+	e.kick(1)
 	return id, err
 }
 
@@ -48,7 +48,9 @@ func (e *Engine) Submit(t Transfer) (ID, error) {
 func (e *Engine) fill(pos uint64, t *Transfer, op *Op) (ID, error) {
 	s := &e.slots[pos&e.mask]
 	// The slot was released by the frontier (its previous transfer done);
-	// nobody else touches it until Commit publishes it.
+	// nobody else touches it until Commit publishes it. (A locked
+	// instruction, ~5 ns: Wait reads state concurrently. Stored back to
+	// back for a whole batch first, these cost more, not less.)
 	s.state.Store((pos + 1) << 1)
 	// Checked after Reserve: Close sets closing before it looks at the
 	// ring, so either Close sees this reservation or we see closing.
@@ -105,7 +107,7 @@ func (e *Engine) SubmitBatch(ts []Transfer, ids []ID) (int, error) {
 		}
 		got, err := e.fillBatch(b, ts[n:n+b.Len()], idsFrom(ids, n))
 		_ = e.stage.Commit(b)
-		e.kick()
+		e.kick(b.Len())
 		n += got
 		if err != nil {
 			return n, err
