@@ -297,35 +297,43 @@ func (b *Backend) UnmapArena(slot int) error {
 	return nil
 }
 
-// Prepare implements engine.Backend: host↔device and device↔device.
+// Prepare implements engine.Backend: host↔device and device↔device. The
+// common case (host→device) is checked first, straight-line: it runs per
+// transfer on the submitter.
 func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32, op *engine.Op) error {
 	switch {
 	case src.Kind == engine.LocHost && dst.Kind == engine.LocDevice:
-		op.Code, op.HostArena = opH2D, uint16(src.Arena)
+		if dst.Off > b.devMemSize || uint64(n) > b.devMemSize-dst.Off {
+			return b.beyond(dst.Off, n)
+		}
+		op.Code, op.HostArena, op.Src, op.Dst = opH2D, uint16(src.Arena), src.Addr, dst.Off
+		if n <= b.cpuMax {
+			op.Path, op.Inline = engine.PathCPU, true
+		}
+		return nil // op.Path is PathDMA (0): the engine zeroed op
 	case src.Kind == engine.LocDevice && dst.Kind == engine.LocHost:
-		op.Code, op.HostArena = opD2H, uint16(dst.Arena)
+		if src.Off > b.devMemSize || uint64(n) > b.devMemSize-src.Off {
+			return b.beyond(src.Off, n)
+		}
+		op.Code, op.HostArena, op.Src, op.Dst = opD2H, uint16(dst.Arena), src.Off, dst.Addr
 	case src.Kind == engine.LocDevice && dst.Kind == engine.LocDevice:
-		op.Code = opD2D
+		if src.Off > b.devMemSize || uint64(n) > b.devMemSize-src.Off {
+			return b.beyond(src.Off, n)
+		}
+		if dst.Off > b.devMemSize || uint64(n) > b.devMemSize-dst.Off {
+			return b.beyond(dst.Off, n)
+		}
+		op.Code, op.Src, op.Dst = opD2D, src.Off, dst.Off
 	default:
 		return fmt.Errorf("hdmadev: %v → %v: the HDMA device moves host↔device and device↔device: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
 	}
-	for _, ep := range [2]*engine.Endpoint{&src, &dst} {
-		if ep.Kind == engine.LocDevice && (ep.Off > b.devMemSize || uint64(n) > b.devMemSize-ep.Off) {
-			return fmt.Errorf("hdmadev: device memory %#x: %d bytes beyond the %d bytes of device memory: %w", ep.Off, n, b.devMemSize, engine.ErrOutOfBounds)
-		}
-	}
 	op.Path = engine.PathDMA
-	op.Src, op.Dst = src.Off, dst.Off
-	if src.Kind == engine.LocHost {
-		op.Src = src.Addr
-	}
-	if dst.Kind == engine.LocHost {
-		op.Dst = dst.Addr
-	}
-	if op.Code == opH2D && n <= b.cpuMax {
-		op.Path, op.Inline = engine.PathCPU, true
-	}
 	return nil
+}
+
+// beyond is Prepare's error for device memory out of bounds.
+func (b *Backend) beyond(off uint64, n uint32) error {
+	return fmt.Errorf("hdmadev: device memory %#x: %d bytes beyond the %d bytes of device memory: %w", off, n, b.devMemSize, engine.ErrOutOfBounds)
 }
 
 // Execute implements engine.Backend: the CPU path, a copy straight into
