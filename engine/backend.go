@@ -75,7 +75,7 @@ type Backend interface {
 
 	// Forward queues op (tag identifies it in the completion) without
 	// publishing it; last is true for the batch's last op, which should
-	// ask for an interrupt. false: no room now (or recovery is needed):
+	// ask for an interrupt (never in ModePoll: nobody sleeps on it). false: no room now (or recovery is needed):
 	// the engine stops forwarding and tries again later.
 	Forward(tag uint64, op *Op, last bool) bool
 	// Flush publishes what Forward queued: one doorbell, one
