@@ -45,7 +45,7 @@ func groups(o *options) []group {
 			for _, s := range deviceSizes {
 				p := fmt.Sprintf("%d%s/", s, deviceMode(inline))
 				gs = append(gs, group{"device-small", fmt.Sprintf("%s host→device per transfer, vfio-mock HDMA, %s", sizeLabel(s), mode),
-					[]string{p + "traditional", p + "engine-b1", p + "engine-b8", p + "engine-b64", p + "engine-b64x2", p + "engine-cpu-b64", p + "floor-driver-b64"}, p + "traditional", unitTime})
+					[]string{p + "traditional", p + "engine-b1", p + "engine-b8", p + "engine-b64", p + "engine-b64x2", p + "engine-cpu-b64", p + "floor-driver-b1", p + "floor-driver-b64"}, p + "traditional", unitTime})
 			}
 		}
 	}

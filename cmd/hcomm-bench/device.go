@@ -55,8 +55,10 @@ func init() {
 			}
 			register(&workload{scenario: "device-small", variant: p + "engine-b64x2", count: true,
 				setup: func(o *options) (*runner, error) { return setupEngineStream(size, inline) }})
-			register(&workload{scenario: "device-small", variant: p + "floor-driver-b64", count: true,
-				setup: func(o *options) (*runner, error) { return setupDriverFloor(size, inline) }})
+			for _, batch := range []int{1, 64} {
+				register(&workload{scenario: "device-small", variant: fmt.Sprintf("%sfloor-driver-b%d", p, batch), count: true,
+					setup: func(o *options) (*runner, error) { return setupDriverFloor(size, batch, inline) }})
+			}
 			register(&workload{scenario: "device-small", variant: p + "engine-cpu-b64", count: true,
 				setup: func(o *options) (*runner, error) { return setupEngineDevice(size, 64, 0, false, inline) }})
 		}
@@ -300,17 +302,25 @@ func setupEngineStream(size int, inline bool) (*runner, error) {
 }
 
 // setupDriverFloor drives the same device with the HDMA driver directly,
-// no engine: 64 descriptors from a DMA-mapped arena, one doorbell, reap
-// by polling. It is the floor under the engine's device path (driver and
-// device model, nothing else), so the tables show how much of the
-// engine's time is the engine's.
-func setupDriverFloor(size int, inline bool) (*runner, error) {
-	const batch, entries, iova = 64, 256, 0x1_0000_0000
+// no engine, doing what a user of vfio/hdma alone must for the engine
+// variant's work: its own DMA-mapped arena; per batch of `batch`, build
+// each descriptor from its request (buffer IOVA + offset, device offset,
+// length, a cookie), enqueue them and ring one doorbell, then poll the
+// completion ring until all are back, checking each completion's error
+// and marking its request done. No interrupts: a polling user asks for
+// none, and neither does the engine in poll mode. It is the floor under
+// the engine's device path (driver and device model, nothing else), so
+// the tables show how much of the engine's time is the engine's.
+func setupDriverFloor(size, batch int, inline bool) (*runner, error) {
+	const entries, iova = 128, 0x1_0000_0000 // the engine's ring: twice QueueDepth 64
 	m, err := newMock(64<<20, inline)
 	if err != nil {
 		return nil, err
 	}
-	arenaSize := (batch*max(size, 64) + 64<<10 + 2<<20 - 1) &^ (2<<20 - 1)
+	span := max(size, 64)
+	dataOff := hdma.QueueBytes(entries)
+	dataOff = (dataOff + 4095) &^ 4095
+	arenaSize := (dataOff + batch*span + 2<<20 - 1) &^ (2<<20 - 1)
 	ar, err := hugepage.NewArena(hugepage.ArenaConfig{Size: arenaSize, Populate: true})
 	if err != nil {
 		m.Close()
@@ -322,7 +332,7 @@ func setupDriverFloor(size int, inline bool) (*runner, error) {
 	err = m.MapDMA(iova, mem, vfio.DMAReadWrite)
 	if err == nil {
 		var qc hdma.QueueConfig
-		if qc, err = hdma.LayoutQueue(0, entries, mem[:64<<10], iova, true); err == nil {
+		if qc, err = hdma.LayoutQueue(0, entries, mem[:dataOff], iova, false); err == nil {
 			drv, q, err = hdma.Start(m, hdma.Config{Logger: quietLogger()}, qc)
 		}
 	}
@@ -338,20 +348,25 @@ func setupDriverFloor(size int, inline bool) (*runner, error) {
 		closeAll()
 		return nil, err
 	}
-	span := max(size, 64)
-	descs := make([]hdma.Desc, batch)
-	for i := range descs {
-		off := 64<<10 + i*span
-		for j := range size {
-			mem[off+j] = byte(i + j)
-		}
-		descs[i] = hdma.Desc{Op: hdma.OpH2D, Len: uint32(size), Src: iova + uint64(off), Dst: uint64(i * span), User: uint64(i), Interrupt: i == batch-1}
+	type request struct {
+		off  int    // in the DMA-mapped arena
+		dev  uint64 // device offset
+		n    uint32
+		done bool
 	}
+	reqs := make([]request, batch)
+	for i := range reqs {
+		reqs[i] = request{off: dataOff + i*span, dev: uint64(i * span), n: uint32(size)}
+		for j := range size {
+			mem[reqs[i].off+j] = byte(i + j)
+		}
+	}
+	descs := make([]hdma.Desc, batch)
 	out := make([]hdma.Completion, batch)
 	var failed int
 	return &runner{per: batch, bytes: size, close: closeAll,
 		devSyscalls: func() uint64 { return m.Counters().MSIs },
-		desc:        "the floor: the HDMA driver alone on the same device (64 descriptors from a DMA-mapped arena, one doorbell, completions polled), no engine",
+		desc:        fmt.Sprintf("the floor: the HDMA driver alone on the same device, no engine: batches of %d descriptors built from the caller's requests, one doorbell, completions polled and checked", batch),
 		check: func() error {
 			if failed > 0 {
 				return fmt.Errorf("%d descriptors failed", failed)
@@ -360,15 +375,21 @@ func setupDriverFloor(size int, inline bool) (*runner, error) {
 		},
 		run: func(n int) error {
 			for i := 0; i < n; i += batch {
+				for j := range reqs {
+					r := &reqs[j]
+					r.done = false
+					descs[j] = hdma.Desc{Op: hdma.OpH2D, Len: r.n, Src: iova + uint64(r.off), Dst: r.dev, User: uint64(j)}
+				}
 				if k, err := q.SubmitBatch(descs); err != nil || k != batch {
 					return fmt.Errorf("driver submit: %d of %d: %w", k, batch, err)
 				}
 				for got, idle := 0, 0; got < batch; {
-					k := q.Reap(out[got:])
-					for _, c := range out[got : got+k] {
+					k := q.Reap(out)
+					for _, c := range out[:k] {
 						if c.Err != nil {
 							failed++
 						}
+						reqs[c.User].done = true
 					}
 					got += k
 					// Yield now and then, as the engine's Drain does: a

@@ -357,6 +357,8 @@ func targets(es []entry) []string {
 	}
 	check("device-small 4 KiB b64 time vs traditional (worker)", find("device-small", "4096/engine-b64", "4096/traditional", "time"), func(v float64) bool { return v <= 0.10 }, "≤ 0.10×")
 	check("device-small 4 KiB b64 time vs traditional (inline)", find("device-small", "4096-inline/engine-b64", "4096-inline/traditional", "time"), func(v float64) bool { return v <= 0.10 }, "≤ 0.10×")
+	check("device-small 4 KiB b64 time vs the bare driver (inline)", find("device-small", "4096-inline/engine-b64", "4096-inline/floor-driver-b64", "time"), func(v float64) bool { return v <= 1.25 }, "≤ 1.25×")
+	check("device-small 4 KiB b1 time vs the bare driver (inline)", find("device-small", "4096-inline/engine-b1", "4096-inline/floor-driver-b1", "time"), func(v float64) bool { return v <= 2 }, "≤ 2×")
 	check("device-small 4 KiB b64 syscalls/transfer", find("device-small", "4096/engine-b64", "4096/traditional", "syscalls"), func(v float64) bool { return v < 0.005 }, "< 0.005 /op")
 	check("device-small 4 KiB b64 CPU copies/transfer", find("device-small", "4096/engine-b64", "4096/traditional", "copies"), func(v float64) bool { return v < 0.005 }, "< 0.005 /op")
 	for _, op := range fileOps {
