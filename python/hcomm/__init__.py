@@ -9,18 +9,24 @@ A pure-Python package over libhcomm.so (ctypes; no compiler needed):
         fut = eng.submit(buf, dev)          # a concurrent.futures.Future; await it in asyncio
         fut.result(timeout=1.0)
 
+    # another process's pool (UCX): one side listens, the other connects
+    with hcomm.Engine(target="remote", path="10.0.0.5:13337") as a: ...
+    with hcomm.Engine(target="remote") as b:
+        peer = b.connect("10.0.0.5:13337")
+        b.submit(buf, peer.at(offset, n)).result()   # a put into a's pool (a.remote_offset(its_buf))
+
 See docs/python.md. The library is found through Engine(library=...),
 $HCOMM_LIBRARY, pkg-config (make install), or the dynamic loader.
 """
 
 from . import _lib
 from ._dlpack import live as _dlpack_live
-from ._engine import (DEV_ADDR_BASE, PAGE_SIZE, DeviceBuffer, Engine, HostBuffer, Region, Registration,
-                      Transfer, empty, pending)
-from .errors import (BY_CODE, BadAddress, BadHandle, Busy, CallbackError, Canceled, DeviceError, ForkError,
-                     HcommError, InProgress, InvalidArgument, NoDevice, NotFound, NotSupported, OutOfMemory,
-                     PermissionDenied, QueueFull, ShuttingDown, StaleID, TooManyHandles, TransferTimeout,
-                     error_for)
+from ._engine import (DEV_ADDR_BASE, PAGE_SIZE, REMOTE_ADDR_BASE, DeviceBuffer, Engine, HostBuffer, Peer,
+                      Region, Registration, RemoteRegion, Transfer, empty, pending)
+from .errors import (BY_CODE, BadAddress, BadHandle, Busy, CallbackError, Canceled, ConnectFailed, DeviceError,
+                     ForkError, HcommError, InProgress, InvalidArgument, NoDevice, NoPeer, NotFound, NotSupported,
+                     OutOfMemory, PeerGone, PermissionDenied, QueueFull, ShuttingDown, StaleID, TooManyHandles,
+                     TransferTimeout, error_for)
 
 __version__ = "0.1.0"
 
@@ -32,6 +38,7 @@ def library_version(library=None):
 
 __all__ = [
     "Engine", "HostBuffer", "DeviceBuffer", "Registration", "Region", "Transfer", "empty", "pending",
+    "Peer", "RemoteRegion", "REMOTE_ADDR_BASE", "ConnectFailed", "NoPeer", "PeerGone",
     "library_version", "DEV_ADDR_BASE", "PAGE_SIZE", "HcommError", "CallbackError", "BY_CODE", "error_for",
     "BadAddress", "BadHandle", "Busy", "Canceled", "DeviceError", "ForkError", "InProgress", "InvalidArgument",
     "NoDevice", "NotFound", "NotSupported", "OutOfMemory", "PermissionDenied", "QueueFull", "ShuttingDown",

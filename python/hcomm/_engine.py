@@ -15,8 +15,14 @@ from .errors import CallbackError, HcommError, error_for
 
 log = logging.getLogger("hcomm")
 
-TARGETS = {"mock": 0, "file": 1, "vfio": 2, "memory": 3}
+TARGETS = {"mock": 0, "file": 1, "vfio": 2, "memory": 3, "remote": 4}
 DEV_ADDR_BASE = 0x4000000000000000
+# hcomm_remote_addr(peer, offset) = REMOTE_ADDR_BASE | peer << 44 | offset.
+REMOTE_ADDR_BASE = 0x6000000000000000
+REMOTE_PEER_SHIFT = 44
+REMOTE_MAX_OFFSET = 1 << REMOTE_PEER_SHIFT
+REMOTE_MAX_PEER = 0xFFFF
+HCOMM_REMOTE_SHM = 1
 PAGE_SIZE = mmap.PAGESIZE
 
 
@@ -142,6 +148,42 @@ class Registration(_Memory):
         self._eng.unregister(self)
 
 
+class Peer:
+    """A connected peer (Engine.connect): its pool's window is addressed by
+    peer.at(offset, nbytes), usable as src (a get) or dst (a put) with host
+    memory at the other end."""
+
+    def __init__(self, eng, pid, addr):
+        self._eng, self.id, self.addr = eng, pid, addr
+
+    def at(self, offset, nbytes):
+        """nbytes of the peer's window from offset (a RemoteRegion). The
+        range is checked against the window when a transfer is submitted
+        (BadAddress when it leaves it)."""
+        if not 0 <= offset < REMOTE_MAX_OFFSET or nbytes <= 0:
+            raise ValueError(f"hcomm: peer {self.id}: at({offset}, {nbytes})")
+        return RemoteRegion(self, offset, nbytes)
+
+    def disconnect(self):
+        """Closes the connection: transfers in flight to it fail with
+        PeerGone, later ones are refused with it."""
+        _check(self._eng._lib, self._eng._lib.hcomm_disconnect(self._eng._handle(), self.id))
+
+    def __repr__(self):
+        return f"<hcomm.Peer {self.id} {self.addr}>"
+
+
+class RemoteRegion(_Memory):
+    """nbytes of a peer's window from offset (Peer.at)."""
+
+    def __init__(self, peer, offset, nbytes):
+        self.peer, self.offset, self.nbytes = peer, offset, nbytes
+        self.ptr = REMOTE_ADDR_BASE | peer.id << REMOTE_PEER_SHIFT | offset
+
+    def __len__(self):
+        return self.nbytes
+
+
 def _address_of(obj):
     """(address, bytes) of a CPU array: a torch tensor (data_ptr), anything
     with __array_interface__ (NumPy), or a writable buffer (bytearray, mmap)."""
@@ -219,18 +261,23 @@ class Engine:
             eng.submit(buf, dev).result()
 
     target: "mock" (default: a software HDMA device), "file" (path), "vfio"
-    (path: a PCI address), "memory" (host to host). library: an explicit
-    libhcomm path (else $HCOMM_LIBRARY, pkg-config, the loader's search).
+    (path: a PCI address), "memory" (host to host), "remote" (other
+    processes' pools through UCX; path: the address to listen on,
+    "127.0.0.1:0" for any free port, None for no listener; shm=True for
+    UCX's shared-memory transports between processes of one host, with
+    UCX_TLS=shm,tcp). library: an explicit libhcomm path (else
+    $HCOMM_LIBRARY, pkg-config, the loader's search).
     """
 
     def __init__(self, pool_size=256 << 20, queue_depth=64, align=64, target="mock", path=None,
-                 dev_mem_size=0, library=None):
+                 dev_mem_size=0, library=None, shm=False):
         self._lib = lib = _lib.load(library)
         if target not in TARGETS:
             raise ValueError(f"hcomm: target {target!r}: want one of {sorted(TARGETS)}")
         cfg = _lib.Config(mem_pool_size=pool_size, queue_depth=queue_depth, align_size=align,
                           target=TARGETS[target], dev_mem_size=dev_mem_size,
-                          target_path=None if path is None else str(path).encode())
+                          target_path=None if path is None else str(path).encode(),
+                          flags=HCOMM_REMOTE_SHM if shm else 0)
         h = _lib.handle_t()
         _check(lib, lib.hcomm_init(ctypes.byref(h), ctypes.byref(cfg)))
         self._h = h.value
@@ -300,6 +347,34 @@ class Engine:
         self._regs.pop(reg.ptr, None)
         reg.obj = None
 
+    # remote target
+    def connect(self, addr, timeout=None):
+        """Connects to the engine listening at addr ("ip:port", its
+        listen_addr) and returns a Peer. InvalidArgument for a malformed
+        address, ConnectFailed when nothing listens there, TransferTimeout
+        after timeout seconds without a handshake, NotSupported unless
+        target="remote"."""
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        pid = ctypes.c_uint32()
+        _check(self._lib, self._lib.hcomm_connect_timeout(self._handle(), str(addr).encode(), ms, ctypes.byref(pid)))
+        return Peer(self, pid.value, addr)
+
+    @property
+    def listen_addr(self):
+        """The address peers connect to ("127.0.0.1:40123"), "" without a
+        listener."""
+        buf = ctypes.create_string_buffer(128)
+        _check(self._lib, self._lib.hcomm_listen_addr(self._handle(), buf, len(buf)))
+        return buf.value.decode()
+
+    def remote_offset(self, mem):
+        """Where host memory mem (a HostBuffer, a Registration or a view of
+        one) lies in the window this engine exports: a peer that connects
+        from now on reaches it at peer.at(offset, n)."""
+        off = ctypes.c_uint64()
+        _check(self._lib, self._lib.hcomm_remote_offset(self._handle(), mem.ptr, ctypes.byref(off)))
+        return off.value
+
     # transfers
     def _prepare(self, t, src, dst, nbytes, callback):
         if nbytes is None:
@@ -314,7 +389,8 @@ class Engine:
 
     def submit(self, src, dst, nbytes=None, callback=None):
         """Moves nbytes (default: the smaller length) from src to dst
-        (HostBuffer, DeviceBuffer, Registration or a view of one) and
+        (HostBuffer, DeviceBuffer, Registration or a view of one, or a
+        peer's RemoteRegion) and
         returns a Transfer future. callback(transfer) runs once, on an
         engine thread, when it ends; what it raises is logged and kept in
         engine.callback_errors (close() raises CallbackError)."""

@@ -21,7 +21,7 @@ class Config(ctypes.Structure):
         ("queue_depth", ctypes.c_uint32),
         ("align_size", ctypes.c_uint32),
         ("target", ctypes.c_int32),
-        ("reserved", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),  # HCOMM_REMOTE_* (was "reserved")
         ("target_path", ctypes.c_char_p),
         ("dev_mem_size", ctypes.c_uint64),
     ]
@@ -55,6 +55,10 @@ _PROTOS = {
     "hcomm_submit_batch": (ctypes.c_int, [handle_t, ctypes.POINTER(TransferStruct), ctypes.c_int]),
     "hcomm_wait_completion": (ctypes.c_int, [handle_t, ctypes.c_uint64]),
     "hcomm_wait_completion_timeout": (ctypes.c_int, [handle_t, ctypes.c_uint64, ctypes.c_int]),
+    "hcomm_connect_timeout": (ctypes.c_int, [handle_t, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_uint32)]),
+    "hcomm_disconnect": (ctypes.c_int, [handle_t, ctypes.c_uint32]),
+    "hcomm_listen_addr": (ctypes.c_int, [handle_t, ctypes.c_char_p, ctypes.c_size_t]),
+    "hcomm_remote_offset": (ctypes.c_int, [handle_t, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)]),
     "hcomm_finalize": (ctypes.c_int, [handle_t]),
     "hcomm_finalize_timeout": (ctypes.c_int, [handle_t, ctypes.c_int]),
 }

@@ -94,6 +94,26 @@ class ForkError(HcommError, RuntimeError):
     code = -1001
 
 
+class NoPeer(HcommError, LookupError):
+    """A remote address names a peer ID this engine never had (HCOMM_ENXIO)."""
+
+    code = -_errno.ENXIO
+
+
+class PeerGone(HcommError, ConnectionResetError):
+    """The peer died, reset the connection, closed, or was disconnected
+    (HCOMM_ECONNRESET): connect again for a new Peer."""
+
+    code = -_errno.ECONNRESET
+
+
+class ConnectFailed(HcommError, ConnectionRefusedError):
+    """connect(): nothing listens at the address, or the peer refused the
+    connection or its handshake (HCOMM_ECONNREFUSED)."""
+
+    code = -_errno.ECONNREFUSED
+
+
 class CallbackError(HcommError):
     """A transfer callback raised; the exceptions are in .errors (the first
     is also the __cause__)."""
@@ -107,7 +127,7 @@ BY_CODE = {
     c.code: c
     for c in (NotFound, DeviceError, BadHandle, QueueFull, OutOfMemory, PermissionDenied, BadAddress, Busy,
               NoDevice, InvalidArgument, TooManyHandles, NotSupported, ShuttingDown, TransferTimeout,
-              InProgress, StaleID, Canceled, ForkError)
+              InProgress, StaleID, Canceled, ForkError, NoPeer, PeerGone, ConnectFailed)
 }
 
 

@@ -1,0 +1,136 @@
+"""The remote target (UCX) from Python, across two processes: a peer
+process (this file run as a script) listens and exports a block; the test
+connects, moves bytes host -> remote -> host and checks them in the peer's
+own memory, and every refusal's exception class."""
+
+import asyncio
+import os
+import random
+import socket
+import subprocess
+import sys
+
+import pytest
+
+import hcomm
+
+BLOCK = 1 << 20
+
+
+def _peer_main():
+    """The peer: listens on 127.0.0.1, exports a BLOCK-byte block filled
+    with a pattern, prints "ADDR ip:port OFF offset", then answers
+    "read OFF N" lines (hex of those bytes of its window) until stdin
+    closes."""
+    with hcomm.Engine(pool_size=16 << 20, target="remote", path="127.0.0.1:0",
+                      shm=os.environ.get("HCOMM_TEST_SHM") == "1") as eng:
+        blk = eng.alloc(BLOCK)
+        mv = blk.memoryview()
+        mv[:] = bytes(i * 7 % 251 for i in range(BLOCK))
+        base = eng.remote_offset(blk)
+        print(f"ADDR {eng.listen_addr} OFF {base}", flush=True)
+        for line in sys.stdin:
+            _, off, n = line.split()
+            off, n = int(off) - base, int(n)
+            print(bytes(mv[off:off + n]).hex(), flush=True)
+
+
+class _Peer:
+    def __init__(self, tls, shm):
+        env = dict(os.environ, UCX_TLS=tls, HCOMM_TEST_SHM="1" if shm else "0",
+                   PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+        self.proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=env)
+        line = self.proc.stdout.readline()
+        parts = line.split()
+        assert len(parts) == 4 and parts[0] == "ADDR", f"peer said {line!r}"
+        self.addr, self.off = parts[1], int(parts[3])
+
+    def read(self, off, n):
+        self.proc.stdin.write(f"read {off} {n}\n")
+        self.proc.stdin.flush()
+        return bytes.fromhex(self.proc.stdout.readline().strip())
+
+    def stop(self):
+        self.proc.stdin.close()
+        assert self.proc.wait(60) == 0
+
+
+@pytest.fixture(params=["tcp", "shm"])
+def pair(request, monkeypatch):
+    tls, shm = ("shm,tcp", True) if request.param == "shm" else ("tcp", False)
+    monkeypatch.setenv("UCX_TLS", tls)  # read by UCX at Engine() (hcomm_init)
+    peer = _Peer(tls, shm)
+    eng = hcomm.Engine(pool_size=16 << 20, target="remote", shm=shm)
+    yield eng, peer
+    eng.close()
+    peer.stop()
+
+
+def test_round_trip(pair):
+    eng, p = pair
+    assert eng.listen_addr == ""
+    peer = eng.connect(p.addr, timeout=30)
+    src, dst = eng.alloc(BLOCK), eng.alloc(BLOCK)
+    # The peer's pattern, with a get.
+    assert eng.submit(peer.at(p.off, 4096), dst).result(30) == 4096
+    assert bytes(dst.memoryview()[:4096]) == bytes(i * 7 % 251 for i in range(4096))
+    rng = random.Random(5)
+    for _ in range(12):
+        n = rng.randint(1, 200_000)
+        off = rng.randrange(BLOCK - n)
+        data = rng.randbytes(n)
+        src.memoryview()[:n] = data
+        eng.submit(src.view(0, n), peer.at(p.off + off, n)).result(30)  # put
+        assert p.read(p.off + off, n) == data  # in the peer's own memory
+        eng.submit(peer.at(p.off + off, n), dst.view(1, n)).result(30)  # get
+        assert bytes(dst.memoryview()[1:n + 1]) == data
+    # A batch of puts, awaited in asyncio.
+    futs = eng.submit_batch([(src.view(i * 4096, 4096), peer.at(p.off + i * 4096, 4096)) for i in range(16)])
+
+    async def wait_all():
+        return await asyncio.gather(*futs)
+
+    assert asyncio.run(wait_all()) == [4096] * 16
+    assert p.read(p.off, 16 * 4096) == bytes(src.memoryview()[:16 * 4096])
+
+
+def test_refusals(pair):
+    eng, p = pair
+    peer = eng.connect(p.addr, timeout=30)
+    buf = eng.alloc(4096)
+    with pytest.raises(hcomm.BadAddress, match="window"):
+        eng.submit(buf, peer.at(1 << 40, 64))
+    with pytest.raises(hcomm.BadAddress):
+        eng.submit(peer.at((1 << 40) - 1, 2), buf)
+    with pytest.raises(hcomm.NoPeer):
+        eng.submit(buf, hcomm.Peer(eng, peer.id + 9, "").at(0, 64))
+    with pytest.raises(hcomm.NotSupported):
+        eng.submit(peer.at(p.off, 64), peer.at(p.off + 64, 64))
+    with pytest.raises(hcomm.BadAddress):  # one bad entry: none submitted
+        eng.submit_batch([(buf, peer.at(p.off, 64)), (buf, peer.at(1 << 40, 64))])
+    with pytest.raises(hcomm.InvalidArgument):
+        eng.connect("nonsense")
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    free = "127.0.0.1:%d" % s.getsockname()[1]
+    s.close()  # nobody listens there now
+    with pytest.raises(hcomm.ConnectFailed):
+        eng.connect(free, timeout=30)
+    peer.disconnect()
+    with pytest.raises(hcomm.PeerGone):
+        eng.submit(buf, peer.at(p.off, 64))
+    again = eng.connect(p.addr, timeout=30)
+    assert again.id != peer.id
+    assert eng.submit(again.at(p.off, 64), buf).result(30) == 64
+
+
+def test_not_remote(mem_eng):
+    with pytest.raises(hcomm.NotSupported):
+        mem_eng.connect("127.0.0.1:1")
+    with pytest.raises(hcomm.InvalidArgument):
+        hcomm.Engine(pool_size=8 << 20, target="memory", shm=True)
+
+
+if __name__ == "__main__":
+    _peer_main()
