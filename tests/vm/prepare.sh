@@ -62,7 +62,8 @@ MODULES="irqbypass vfio vfio_virqfd vfio_iommu_type1 vfio-pci-core vfio-pci
 	virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk
 	crc16 mbcache crc32c_generic jbd2 ext4
 	crct10dif_common crct10dif_generic crc-t10dif crc64 crc64_rocksoft_generic crc64-rocksoft t10-pi
-	nvme-core nvme"
+	nvme-core nvme
+	loop dm-mod"
 
 # Resolve linux-image-amd64's candidate to its versioned package.
 resolve() {
@@ -99,7 +100,8 @@ if [ "$(cat "$kdir/.ready" 2>/dev/null)" != "$(echo $MODULES)" ]; then
 			'*/drivers/virtio/*' '*/drivers/block/virtio_blk.ko*' '*/fs/ext4/*' '*/fs/jbd2/*' \
 			'*/fs/mbcache.ko*' '*/lib/crc16.ko*' '*/crypto/crc32c_generic.ko*' \
 			'*/crypto/crct10dif_*.ko*' '*/lib/crc-t10dif.ko*' '*/lib/crc64*.ko*' \
-			'*/crypto/crc64_rocksoft_generic.ko*' '*/block/t10-pi.ko*' '*/drivers/nvme/host/nvme*.ko*'
+			'*/crypto/crc64_rocksoft_generic.ko*' '*/block/t10-pi.ko*' '*/drivers/nvme/host/nvme*.ko*' \
+			'*/drivers/block/loop.ko*' '*/drivers/md/dm-mod.ko*'
 	vmlinuz="$(ls "$kdir"/x/boot/vmlinuz-* | head -n1)"
 	# Decompress the bzImage payload: find the compressor's magic and feed
 	# the rest of the file to it (trailing bytes make it complain; the
@@ -144,14 +146,19 @@ done
 
 # --- base initramfs -------------------------------------------------------------
 # Rebuilt when /init or busybox changes (cheap: ~3 MB).
-# strace for the tracer's cross-check tests (cmd/hcomm-trace compares its
-# counts with strace -c): the host's, with the shared libraries and loader
-# ldd names, copied to the same paths (the guest has no libc of its own).
+# Host tools the tests run, with the shared libraries and loader ldd names,
+# copied to the same paths (the guest has no libc of its own): strace for
+# the tracer's cross-checks (cmd/hcomm-trace compares with strace -c);
+# util-linux losetup, dmsetup and mkfs.ext4 for the I/O error tests
+# (tests/soak; busybox's losetup lacks --find --show). A tool the host lacks
+# is left out: the tests that need it say so.
 extras=()
-if st="$(command -v strace)"; then
-	extras=("$st")
-	while read -r lib; do extras+=("$lib"); done < <(ldd "$st" | grep -o '/[^ ]*' | sort -u)
-fi
+for tool in strace losetup dmsetup mkfs.ext4; do
+	t="$(PATH="$PATH:/usr/sbin:/sbin" command -v "$tool")" || continue
+	extras+=("$t")
+	while read -r lib; do extras+=("$lib"); done < <(ldd "$t" | grep -o '/[^ ]*')
+done
+mapfile -t extras < <(printf '%s\n' "${extras[@]}" | sort -u)
 stamp="$(cat "$here/init" /bin/busybox "${extras[@]}" | sha256sum | cut -c1-16)"
 if [ ! -f "$kdir/base-$stamp.cpio" ]; then
 	root="$(mktemp -d)"
