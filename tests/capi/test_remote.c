@@ -342,6 +342,10 @@ static void kill_peer(hcomm_handle_t h, uint32_t peer, struct peer *p, const cha
 	unsigned char *src = hcomm_alloc_host_mem(h, 4096);
 	CHECK(src != NULL, "alloc");
 	CHECK(stop_peer(p, 1) == 0, "peer did not die of SIGKILL");
+	// Until UCX notices, puts may still "complete" (tcp buffers them);
+	// the one in flight when it does fails with HCOMM_ECONNRESET (or, if
+	// UCX reports a plain transport error, HCOMM_EIO); from then on the
+	// peer is gone and submits are refused with HCOMM_ECONNRESET.
 	int rc = HCOMM_OK;
 	for (int i = 0; i < 600 && rc == HCOMM_OK; i++) {
 		rc = xfer(h, src, hcomm_remote_addr(peer, p->off), 4096);
@@ -349,9 +353,13 @@ static void kill_peer(hcomm_handle_t h, uint32_t peer, struct peer *p, const cha
 			usleep(50000);
 		}
 	}
-	CHECK_RC(rc, HCOMM_ECONNRESET);
+	CHECK(rc == HCOMM_ECONNRESET || rc == HCOMM_EIO, "transfer to a killed peer: %d (%s)", rc, hcomm_strerror(rc));
 	hcomm_transfer_t t = {.src_ptr = src, .dst_ptr = hcomm_remote_addr(peer, p->off), .size = 64};
-	CHECK_RC(hcomm_submit_transfer(h, &t), HCOMM_ECONNRESET);
+	for (int i = 0; i < 600 && (rc = hcomm_submit_transfer(h, &t)) == HCOMM_OK; i++) {
+		hcomm_wait_completion_timeout(h, t.id, 60000);
+		usleep(50000);
+	}
+	CHECK_RC(rc, HCOMM_ECONNRESET);
 	struct peer p2;
 	CHECK(start_peer(&p2, mode) == 0, "second peer");
 	uint32_t peer2;
