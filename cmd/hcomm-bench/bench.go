@@ -89,21 +89,23 @@ type bench struct {
 	progress progress
 	// described holds the variant descriptions already printed.
 	described map[string]bool
+	curStep   string // what a scenario child measures now (its checkpoints say)
+	// unfinished names the units that failed or ran out of time, and why.
+	unfinished map[string]string
 }
 
 func newBench(o *options) *bench {
 	return &bench{o: o, out: os.Stdout, entries: []entry{}, skipped: []string{}}
 }
 
+// run is the parent: it describes the machine, reserves the engines'
+// hugepages and lays the data files out once, then runs each unit of the
+// run (a scenario, or one transport of remote) as a child process with a
+// share of -timeout (runUnit), merges what the children report, and
+// prints the goals, the JSON, the CSV and the charts.
 func (b *bench) run() int {
 	start := time.Now()
 	b.m = describeMachine(b.o)
-	canCount, why := privileged(b.o)
-	if !canCount {
-		b.skipped = append(b.skipped, "syscall and copy counts: "+why+" — eBPF tracing needs root (CAP_BPF+CAP_PERFMON)")
-	}
-	// The scenarios that read and write a real file (latency has a
-	// device table too).
 	if b.o.scenarios["file-4k"] || b.o.scenarios["footprint"] || b.o.scenarios["latency"] {
 		dir, fs, err := benchDir(b.o)
 		if err == nil {
@@ -125,20 +127,104 @@ func (b *bench) run() int {
 	if b.tables() {
 		b.printMachine()
 	}
-	failed := false
+	failed := b.runUnits()
+	for _, undo := range b.release {
+		undo()
+	}
+	b.m.LoadEnd = loadAvg()
+	b.m.Seconds = time.Since(start).Seconds()
+	rep := report{SchemaVersion: schemaVersion, Machine: b.m, Goals: goals(b.entries, b.o.scenarios, b.unfinished), Scenarios: b.entries, Skipped: b.skipped}
+	if b.o.json {
+		if err := writeJSON(b.out, rep); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	} else if !b.o.csv {
+		b.printSummary(rep.Goals)
+	}
+	if b.o.csv {
+		if err := writeCSV(b.out, rep); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	if f := b.o.jsonFile; f != nil {
+		err := writeJSON(f, rep)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "hcomm-bench: -json-out: %v\n", err)
+			return 1
+		}
+	}
+	if b.o.plot != "" {
+		files, err := writePlots(b.o.plot, rep)
+		for _, f := range files {
+			fmt.Fprintf(os.Stderr, "hcomm-bench: wrote %s\n", f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "hcomm-bench: -plot: %v\n", err)
+			failed = true
+		}
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// runChild is a scenario child: it measures the scenarios it was given
+// (-scenarios, from the parent), printing their tables unless -json, and
+// checkpoints what it has to -child-out after every step, so that a child
+// stopped at its deadline still hands over the tables it finished.
+func (b *bench) runChild() int {
+	if b.o.scenarios["file-4k"] || b.o.scenarios["footprint"] || b.o.scenarios["latency"] {
+		if _, _, err := benchDir(b.o); err != nil {
+			b.o.noFile = err
+		} else if _, err := prepareFile(b.o); err != nil {
+			b.o.noFile = err
+		}
+		if b.o.noFile != nil {
+			for _, s := range []string{"file-4k", "footprint"} {
+				if b.o.scenarios[s] {
+					b.skipped = append(b.skipped, s+": "+b.o.noFile.Error())
+					delete(b.o.scenarios, s)
+				}
+			}
+		}
+	}
+	failed := b.measure()
+	if err := b.checkpoint(); err != nil {
+		fmt.Fprintf(os.Stderr, "hcomm-bench: %v\n", err)
+		return 1
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// measure runs the selected scenarios in this process: the tables'
+// groups, then latency, footprint, pages and remote.
+func (b *bench) measure() (failed bool) {
+	canCount, why := privileged(b.o)
+	if !canCount {
+		b.skipped = append(b.skipped, "syscall and copy counts: "+why+" — eBPF tracing needs root (CAP_BPF+CAP_PERFMON)")
+	}
 	gs := groups(b.o)
 	var lgs []latGroup
 	if b.o.scenarios["latency"] {
 		lgs = latGroups(b.o)
 	}
 	b.progress = progress{start: time.Now(), total: len(gs) + len(lgs)}
-	for _, s := range []string{"pages", "footprint"} {
+	for _, s := range []string{"pages", "footprint", "remote"} {
 		if b.o.scenarios[s] {
 			b.progress.total++
 		}
 	}
 	for _, g := range gs {
-		b.progress.step(g.scenario + ": " + g.title)
+		b.step(g.scenario + ": " + g.title)
 		var ws []*workload
 		for _, v := range g.variants {
 			w, err := lookup(g.scenario, v)
@@ -208,7 +294,7 @@ func (b *bench) run() int {
 			}
 		}
 		for _, g := range lgs {
-			b.progress.step("latency: " + g.title)
+			b.step("latency: " + g.title)
 			res := runLatency(b.o, g)
 			for _, r := range res {
 				if r.err != nil {
@@ -219,7 +305,7 @@ func (b *bench) run() int {
 		}
 	}
 	if b.o.scenarios["footprint"] {
-		b.progress.step("footprint: memory with 1, 64, 1024 reads in flight")
+		b.step("footprint: memory with 1, 64, 1024 reads in flight")
 		res := runFootprint(b.o)
 		for _, r := range res {
 			if r.err != nil {
@@ -230,61 +316,28 @@ func (b *bench) run() int {
 		b.addFootprint(res)
 	}
 	if b.o.scenarios["pages"] {
-		b.progress.step("pages: 1 GiB per page size")
+		b.step("pages: 1 GiB per page size")
 		pr, sk := runPages(b.o)
 		b.skipped = append(b.skipped, sk...)
 		b.addPages(pr)
 	}
 	if b.o.scenarios["remote"] {
-		b.o.logf("measuring remote")
-		sk, bad := runRemote(b.o, b.out)
+		b.step("remote: " + remoteNames())
+		rows, sk, bad := runRemote(b.o, b.out)
 		b.skipped = append(b.skipped, sk...)
+		b.entries = append(b.entries, remoteEntries(rows)...)
 		failed = failed || bad
 	}
-	for _, undo := range b.release {
-		undo()
+	return failed
+}
+
+// step checkpoints what the child has so far and reports the next step.
+func (b *bench) step(what string) {
+	b.curStep = what
+	if err := b.checkpoint(); err != nil {
+		fmt.Fprintf(os.Stderr, "hcomm-bench: %v\n", err)
 	}
-	b.m.LoadEnd = loadAvg()
-	b.m.Seconds = time.Since(start).Seconds()
-	rep := report{SchemaVersion: schemaVersion, Machine: b.m, Scenarios: b.entries, Skipped: b.skipped}
-	if b.o.json {
-		if err := writeJSON(b.out, rep); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	} else if !b.o.csv {
-		b.printSummary()
-	}
-	if b.o.csv {
-		if err := writeCSV(b.out, rep); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
-	if f := b.o.jsonFile; f != nil {
-		err := writeJSON(f, rep)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "hcomm-bench: -json-out: %v\n", err)
-			return 1
-		}
-	}
-	if b.o.plot != "" {
-		files, err := writePlots(b.o.plot, rep)
-		for _, f := range files {
-			fmt.Fprintf(os.Stderr, "hcomm-bench: wrote %s\n", f)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "hcomm-bench: -plot: %v\n", err)
-			failed = true
-		}
-	}
-	if failed {
-		return 1
-	}
-	return 0
+	b.progress.step(what)
 }
 
 // progress tells stderr what runs now and about how long the rest takes
@@ -299,10 +352,10 @@ func (p *progress) step(what string) {
 	left := ""
 	if p.done > 0 {
 		rest := el / time.Duration(p.done) * time.Duration(p.total-p.done)
-		left = fmt.Sprintf(", about %s left", rest.Round(time.Second))
+		left = fmt.Sprintf(", about %s left in it", rest.Round(time.Second))
 	}
 	p.done++
-	fmt.Fprintf(os.Stderr, "hcomm-bench: [%d/%d] %s (%s so far%s)\n", p.done, p.total, what, el.Round(time.Second), left)
+	fmt.Fprintf(os.Stderr, "hcomm-bench:    step %d/%d: %s (%s into the scenario%s)\n", p.done, p.total, what, el.Round(time.Second), left)
 }
 
 // machine describes where the numbers came from.

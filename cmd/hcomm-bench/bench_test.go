@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hcomm-go/hcomm/internal/testutil"
 	"github.com/hcomm-go/hcomm/trace"
@@ -16,7 +17,7 @@ import (
 // The test binary doubles as the traced worker (countInChild re-executes
 // it with -worker).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "-worker" {
+	if len(os.Args) > 1 && (os.Args[1] == "-worker" || os.Args[1] == "-scenario-child") {
 		main()
 		return
 	}
@@ -137,20 +138,63 @@ func TestGroupsMatchRegistry(t *testing.T) {
 	}
 }
 
-func TestTargetsVerdicts(t *testing.T) {
+// The goals are judged on the right value (a count on the engine's own
+// number, a ratio on the ratio), each ratio's range is per repetition,
+// combined goals are met only when every part is, and a goal without its
+// measurement says so.
+func TestGoalsVerdicts(t *testing.T) {
 	es := []entry{
-		{Name: "device-small", Variant: "4096/engine-b64", BaselineVariant: "4096/traditional", Metric: "time", Engine: ptr(90), Baseline: ptr(1000), Ratio: ptr(0.09)},
+		{Name: "device-small", Variant: "4096-inline/engine-b64", BaselineVariant: "4096-inline/floor-driver-b64", Metric: "time", Engine: ptr(300), Baseline: ptr(250), Ratio: ptr(1.2),
+			EngineRuns: []float64{300, 330, 280}, BaselineRuns: []float64{250, 220, 280}},
 		{Name: "device-small", Variant: "4096/engine-b64", BaselineVariant: "4096/traditional", Metric: "syscalls", Engine: ptr(0.2), Baseline: ptr(2), Ratio: ptr(0.1)},
+		{Name: "file-4k", Variant: "randread/engine", BaselineVariant: "randread/fio-io_uring", Metric: "cpu", Engine: ptr(4000), Baseline: ptr(9000), Ratio: ptr(4.0 / 9)},
+		{Name: "file-4k", Variant: "randread/engine", BaselineVariant: "randread/fio-io_uring", Metric: "iops", Engine: ptr(80000), Baseline: ptr(90000), Ratio: ptr(8.0 / 9)},
+		{Name: "remote", Variant: "tcp/put/65536/b1/engine", BaselineVariant: "tcp/put/65536/ucx_perftest", Metric: "bandwidth", Engine: ptr(95), Baseline: ptr(100), Ratio: ptr(0.95)},
+		{Name: "remote", Variant: "tcp/put/1048576/b64/engine", BaselineVariant: "tcp/put/1048576/ucx_perftest", Metric: "bandwidth", Engine: ptr(80), Baseline: ptr(100), Ratio: ptr(0.8)},
+		{Name: "remote", Variant: "tcp/put/8/b1/engine", BaselineVariant: "tcp/put/8/ucx_perftest", Metric: "bandwidth", Engine: ptr(1), Baseline: ptr(100), Ratio: ptr(0.01)},
 	}
-	out := strings.Join(targets(es), "\n")
-	if !strings.Contains(out, "0.09  (want ≤ 0.10×)  met") {
-		t.Errorf("time target not met in:\n%s", out)
+	gs := goals(es, map[string]bool{"device-small": true, "file-4k": true, "remote": true}, map[string]string{"remote/shm": "ran out of its time"})
+	get := func(what string) goal {
+		for _, g := range gs {
+			if strings.Contains(g.What, what) {
+				return g
+			}
+		}
+		t.Fatalf("no goal %q in %v", what, gs)
+		return goal{}
 	}
-	if !strings.Contains(out, "0.2  (want < 0.005 /op)  MISSED") {
-		t.Errorf("syscall target judged on the ratio, not the engine's count:\n%s", out)
+	if g := get("batch 64, inline: engine ÷ bare HDMA driver"); g.Verdict != "met" || *g.Min != 1.0 || math.Abs(*g.Max-1.5) > 1e-9 {
+		t.Errorf("driver goal: %+v, want met with the per-repetition range [1, 1.5]", g)
 	}
-	if !strings.Contains(out, "file-4k randread engine IOPS vs fio io_uring") || !strings.Contains(out, "not measured") {
-		t.Errorf("missing scenarios not reported as not measured:\n%s", out)
+	if g := get("batch 64: syscalls per transfer"); g.Verdict != "missed" || *g.Value != 0.2 {
+		t.Errorf("syscall goal judged on %v (%s), want the engine's 0.2, missed", *g.Value, g.Verdict)
+	}
+	if g := get("randread, poll mode: CPU per I/O"); g.Verdict != "missed" || !strings.Contains(g.Detail, "fewer IOPS") {
+		t.Errorf("CPU goal met at fewer IOPS than fio: %+v", g)
+	}
+	if g := get("tcp: put bandwidth at ≥ 64 KiB ÷ ucx_perftest"); g.Verdict != "missed" || *g.Value != 0.8 || strings.Contains(g.Detail, "8 B") {
+		t.Errorf("remote goal: %+v, want missed on the worst part (0.8) and 8 B left out", g)
+	}
+	if g := get("batch 1, inline"); g.Verdict != "not measured" || g.Value != nil {
+		t.Errorf("missing measurement: %+v", g)
+	}
+	if g := get("randwrite, default (reaper) mode: IOPS"); g.Verdict != "not measured" {
+		t.Errorf("missing file measurement: %+v", g)
+	}
+	if g := get("shm: 8 B put latency ÷ ucx"); g.Verdict != "not measured" || !strings.Contains(g.Detail, "remote/shm did not finish: ran out of its time") {
+		t.Errorf("goal of an unfinished unit: %+v", g)
+	}
+	for _, g := range gs {
+		if g.Scenario == "latency" || g.Scenario == "footprint" {
+			t.Errorf("goal of a scenario that did not run: %+v", g)
+		}
+	}
+	var out bytes.Buffer
+	printGoals(&out, gs, 5)
+	for _, want := range []string{"issue 18, goal 2", "want ≤ 1.25×", "MISSED", "not measured", "1.2× [1–1.5]"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
 	}
 }
 
@@ -212,6 +256,9 @@ func TestWritePlots(t *testing.T) {
 		{Name: "footprint", Variant: "inflight=1/engine", BaselineVariant: "inflight=1/traditional", Metric: "rss", Engine: ptr(9 << 20), Baseline: ptr(9 << 20)},
 		{Name: "footprint", Variant: "inflight=1024/engine", BaselineVariant: "inflight=1024/traditional", Metric: "rss", Engine: ptr(12 << 20), Baseline: ptr(35 << 20)},
 		{Name: "footprint", Variant: "inflight=1024/engine", BaselineVariant: "inflight=1024/traditional", Metric: "pinned", Engine: ptr(4 << 20), Baseline: ptr(0)},
+		{Name: "remote", Variant: "tcp/put/65536/b1/engine", BaselineVariant: "tcp/put/65536/ucx_perftest", Metric: "bandwidth", Engine: ptr(400), Baseline: ptr(300)},
+		{Name: "remote", Variant: "tcp/put/65536/b1/engine", BaselineVariant: "tcp/put/65536/b1/tcp-socket", Metric: "bandwidth", Engine: ptr(400), Baseline: ptr(350)},
+		{Name: "remote", Variant: "tcp/put/1048576/b64/engine", BaselineVariant: "tcp/put/1048576/ucx_perftest", Metric: "bandwidth", Engine: ptr(450), Baseline: ptr(30)},
 	}
 	for i, q := range []string{"p50", "p90", "p99", "p99.9", "max"} {
 		v := float64(250 * (i + 1))
@@ -222,7 +269,7 @@ func TestWritePlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"device-small-4096.svg", "device-small-4096-inline.svg", "file-4k-randread-iops.svg", "file-4k-randwrite-cpu-per-gib.svg", "latency-traditional.svg", "footprint.svg"}
+	want := []string{"device-small-4096.svg", "device-small-4096-inline.svg", "file-4k-randread-iops.svg", "file-4k-randwrite-cpu-per-gib.svg", "latency-traditional.svg", "footprint.svg", "remote-tcp-put.svg"}
 	for _, w := range want {
 		b, err := os.ReadFile(filepath.Join(dir, w))
 		if err != nil {
@@ -231,6 +278,10 @@ func TestWritePlots(t *testing.T) {
 		}
 		if !bytes.Contains(b, []byte("<svg")) {
 			t.Errorf("%s is not an SVG", w)
+		}
+		png := strings.TrimSuffix(w, ".svg") + ".png"
+		if b, err := os.ReadFile(filepath.Join(dir, png)); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("%s: not written or not a PNG (%v)", png, err)
 		}
 	}
 }
@@ -251,5 +302,33 @@ func TestFioCountArgs(t *testing.T) {
 		if a[len(a)-1] != "--number_ios="+strconv.Itoa(tc.ios) || !strings.Contains(s, "--rw="+tc.op) || !strings.Contains(s, "--ioengine="+tc.eng) {
 			t.Errorf("%s/%s %d: %s", tc.op, tc.eng, tc.ios, s)
 		}
+	}
+}
+
+// A unit runs as a child process: with time enough it hands over its
+// entries; past its deadline it is stopped, and the error says so and
+// what it kept, instead of the run hanging.
+func TestRunUnitDeadline(t *testing.T) {
+	o := &options{quick: true, reps: 5, noTrace: true, scenarios: map[string]bool{"alloc": true}, timeout: time.Minute}
+	var out bytes.Buffer
+	b := &bench{o: o, out: &out}
+	u := b.units()
+	if len(u) != 1 || u[0].scenario != "alloc" {
+		t.Fatalf("units %+v, want alloc", u)
+	}
+	rep, err := b.runUnit(u[0], 2*time.Minute)
+	if err != nil {
+		t.Fatalf("alloc: %v", err)
+	}
+	if len(rep.Scenarios) == 0 || !strings.Contains(out.String(), "== alloc") {
+		t.Errorf("alloc: %d entries, output:\n%s", len(rep.Scenarios), out.String())
+	}
+	out.Reset()
+	_, err = b.runUnit(u[0], 100*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "ran out of its time") {
+		t.Fatalf("alloc in 100 ms: %v, want stopped at its deadline", err)
+	}
+	if !strings.Contains(out.String(), "NOT FINISHED") {
+		t.Errorf("the tables do not say the unit did not finish:\n%s", out.String())
 	}
 }

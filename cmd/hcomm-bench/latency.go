@@ -488,13 +488,27 @@ func (b *bench) addLatency(g latGroup, res []*latResult) {
 			continue
 		}
 		m, rm := r.median(), ref.median()
+		runs := func(x *latResult, f func(latPct) float64) []float64 {
+			v := make([]float64, len(x.reps))
+			for i, p := range x.reps {
+				v[i] = f(p)
+			}
+			return v
+		}
 		for _, q := range []struct {
 			name string
 			e, b float64
-		}{{"p50", m.P50, rm.P50}, {"p90", m.P90, rm.P90}, {"p99", m.P99, rm.P99}, {"p99.9", m.P999, rm.P999}, {"max", m.Max, rm.Max}} {
+			f    func(latPct) float64
+		}{
+			{"p50", m.P50, rm.P50, func(p latPct) float64 { return p.P50 }},
+			{"p90", m.P90, rm.P90, func(p latPct) float64 { return p.P90 }},
+			{"p99", m.P99, rm.P99, func(p latPct) float64 { return p.P99 }},
+			{"p99.9", m.P999, rm.P999, func(p latPct) float64 { return p.P999 }},
+			{"max", m.Max, rm.Max, func(p latPct) float64 { return p.Max }},
+		} {
 			b.entries = append(b.entries, entry{Name: "latency", Variant: g.ref + "→" + r.name, Metric: q.name, Unit: "ns",
 				Engine: ptr(q.e), Baseline: ptr(q.b), Ratio: ptr(q.e / q.b), Runs: len(r.reps), Better: "lower",
-				BaselineVariant: g.ref})
+				BaselineVariant: g.ref, EngineRuns: runs(r, q.f), BaselineRuns: runs(ref, q.f)})
 		}
 	}
 	if !b.tables() {

@@ -13,8 +13,12 @@ import (
 type report struct {
 	SchemaVersion int      `json:"schema_version"`
 	Machine       machine  `json:"machine"`
+	Goals         []goal   `json:"goals"`
 	Scenarios     []entry  `json:"scenarios"`
 	Skipped       []string `json:"skipped"`
+	// Step is a scenario child's current step in its checkpoints (not
+	// in the run's JSON).
+	Step string `json:"step,omitempty"`
 }
 
 // entry is one metric of one engine variant against one baseline.
@@ -44,24 +48,40 @@ type entry struct {
 
 // schemaVersion changes when a field of the JSON changes meaning or goes
 // away (2: schema_version itself, latency/cpu/footprint entries, readat
-// rows, file ratios against fio).
-const schemaVersion = 2
+// rows, file ratios against fio; 3: "goals", remote entries, per-repetition
+// runs on latency and footprint entries, the CSV's kind/target/verdict
+// columns).
+const schemaVersion = 3
 
 func ptr(v float64) *float64 { return &v }
 
-// writeCSV writes one row per entry.
+// writeCSV writes one row per goal (kind "goal") and per entry (kind
+// "measurement").
 func writeCSV(w io.Writer, rep report) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"scenario", "variant", "baseline_variant", "metric", "unit", "engine", "baseline", "ratio", "better", "runs", "engine_min", "engine_max", "note"})
+	_ = cw.Write([]string{"kind", "scenario", "variant", "baseline_variant", "metric", "unit", "engine", "baseline", "ratio", "better", "runs", "engine_min", "engine_max", "note", "target", "verdict"})
 	f := func(p *float64) string {
 		if p == nil {
 			return ""
 		}
 		return strconv.FormatFloat(*p, 'g', 6, 64)
 	}
+	for _, g := range rep.Goals {
+		id := fmt.Sprintf("issue %d goal %s", g.Issue, g.Goal)
+		if g.Issue == 0 {
+			id = "earlier target"
+		}
+		var eng, ratio string
+		if g.Unit == "×" {
+			ratio = f(g.Value)
+		} else {
+			eng = f(g.Value)
+		}
+		_ = cw.Write([]string{"goal", g.Scenario, id + ": " + g.What, "", "goal", g.Unit, eng, "", ratio, "", "", f(g.Min), f(g.Max), g.Detail, g.Target, g.Verdict})
+	}
 	for _, e := range rep.Scenarios {
-		_ = cw.Write([]string{e.Name, e.Variant, e.BaselineVariant, e.Metric, e.Unit, f(e.Engine), f(e.Baseline), f(e.Ratio), e.Better,
-			strconv.Itoa(e.Runs), f(e.EngineMin), f(e.EngineMax), e.Note})
+		_ = cw.Write([]string{"measurement", e.Name, e.Variant, e.BaselineVariant, e.Metric, e.Unit, f(e.Engine), f(e.Baseline), f(e.Ratio), e.Better,
+			strconv.Itoa(e.Runs), f(e.EngineMin), f(e.EngineMax), e.Note, "", ""})
 	}
 	cw.Flush()
 	return cw.Error()
@@ -309,13 +329,8 @@ func (b *bench) addPages(pr []*pageResult) {
 	tw.Flush()
 }
 
-func (b *bench) printSummary() {
-	fmt.Fprintf(b.out, "\n== Targets (from this run)\n")
-	for _, t := range targets(b.entries) {
-		if name, _, _ := strings.Cut(t, " "); b.o.scenarios[name] {
-			fmt.Fprintf(b.out, "   %s\n", t)
-		}
-	}
+func (b *bench) printSummary(gs []goal) {
+	printGoals(b.out, gs, b.o.reps)
 	if len(b.skipped) > 0 {
 		fmt.Fprintf(b.out, "\n== Skipped, and why\n")
 		for _, s := range b.skipped {
@@ -323,79 +338,6 @@ func (b *bench) printSummary() {
 		}
 	}
 	fmt.Fprintf(b.out, "\nload average at end: %.2f %.2f %.2f; %.0f s\n", b.m.LoadEnd[0], b.m.LoadEnd[1], b.m.LoadEnd[2], b.m.Seconds)
-}
-
-// targets checks the issue's targets against this run's entries.
-func targets(es []entry) []string {
-	find := func(name, variant, base, metric string) *entry {
-		for i := range es {
-			e := &es[i]
-			if e.Name == name && e.Variant == variant && e.BaselineVariant == base && e.Metric == metric {
-				return e
-			}
-		}
-		return nil
-	}
-	var out []string
-	check := func(label string, e *entry, ok func(float64) bool, want string) {
-		switch {
-		case e == nil:
-			out = append(out, fmt.Sprintf("%-72s not measured", label))
-		case e.Ratio == nil && e.Engine == nil:
-			out = append(out, fmt.Sprintf("%-72s %s", label, e.Note))
-		default:
-			v := *e.Engine
-			if e.Ratio != nil && !strings.Contains(want, "/op") {
-				v = *e.Ratio
-			}
-			verdict := "MISSED"
-			if ok(v) {
-				verdict = "met"
-			}
-			out = append(out, fmt.Sprintf("%-72s %8.4g  (want %s)  %s", label, v, want, verdict))
-		}
-	}
-	check("device-small 4 KiB b64 time vs traditional (worker)", find("device-small", "4096/engine-b64", "4096/traditional", "time"), func(v float64) bool { return v <= 0.10 }, "≤ 0.10×")
-	check("device-small 4 KiB b64 time vs traditional (inline)", find("device-small", "4096-inline/engine-b64", "4096-inline/traditional", "time"), func(v float64) bool { return v <= 0.10 }, "≤ 0.10×")
-	check("device-small 4 KiB b64 time vs the bare driver (inline)", find("device-small", "4096-inline/engine-b64", "4096-inline/floor-driver-b64", "time"), func(v float64) bool { return v <= 1.25 }, "≤ 1.25×")
-	check("device-small 4 KiB b1 time vs the bare driver (inline)", find("device-small", "4096-inline/engine-b1", "4096-inline/floor-driver-b1", "time"), func(v float64) bool { return v <= 2 }, "≤ 2×")
-	check("device-small 4 KiB b64 syscalls/transfer", find("device-small", "4096/engine-b64", "4096/traditional", "syscalls"), func(v float64) bool { return v < 0.005 }, "< 0.005 /op")
-	check("device-small 4 KiB b64 CPU copies/transfer", find("device-small", "4096/engine-b64", "4096/traditional", "copies"), func(v float64) bool { return v < 0.005 }, "< 0.005 /op")
-	for _, op := range fileOps {
-		for _, ev := range []string{"engine", "engine-reaper"} {
-			p := "file-4k " + op + " " + ev + " "
-			check(p+"IOPS vs fio io_uring", find("file-4k", op+"/"+ev, op+"/fio-io_uring", "iops"), func(v float64) bool { return v >= 1.0 }, "≥ 1.0×")
-			at := atName(op)
-			check(p+"IOPS vs "+at+" O_DIRECT qd1", find("file-4k", op+"/"+ev, op+"/"+at+"-direct-qd1", "iops"), func(v float64) bool { return v >= 3 }, "≥ 3×")
-			check(p+"IOPS vs "+at+" O_DIRECT 64 goroutines", find("file-4k", op+"/"+ev, op+"/"+at+"-direct-g64", "iops"), func(v float64) bool { return v >= 3 }, "≥ 3×")
-			check(p+"CPU per I/O vs fio io_uring", find("file-4k", op+"/"+ev, op+"/fio-io_uring", "cpu"), func(v float64) bool { return v <= 0.5 }, "≤ 0.5×")
-			check(p+"syscalls per I/O", find("file-4k", op+"/"+ev, op+"/fio-io_uring", "syscalls"), func(v float64) bool { return v <= 1.0/32 }, "≤ 0.03125 /op")
-		}
-	}
-	latency := func(label, ref, v, metric string, limit float64) {
-		e := find("latency", ref+"→"+v, ref, metric)
-		check(label, e, func(x float64) bool { return x <= limit }, fmt.Sprintf("≤ %g×", limit))
-	}
-	latency("latency device 4 KiB sync, default mode, p50 vs traditional", "traditional", "engine", "p50", 0.1)
-	latency("latency device 4 KiB sync, default mode, p99 vs traditional", "traditional", "engine", "p99", 0.33)
-	latency("latency device 4 KiB sync, default mode DMA, p50 vs traditional", "traditional", "engine-dma", "p50", 0.1)
-	latency("latency file 4 KiB sync read, default mode, p50 vs ReadAt", "readat", "engine", "p50", 1.1)
-	if e := find("idle", "engine-reaper", "", "cpu_percent"); e != nil {
-		check("latency idle engine (default mode), % of one CPU", e, func(x float64) bool { return x < 1 }, "< 1 %")
-	} else {
-		check("latency idle engine (default mode), % of one CPU", nil, nil, "")
-	}
-	for _, n := range footprintNs {
-		check(fmt.Sprintf("footprint RSS with %d in flight vs a buffer per request", n), find("footprint", fmt.Sprintf("inflight=%d/engine", n), fmt.Sprintf("inflight=%d/traditional", n), "rss"),
-			func(x float64) bool { return x <= 1 }, "≤ 1×")
-	}
-	for _, s := range bulkSizes {
-		l := sizeLabel(s)
-		check("bulk memory "+l+" vs copy()", find("bulk", "memory-"+l+"/engine", "memory-"+l+"/copy", "bandwidth"), func(v float64) bool { return v >= 0.9 }, "≥ 0.9×")
-		check("bulk device "+l+" vs copy() (worker)", find("bulk", "device-"+l+"/engine", "device-"+l+"/copy", "bandwidth"), func(v float64) bool { return v >= 0.9 }, "≥ 0.9×")
-		check("bulk device "+l+" vs copy() (inline)", find("bulk", "device-"+l+"-inline/engine", "device-"+l+"-inline/copy", "bandwidth"), func(v float64) bool { return v >= 0.9 }, "≥ 0.9×")
-	}
-	return out
 }
 
 func shortVariant(v string) string { return v }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -30,12 +31,15 @@ func writePlots(dir string, rep report) (files []string, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	// Each chart as SVG (for the docs) and PNG (for viewers without SVG).
 	save := func(p *plot.Plot, name string, w vg.Length) error {
-		path := filepath.Join(dir, name)
-		if err := p.Save(w, 10*vg.Centimeter, path); err != nil {
-			return fmt.Errorf("plot %s: %w", name, err)
+		for _, n := range []string{name, strings.TrimSuffix(name, ".svg") + ".png"} {
+			path := filepath.Join(dir, n)
+			if err := p.Save(w, 10*vg.Centimeter, path); err != nil {
+				return fmt.Errorf("plot %s: %w", n, err)
+			}
+			files = append(files, path)
 		}
-		files = append(files, path)
 		return nil
 	}
 	// values collects one metric of one scenario by variant (engine
@@ -66,16 +70,33 @@ func writePlots(dir string, rep report) (files []string, err error) {
 		p := plot.New()
 		p.Title.Text = title
 		p.Y.Label.Text = ylabel
+		// The engine's bars first, then the peers', then the traditional
+		// path's; one colour per kind, named in the legend.
+		idx := make([]int, len(names))
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortStableFunc(idx, func(a, b int) int { return barKind(names[a]) - barKind(names[b]) })
 		short := make([]string, len(names))
-		for i, n := range names {
-			short[i] = strings.TrimPrefix(n, prefix)
+		seen := map[int]bool{}
+		for x, i := range idx {
+			short[x] = strings.TrimPrefix(names[i], prefix)
+			bc, err := plotter.NewBarChart(plotter.Values{vals[i]}, vg.Points(18))
+			if err != nil {
+				return err
+			}
+			k := barKind(names[i])
+			bc.Color = barColors[k]
+			bc.XMin = float64(x)
+			p.Add(bc)
+			if !seen[k] {
+				seen[k] = true
+				p.Legend.Add(barKindNames[k], bc)
+			}
 		}
-		bc, err := plotter.NewBarChart(plotter.Values(vals), vg.Points(18))
-		if err != nil {
-			return err
-		}
-		bc.Color = color.RGBA{R: 60, G: 110, B: 180, A: 255}
-		p.Add(bc)
+		p.Legend.Top = true
+		p.Y.Min = 0
+		p.Y.Max = slices.Max(vals) * 1.35 // room for the legend above the bars
 		p.NominalX(short...)
 		p.X.Tick.Label.Rotation = 0.6
 		p.X.Tick.Label.XAlign = -0.9
@@ -95,7 +116,7 @@ func writePlots(dir string, rep report) (files []string, err error) {
 		errs = append(errs, bars("device-small-"+strings.TrimSuffix(s, "/")+".svg", "4 KiB host→device, "+mode+": ns per transfer (lower is better)",
 			"ns/transfer", "device-small", "time", s))
 	}
-	errs = append(errs, latencyPlot(rep, save), footprintPlot(rep, save))
+	errs = append(errs, latencyPlot(rep, save), footprintPlot(rep, save), remotePlot(rep, save))
 	for _, err := range errs {
 		if err != nil {
 			return files, err
@@ -208,4 +229,91 @@ func footprintPlot(rep report, save func(*plot.Plot, string, vg.Length) error) e
 	p.Legend.Top = true
 	p.Legend.Left = true
 	return save(p, "footprint.svg", 14*vg.Centimeter)
+}
+
+// barKind sorts and colours a bar: 0 the engine, 1 a peer (fio, UCX's
+// perftest, the bare driver, copy()), 2 the traditional path.
+func barKind(variant string) int {
+	_, v, _ := strings.Cut(variant, "/")
+	switch {
+	case strings.HasPrefix(v, "engine"):
+		return 0
+	case strings.HasPrefix(v, "fio") || strings.HasPrefix(v, "floor") || strings.HasPrefix(v, "copy") || strings.HasPrefix(v, "ucx"):
+		return 1
+	}
+	return 2
+}
+
+var (
+	barColors    = []color.Color{color.RGBA{R: 40, G: 100, B: 180, A: 255}, color.RGBA{R: 230, G: 140, B: 30, A: 255}, color.RGBA{R: 180, G: 50, B: 50, A: 255}}
+	barKindNames = []string{"engine", "peer (fio, bare driver, copy)", "traditional path"}
+)
+
+// remotePlot draws, per transport, put bandwidth against the transfer
+// size: the engine at batches of 1 and 64, ucx_perftest, the TCP socket.
+func remotePlot(rep report, save func(*plot.Plot, string, vg.Length) error) error {
+	series := map[string]map[string]plotter.XYs{} // tls → series → points
+	var tlss []string
+	add := func(tls, name string, size, v float64) {
+		if series[tls] == nil {
+			series[tls] = map[string]plotter.XYs{}
+			tlss = append(tlss, tls)
+		}
+		for _, p := range series[tls][name] {
+			if p.X == size {
+				return
+			}
+		}
+		series[tls][name] = append(series[tls][name], plotter.XY{X: size, Y: v})
+	}
+	for _, e := range rep.Scenarios {
+		f := strings.Split(e.Variant, "/")
+		if e.Name != "remote" || e.Metric != "bandwidth" || len(f) != 5 || f[1] != "put" || e.Engine == nil || e.Baseline == nil {
+			continue
+		}
+		size, err := strconv.ParseFloat(f[2], 64)
+		if err != nil || *e.Engine <= 0 || *e.Baseline <= 0 {
+			continue
+		}
+		add(f[0], "engine "+f[3], size, *e.Engine)
+		if strings.HasSuffix(e.BaselineVariant, "/ucx_perftest") {
+			add(f[0], "ucx_perftest", size, *e.Baseline)
+		} else if f[3] == "b1" {
+			add(f[0], "tcp socket", size, *e.Baseline)
+		}
+	}
+	for _, tls := range tlss {
+		p := plot.New()
+		p.Title.Text = "Remote put over UCX " + tls + ": bandwidth by transfer size (higher is better)"
+		p.X.Label.Text = "bytes per transfer (log)"
+		p.Y.Label.Text = "MiB/s (log)"
+		p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+		p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{}, plot.LogTicks{}
+		var args []any
+		for _, k := range []string{"engine b1", "engine b64", "ucx_perftest", "tcp socket"} {
+			if xy := series[tls][k]; len(xy) > 0 {
+				slices.SortFunc(xy, func(a, b plotter.XY) int { return cmpFloat(a.X, b.X) })
+				args = append(args, k, xy)
+			}
+		}
+		if err := plotutil.AddLinePoints(p, args...); err != nil {
+			return err
+		}
+		p.Legend.Top = true
+		p.Legend.Left = true
+		if err := save(p, "remote-"+tls+"-put.svg", 14*vg.Centimeter); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

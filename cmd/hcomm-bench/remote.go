@@ -82,12 +82,11 @@ type remoteRow struct {
 }
 
 // runRemote measures the remote scenario and prints its table; it returns
-// what it skipped or failed, for the summary.
-func runRemote(o *options, w io.Writer) (skipped []string, failed bool) {
+// its rows and what it skipped or failed, for the summary.
+func runRemote(o *options, w io.Writer) (rows []*remoteRow, skipped []string, failed bool) {
 	if _, err := exec.LookPath("ucx_perftest"); err != nil {
 		skipped = append(skipped, "remote: ucx_perftest not found (apt-get install ucx-utils): the yardstick column reads n/a")
 	}
-	var rows []*remoteRow
 	for _, tr := range remoteTransports {
 		o.logf("remote: %s", tr.name)
 		rs, err := remoteTransport(o, tr.name, tr.engineTLS, tr.perftestTLS)
@@ -100,7 +99,7 @@ func runRemote(o *options, w io.Writer) (skipped []string, failed bool) {
 	if !o.json && !o.csv {
 		printRemote(w, rows, o)
 	}
-	return skipped, failed
+	return rows, skipped, failed
 }
 
 func remoteTransport(o *options, name, engineTLS, perftestTLS string) ([]*remoteRow, error) {

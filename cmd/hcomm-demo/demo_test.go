@@ -85,7 +85,8 @@ func TestTransfersSection(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := out.String()
-	for _, want := range []string{"engine ÷ traditional", "What it means", "every block came back byte for byte"} {
+	for _, want := range []string{"engine ÷ traditional", "What it means", "every block came back byte for byte",
+		"Throughput", "less time per transfer, pipelined", "Latency: one synchronous 4 KiB", "latency p50", "latency p99"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}
