@@ -398,7 +398,8 @@ func (e *Engine) drainLocked() {
 	for e.fwd != end {
 		pos := e.fwd
 		op := &e.ops[pos&e.mask]
-		if op.done == opForward {
+		done, path, n := op.done, op.Path&(nPaths-1), op.Len
+		if done == opForward {
 			if !e.be.Forward(pos, op, pos == lastFwd) {
 				break
 			}
@@ -407,9 +408,9 @@ func (e *Engine) drainLocked() {
 			e.pushLocalLocked(pos)
 			local = true
 		}
-		if op.done != opNoop {
-			count[op.Path&(nPaths-1)]++
-			bytes[op.Path&(nPaths-1)] += uint64(op.Len)
+		if done != opNoop {
+			count[path]++
+			bytes[path] += uint64(n)
 		}
 		e.fwd++
 	}

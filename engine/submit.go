@@ -58,7 +58,12 @@ func (e *Engine) fill(pos uint64, t *Transfer, op *Op) (ID, error) {
 		e.fillNoop(pos)
 		return 0, errClosedWhile("submit")
 	}
-	s.cb, s.user = t.Callback, t.User
+	// A slot's callback is nil once it ran (complete, fillNoop), and User
+	// reaches nobody without one: nothing to store for a transfer
+	// without a callback.
+	if t.Callback != nil {
+		s.cb, s.user = t.Callback, t.User
+	}
 	if e.reg.mask.Load() != 0 && !e.holdRegistered(s, t) {
 		e.fillNoop(pos)
 		return 0, errUnregistering

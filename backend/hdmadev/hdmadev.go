@@ -385,6 +385,10 @@ func (b *Backend) Reap(out []engine.Completion) int {
 	n := b.q.Reap(b.cpl[:min(len(out), len(b.cpl))])
 	for i := range n {
 		c := &b.cpl[i]
+		if c.Err == nil && b.failed == 0 {
+			out[i] = engine.Completion{Tag: c.User, N: c.Len} // StatusOK
+			continue
+		}
 		st := statusOf(c.Err)
 		// Reap hands out what Recover failed first; a reset status
 		// reported by the device itself means it reset and is disabled.
