@@ -126,13 +126,21 @@ typedef enum hcomm_target {
 #define HCOMM_REMOTE_SHM 1u /* between processes of one host: put/get over UCX's shared-memory
                              * transports (run with UCX_TLS=shm,tcp; tcp carries the connection) */
 
+/* Marks the anonymous union below as a GNU extension for C before C11
+ * (glibc's headers do the same), so that -std=c99 -pedantic stays quiet. */
+#if defined(__GNUC__) && !defined(__cplusplus) && (!defined(__STDC_VERSION__) || __STDC_VERSION__ < 201112L)
+#define HCOMM_EXTENSION __extension__
+#else
+#define HCOMM_EXTENSION
+#endif
+
 typedef struct hcomm_config {
 	size_t mem_pool_size;    /* bytes of host memory (0: 256 MiB); mapped and DMA-mapped once at init,
 	                          * hugepages first, then transparent hugepages, then 4 KiB pages */
 	uint32_t queue_depth;    /* most transfers in flight (0: 64); a power of two */
 	uint32_t align_size;     /* alignment of host (and device) allocations (0: 64); a power of two, 8..2 MiB */
 	int32_t target;          /* hcomm_target_t (0: the mock device) */
-	union {
+	HCOMM_EXTENSION union {  /* anonymous: C11, C++, and GNU C99 (HCOMM_EXTENSION) */
 		uint32_t flags;      /* HCOMM_REMOTE_* for HCOMM_TARGET_REMOTE; else 0 */
 		uint32_t reserved;   /* the field's name before flags (0.1.0): must be 0 */
 	};

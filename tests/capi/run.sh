@@ -35,6 +35,14 @@ build "$tb/bench_submit" "$out" "$here/bench_submit.c"
 build "$tb/test_remote" "$out" "$here/test_remote.c"
 "$CC" -Wall -Werror -O2 -o "$tb/no_uring" "$here/no_uring.c"
 
+# hcomm.h alone under strict standards: C99 (the anonymous union of
+# hcomm_config_t is marked __extension__ there), C11, C++11.
+printf '#include <string.h>\n#include "hcomm.h"\nint main(void) { hcomm_config_t c; memset(&c, 0, sizeof c); c.flags = HCOMM_REMOTE_SHM; c.reserved = 0; return hcomm_remote_addr(0, 0) != 0 && c.flags; }\n' >"$tb/header_only.c"
+for std in c99 c11; do "$CC" -std=$std -pedantic -Wall -Wextra -Werror -I "$out" -c -o /dev/null "$tb/header_only.c"; done
+if command -v "${CXX:-c++}" >/dev/null; then
+	cp "$tb/header_only.c" "$tb/header_only.cc"
+	"${CXX:-c++}" -std=c++11 -pedantic -Wall -Wextra -Werror -I "$out" -c -o /dev/null "$tb/header_only.cc"
+fi
 start=$(date +%s)
 echo "== fork before anything else: the child gets HCOMM_EFORK, never a hang"
 HCOMM_LOG=off "$tb/test_capi" fork_noinit
