@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -331,4 +332,34 @@ func TestRunUnitDeadline(t *testing.T) {
 	if !strings.Contains(out.String(), "NOT FINISHED") {
 		t.Errorf("the tables do not say the unit did not finish:\n%s", out.String())
 	}
+}
+
+// The parent lays the data file out and removes it at exit; a scenario
+// child (or a traced worker) reuses it and must not remove it when it
+// exits, or every later unit lays 512 MiB out again (and -keep is lost).
+func TestChildKeepsDataFiles(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, err := benchDir(&options{dir: dir}); err != nil {
+		t.Skipf("%s: %v", dir, err)
+	}
+	for _, tc := range []struct {
+		name  string
+		o     options
+		noted bool
+	}{
+		{"child", options{child: true}, false},
+		{"worker", options{worker: true}, false},
+		{"parent", options{}, true},
+	} {
+		tc.o.quick, tc.o.dir = true, dir
+		dataFiles = nil
+		path, err := prepareFile(&tc.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if noted := slices.Contains(dataFiles, path); noted != tc.noted {
+			t.Errorf("%s: data file noted for removal: %v, want %v", tc.name, noted, tc.noted)
+		}
+	}
+	dataFiles = nil
 }

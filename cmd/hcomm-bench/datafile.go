@@ -73,7 +73,7 @@ func layOut(o *options, name string) (string, error) {
 	}
 	name = strings.Replace(name, ".dat", tag+".dat", 1)
 	path := filepath.Join(dir, name)
-	if !o.worker {
+	if !o.worker && !o.child { // the parent lays the file out and removes it
 		noteDataFile(path)
 	}
 	if st, err := os.Stat(path); err == nil && st.Size() == size {
