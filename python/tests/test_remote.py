@@ -9,6 +9,7 @@ import random
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -53,18 +54,37 @@ class _Peer:
 
     def stop(self):
         self.proc.stdin.close()
-        assert self.proc.wait(60) == 0
+        rc = self.proc.wait(60)
+        assert rc == 0 or (self.killed and rc == -9), f"peer exited with {rc}"
+
+    killed = False
+
+    def kill(self):
+        self.killed = True
+        self.proc.kill()  # SIGKILL
+        self.proc.wait(60)
 
 
-@pytest.fixture(params=["tcp", "shm"])
-def pair(request, monkeypatch):
-    tls, shm = ("shm,tcp", True) if request.param == "shm" else ("tcp", False)
+def _pair(monkeypatch, transport):
+    tls, shm = ("shm,tcp", True) if transport == "shm" else ("tcp", False)
     monkeypatch.setenv("UCX_TLS", tls)  # read by UCX at Engine() (hcomm_init)
     peer = _Peer(tls, shm)
     eng = hcomm.Engine(pool_size=16 << 20, target="remote", shm=shm)
     yield eng, peer
     eng.close()
     peer.stop()
+
+
+@pytest.fixture(params=["tcp", "shm"])
+def pair(request, monkeypatch):
+    yield from _pair(monkeypatch, request.param)
+
+
+@pytest.fixture
+def tcp_pair(monkeypatch):
+    """tcp only: over shm the first put to a new peer after a kill -9
+    sometimes never completes (docs/remote.md)."""
+    yield from _pair(monkeypatch, "tcp")
 
 
 def test_round_trip(pair):
@@ -123,6 +143,45 @@ def test_refusals(pair):
     again = eng.connect(p.addr, timeout=30)
     assert again.id != peer.id
     assert eng.submit(again.at(p.off, 64), buf).result(30) == 64
+
+
+def test_peer_killed(tcp_pair):
+    """kill -9 of the peer: a transfer to it then fails (PeerGone, or
+    DeviceError for the one in flight if UCX reports a transport error),
+    never hangs; submits are refused with PeerGone; a new peer works."""
+    eng, p = tcp_pair
+    peer = eng.connect(p.addr, timeout=30)
+    buf = eng.alloc(4096)
+    p.kill()
+    err = None
+    for _ in range(600):
+        try:
+            eng.submit(buf, peer.at(p.off, 4096)).result(60)
+        except (hcomm.PeerGone, hcomm.DeviceError) as e:
+            err = e
+            break
+        time.sleep(0.05)
+    assert err is not None, "transfers to a killed peer kept succeeding"
+    for _ in range(600):
+        try:
+            eng.submit(buf, peer.at(p.off, 64)).result(60)
+        except hcomm.PeerGone:
+            break
+        except hcomm.DeviceError:
+            pass
+        time.sleep(0.05)
+    else:
+        pytest.fail("submits to a killed peer never refused with PeerGone")
+    with pytest.raises(hcomm.PeerGone):
+        eng.submit(buf, peer.at(p.off, 64))
+    p2 = _Peer("tcp", False)
+    try:
+        again = eng.connect(p2.addr, timeout=30)
+        buf.memoryview()[:64] = b"x" * 64
+        eng.submit(buf.view(0, 64), again.at(p2.off, 64)).result(30)
+        assert p2.read(p2.off, 64) == b"x" * 64
+    finally:
+        p2.stop()
 
 
 def test_not_remote(mem_eng):
