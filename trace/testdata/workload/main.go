@@ -318,9 +318,16 @@ func (r *rawRing) submitOne(e sqe) int32 {
 	if errno != 0 {
 		fail("io_uring_enter: %v", errno)
 	}
+	// A signal (the Go runtime's preemption SIGURG) can end the wait after
+	// the submission: the call then returns 1 with no completion yet. Wait
+	// again (callers that count io_uring_enter use requests that complete
+	// inline, like NOP).
 	head := atomic.LoadUint32(r.cqHead)
-	if atomic.LoadUint32(r.cqTail) == head {
-		fail("no completion after io_uring_enter")
+	for atomic.LoadUint32(r.cqTail) == head {
+		_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), 0, 1, enterGetEvents, 0, 0)
+		if errno != 0 && errno != unix.EINTR {
+			fail("io_uring_enter (wait): %v", errno)
+		}
 	}
 	off := int(head&r.cqMask) * 16
 	res := *(*int32)(unsafe.Pointer(&r.cqes[off+8]))
