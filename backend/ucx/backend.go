@@ -236,13 +236,15 @@ func (b *Backend) Flush() {
 	b.inflight += b.staged
 	b.staged = 0
 	b.progress() // what completes at once (shared memory) is ready for the next Reap
-	wake := b.idle && b.inflight > 0
+	wake := b.idle && b.be.inflight > 0
 	b.idle = false
 	b.mu.Unlock()
 	if wake {
 		// The progress goroutine sleeps until the worker's next event:
-		// have it look after these transfers (events UCX does not signal,
-		// the watchdog). Once per idle → busy change, not per batch.
+		// have it look after the requests still in UCX (events UCX does
+		// not signal, the watchdog). Once per idle → busy change, not per
+		// batch; never when everything completed at posting (shared
+		// memory: a put or get is a memcpy).
 		b.wakeProgress()
 	}
 	if b.env.Counters != nil {

@@ -484,7 +484,9 @@ func (b *Backend) progressLoop() {
 			runtime.Gosched()
 			continue
 		}
-		busy := b.inflight > 0
+		// Busy: requests are in UCX (not only completions waiting in the
+		// ring for the engine, which progress already signalled).
+		busy := b.be.inflight > 0
 		st := C.ucp_worker_arm(b.be.worker)
 		b.idle = !busy && st != C.UCS_ERR_BUSY
 		b.mu.Unlock()

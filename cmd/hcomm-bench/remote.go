@@ -42,14 +42,26 @@ const (
 )
 
 // remoteTransports: the name in the tables, UCX_TLS for the engine's two
-// processes, UCX_TLS for ucx_perftest. The engine's shared-memory run keeps
-// tcp for the listener's connection (UCX 1.13 connects client-server
-// endpoints over tcp only) and moves the data over posix/sysv/cma
-// (ucx.Config.SharedMemory); ucx_perftest exchanges worker addresses over
-// its own socket and needs no tcp.
+// processes, UCX_TLS for ucx_perftest — the same, so that both workers
+// carry the same interfaces. The shared-memory run keeps tcp for the
+// listener's connection (UCX 1.13 connects client-server endpoints over tcp
+// only) and moves the data over sysv/posix (ucx.Config.SharedMemory);
+// ucx_perftest connects by worker address and would not need tcp, but an
+// active tcp interface is what the engine's worker pays for (docs/remote.md).
 var remoteTransports = []struct{ name, engineTLS, perftestTLS string }{
 	{"tcp", "tcp", "tcp"},
-	{"shm", "shm,tcp", "shm"},
+	{"shm", "shm,tcp", "shm,tcp"},
+}
+
+// remoteBudget bounds each transport's measurements (the whole scenario,
+// two transports, stays under 4 minutes of a full hcomm-bench run; the
+// child process's share of -timeout is the backstop): rows it does not
+// reach say so.
+func remoteBudget(quick bool) time.Duration {
+	if quick {
+		return 45 * time.Second
+	}
+	return 105 * time.Second
 }
 
 func remoteSizes(quick bool) []int {
@@ -60,7 +72,7 @@ func remoteSizes(quick bool) []int {
 }
 
 func remoteCount(quick bool, size, batch int) int {
-	budget, lo, hi := 64<<20, 8, 20000
+	budget, lo, hi := 32<<20, 4, 20000
 	if quick {
 		budget, lo, hi = 16<<20, 4, 4000
 	}
@@ -72,13 +84,19 @@ func remoteCount(quick bool, size, batch int) int {
 	return (n + batch - 1) / batch * batch
 }
 
-// remoteRow is one line of the table: medians over the repetitions.
+// remoteRow is one line of the table: medians over the repetitions. eng,
+// pt and sock are each run's overall figure (bytes ÷ wall time, or wall
+// time ÷ round trips); the *T fields are each run's typical figure, the
+// median per-operation time (ucx_perftest's "typical" column, the engine's
+// and the socket's median window or round trip), which a loaded machine's
+// scheduling stalls move far less.
 type remoteRow struct {
-	tls, op       string
-	size, batch   int
-	unit          string // "MiB/s" or "µs"
-	eng, pt, sock []float64
-	ptErr, err    string
+	tls, op          string
+	size, batch      int
+	unit             string // "MiB/s" or "µs"
+	eng, pt, sock    []float64
+	engT, ptT, sockT []float64
+	ptErr, err       string
 }
 
 // runRemote measures the remote scenario and prints its table; it returns
@@ -89,7 +107,8 @@ func runRemote(o *options, w io.Writer) (rows []*remoteRow, skipped []string, fa
 	}
 	for _, tr := range remoteTransports {
 		o.logf("remote: %s", tr.name)
-		rs, err := remoteTransport(o, tr.name, tr.engineTLS, tr.perftestTLS)
+		tdl := time.Now().Add(remoteBudget(o.quick))
+		rs, err := remoteTransport(o, tr.name, tr.engineTLS, tr.perftestTLS, tdl)
 		if err != nil {
 			failed = true
 			skipped = append(skipped, fmt.Sprintf("remote/%s FAILED: %v", tr.name, err))
@@ -102,7 +121,26 @@ func runRemote(o *options, w io.Writer) (rows []*remoteRow, skipped []string, fa
 	return rows, skipped, failed
 }
 
-func remoteTransport(o *options, name, engineTLS, perftestTLS string) ([]*remoteRow, error) {
+// measureCtx is the context of one measurement: at most 30 s, and at most
+// 10 s past the deadline (a measurement starts only before it).
+func measureCtx(deadline time.Time) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(context.Background(), measureEnd(deadline))
+}
+
+func measureEnd(deadline time.Time) time.Time {
+	return minTime(deadline.Add(10*time.Second), time.Now().Add(30*time.Second))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+const outOfTime = "not measured: the scenario's time budget ran out"
+
+func remoteTransport(o *options, name, engineTLS, perftestTLS string, deadline time.Time) ([]*remoteRow, error) {
 	os.Setenv("UCX_TLS", engineTLS)
 	defer os.Unsetenv("UCX_TLS")
 	shm := name == "shm"
@@ -130,7 +168,7 @@ func remoteTransport(o *options, name, engineTLS, perftestTLS string) ([]*remote
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
+	defer func() { conn.Close() }()
 	heap := make([]byte, 16<<20)
 
 	var rows []*remoteRow
@@ -149,42 +187,65 @@ func remoteTransport(o *options, name, engineTLS, perftestTLS string) ([]*remote
 		}
 		blocks[size] = blk
 	}
+	// The latency row is measured last, with a reserve of the budget.
+	bwDeadline := time.Now().Add(time.Until(deadline) * 3 / 4)
 	for rep := 0; rep < o.reps; rep++ {
 		for _, r := range rows {
+			if time.Now().After(bwDeadline) {
+				if r.err == "" && len(r.eng) < o.reps {
+					r.err = fmt.Sprintf("%s (%d of %d repetitions)", outOfTime, len(r.eng), o.reps)
+				}
+				continue
+			}
 			n := remoteCount(o.quick, r.size, r.batch)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			v, err := engineBW(ctx, eng, pidx, blocks[r.size], r.op == "put", r.size, r.batch, n)
+			ctx, cancel := measureCtx(bwDeadline)
+			v, vt, err := engineBW(ctx, eng, pidx, blocks[r.size], r.op == "put", r.size, r.batch, n)
 			cancel()
 			if err != nil {
 				r.err = err.Error()
 				continue
 			}
 			r.eng = append(r.eng, v)
+			r.engT = append(r.engT, vt)
 			if r.batch == 1 { // ucx_perftest has no batches: once per size
 				test := "ucp_put_bw"
 				if r.op == "get" {
 					test = "ucp_get"
 				}
-				pv, err := perftest(perftestTLS, test, r.size, n)
+				pv, pvt, err := perftest(perftestTLS, test, r.size, n, bwDeadline)
 				if err != nil {
 					r.ptErr = err.Error()
 				} else {
 					r.pt = append(r.pt, pv)
+					// Over tcp a put or get is queued, not done, when
+					// ucx_perftest times it: its typical figure is the
+					// posting cost, no bandwidth. Over shared memory it
+					// is the memcpy.
+					if shm {
+						r.ptT = append(r.ptT, pvt)
+					}
 				}
 			}
-			sv, err := socketBW(conn, heap, r.op == "put", r.size, r.batch, n)
+			conn.SetDeadline(measureEnd(bwDeadline))
+			sv, svt, err := socketBW(conn, heap, r.op == "put", r.size, r.batch, n)
 			if err != nil {
-				r.err = err.Error()
+				r.err = "socket: " + err.Error()
+				// The stream is out of step: a new connection.
+				conn.Close()
+				if conn, err = net.Dial("tcp", peer.tcpAddr); err != nil {
+					return rows, err
+				}
 				continue
 			}
 			r.sock = append(r.sock, sv)
+			r.sockT = append(r.sockT, svt)
 		}
 	}
 	for _, r := range rows { // the batch-64 rows share the batch-1 row's yardstick
 		if r.batch != 1 {
 			for _, q := range rows {
 				if q.op == r.op && q.size == r.size && q.batch == 1 {
-					r.pt, r.ptErr = q.pt, q.ptErr
+					r.pt, r.ptT, r.ptErr = q.pt, q.ptT, q.ptErr
 				}
 			}
 		}
@@ -193,38 +254,47 @@ func remoteTransport(o *options, name, engineTLS, perftestTLS string) ([]*remote
 	peer.stop()
 
 	lat := &remoteRow{tls: name, op: "put latency", size: 8, batch: 1, unit: "µs"}
-	iters := 20000
+	iters := 10000
 	if o.quick {
 		iters = 2000
 	}
 	for rep := 0; rep < o.reps; rep++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		v, err := engineLat(ctx, engineTLS, shm, iters)
+		if time.Now().After(deadline) {
+			lat.err = fmt.Sprintf("%s (%d of %d repetitions)", outOfTime, len(lat.eng), o.reps)
+			break
+		}
+		ctx, cancel := measureCtx(deadline)
+		v, vt, err := engineLat(ctx, engineTLS, shm, iters)
 		cancel()
 		if err != nil {
 			lat.err = err.Error()
 			break
 		}
 		lat.eng = append(lat.eng, v)
-		pv, err := perftest(perftestTLS, "ucp_put_lat", 8, iters)
+		lat.engT = append(lat.engT, vt)
+		pv, pvt, err := perftest(perftestTLS, "ucp_put_lat", 8, iters, deadline)
 		if err != nil {
 			lat.ptErr = err.Error()
 		} else {
 			lat.pt = append(lat.pt, pv)
+			lat.ptT = append(lat.ptT, pvt)
 		}
 	}
-	if sv, err := socketLat(iters, o.reps); err != nil {
+	if sv, svt, err := socketLat(iters, o.reps); err != nil {
 		lat.err = err.Error()
 	} else {
-		lat.sock = sv
+		lat.sock, lat.sockT = sv, svt
 	}
 	rows = append(rows, lat)
 	return rows, nil
 }
 
 // engineBW moves n transfers of size bytes (batches of batch) between blk
-// and offset 0 of the peer's pool, and returns MiB/s.
-func engineBW(ctx context.Context, eng *engine.Engine, peer uint32, blk engine.Block, put bool, size, batch, n int) (float64, error) {
+// and offset 0 of the peer's pool, and returns MiB/s overall and typical
+// (the median window of at least 64 transfers: submission blocks on a full
+// queue, so in steady state a window's time is its transfers' service
+// time).
+func engineBW(ctx context.Context, eng *engine.Engine, peer uint32, blk engine.Block, put bool, size, batch, n int) (float64, float64, error) {
 	ts := make([]engine.Transfer, batch)
 	ids := make([]engine.ID, batch)
 	var failed atomic.Int64
@@ -240,87 +310,113 @@ func engineBW(ctx context.Context, eng *engine.Engine, peer uint32, blk engine.B
 			ts[i].Src, ts[i].Dst = ts[i].Dst, ts[i].Src
 		}
 	}
+	window := max(64, batch)
+	var wins []float64
 	start := time.Now()
+	last, inWin := start, 0
 	for done := 0; done < n; done += batch {
 		for k := 0; k < batch; {
 			m, err := eng.SubmitBatchContext(ctx, ts[k:], ids[k:])
 			if err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 			k += m
 		}
+		if inWin += batch; inWin >= window {
+			now := time.Now()
+			wins = append(wins, now.Sub(last).Seconds()/float64(inWin))
+			last, inWin = now, 0
+		}
 	}
 	if err := eng.Drain(ctx); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	el := time.Since(start)
 	if failed.Load() > 0 {
-		return 0, fmt.Errorf("%d transfers failed: %v", failed.Load(), firstErr.Load())
+		return 0, 0, fmt.Errorf("%d transfers failed: %v", failed.Load(), firstErr.Load())
 	}
-	return float64(n) * float64(size) / (1 << 20) / el.Seconds(), nil
+	overall := float64(n) * float64(size) / (1 << 20) / el.Seconds()
+	typical := overall
+	if len(wins) >= 3 {
+		typical = float64(size) / (1 << 20) / median(wins)
+	}
+	return overall, typical, nil
 }
 
 // engineLat: ping-pong of 8 B puts between this process's engine and a
 // pong peer's, both in ModePoll without progress goroutines; returns half
-// the round trip in µs.
-func engineLat(ctx context.Context, tls string, shm bool, iters int) (float64, error) {
+// the round trip in µs, the mean and the median (ucx_perftest's overall
+// and typical).
+func engineLat(ctx context.Context, tls string, shm bool, iters int) (float64, float64, error) {
 	peer, err := startRemotePeer("pong", tls, shm)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer peer.stop()
 	b, err := ucx.New(ucx.Config{SharedMemory: shm, CallerProgress: true})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	eng, err := engine.Open(engine.Config{Backend: b, PoolSize: 1 << 20, QueueDepth: 64, Mode: engine.ModePoll})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer eng.Close()
 	ping, _ := eng.Alloc(64)
 	pong, _ := eng.Alloc(64)
 	pongOff, ok := b.Offset(pong.Addr())
 	if !ok {
-		return 0, errors.New("pong block outside the exported window")
+		return 0, 0, errors.New("pong block outside the exported window")
 	}
 	// The peer polls (and so accepts the connection) once it has the
 	// command: send it first.
 	if err := peer.cmd(fmt.Sprintf("pong %d %d", pongOff, iters)); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	p, err := b.Connect(ctx, peer.ucxAddr)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	seen := (*atomic.Uint64)(unsafe.Pointer(&pong.Bytes()[0]))
 	out := (*uint64)(unsafe.Pointer(&ping.Bytes()[0]))
 	tr := engine.Transfer{Src: engine.Host(ping), Dst: engine.Remote(p, peer.pingOff), Len: 8}
-	var start time.Time
+	var start, t0 time.Time
+	rtts := make([]float64, 0, iters)
 	for i := 1; i <= iters+100; i++ { // 100 warm-up round trips
 		if i == 101 {
 			start = time.Now()
 		}
+		if i > 101 {
+			rtts = append(rtts, float64(time.Since(t0).Nanoseconds()))
+		}
+		t0 = time.Now()
 		*out = uint64(i)
 		if _, err := eng.Submit(tr); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		for spins := 0; seen.Load() != uint64(i); spins++ {
+		// Poll at least once per round trip: over shared memory the pong
+		// can be back before the first look, and every put's completion
+		// must be reaped (64 unreaped puts fill the queue).
+		for spins := 0; ; spins++ {
 			eng.Poll()
+			if seen.Load() == uint64(i) {
+				break
+			}
 			if spins&0xfffff == 0xfffff && ctx.Err() != nil {
-				return 0, ctx.Err()
+				return 0, 0, ctx.Err()
 			}
 		}
 	}
 	el := time.Since(start)
-	return float64(el.Nanoseconds()) / float64(iters) / 2 / 1000, nil
+	return float64(el.Nanoseconds()) / float64(iters) / 2 / 1000, median(rtts) / 2 / 1000, nil
 }
 
 // socketBW: the traditional path. put: a header, then batch writes of size
 // bytes from a heap buffer that the peer reads into its buffer, then one
 // acknowledgement byte; get: a header, then the peer writes batch × size
-// bytes that this side reads into its heap buffer. Returns MiB/s.
-func socketBW(c net.Conn, heap []byte, put bool, size, batch, n int) (float64, error) {
+// bytes that this side reads into its heap buffer. Returns MiB/s, overall
+// and typical (the median header-to-acknowledgement batch, per byte).
+func socketBW(c net.Conn, heap []byte, put bool, size, batch, n int) (float64, float64, error) {
 	var hdr [9]byte
 	hdr[0] = 2
 	if put {
@@ -329,10 +425,12 @@ func socketBW(c net.Conn, heap []byte, put bool, size, batch, n int) (float64, e
 	binary.LittleEndian.PutUint32(hdr[1:], uint32(size))
 	binary.LittleEndian.PutUint32(hdr[5:], uint32(batch))
 	buf := heap[:size]
+	var per []float64
 	start := time.Now()
 	for done := 0; done < n; done += batch {
+		t0 := time.Now()
 		if _, err := c.Write(hdr[:]); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		for k := 0; k < batch; k++ {
 			var err error
@@ -342,24 +440,27 @@ func socketBW(c net.Conn, heap []byte, put bool, size, batch, n int) (float64, e
 				_, err = io.ReadFull(c, buf)
 			}
 			if err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 		}
 		if put {
 			if _, err := io.ReadFull(c, hdr[:1]); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 		}
+		per = append(per, time.Since(t0).Seconds()/float64(batch))
 	}
-	return float64(n) * float64(size) / (1 << 20) / time.Since(start).Seconds(), nil
+	overall := float64(n) * float64(size) / (1 << 20) / time.Since(start).Seconds()
+	return overall, float64(size) / (1 << 20) / median(per), nil
 }
 
 // socketLat: ping-pong of 8 B over a TCP socket (write, the peer reads and
-// writes back); half the round trip in µs, one value per repetition.
-func socketLat(iters, reps int) ([]float64, error) {
+// writes back); half the round trip in µs, mean and median, one value per
+// repetition.
+func socketLat(iters, reps int) ([]float64, []float64, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer l.Close()
 	go func() {
@@ -382,36 +483,42 @@ func socketLat(iters, reps int) ([]float64, error) {
 	// engine, the two ends are separate threads polling nothing.
 	c, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer c.Close()
-	var out []float64
+	var out, typ []float64
 	var b [8]byte
+	rtts := make([]float64, iters)
 	for r := 0; r < reps; r++ {
 		start := time.Now()
 		for i := 0; i < iters; i++ {
+			t0 := time.Now()
 			if _, err := c.Write(b[:]); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if _, err := io.ReadFull(c, b[:]); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
+			rtts[i] = float64(time.Since(t0).Nanoseconds())
 		}
 		out = append(out, float64(time.Since(start).Nanoseconds())/float64(iters)/2/1000)
+		typ = append(typ, median(rtts)/2/1000)
 	}
-	return out, nil
+	return out, typ, nil
 }
 
 // perftest runs ucx_perftest's server and client on 127.0.0.1 and returns
-// overall bandwidth (MiB/s: ucx_perftest's MB are 2^20 bytes) or, for
-// ucp_put_lat, overall latency (µs).
-func perftest(tls, test string, size, n int) (float64, error) {
+// bandwidth (MiB/s: ucx_perftest's MB are 2^20 bytes) or, for
+// ucp_put_lat, latency (µs): overall, and typical (its median per-operation
+// latency; for bandwidth size ÷ that). It gives up at deadline (or after
+// 30 s).
+func perftest(tls, test string, size, n int, deadline time.Time) (float64, float64, error) {
 	if _, err := exec.LookPath("ucx_perftest"); err != nil {
-		return 0, errors.New("ucx_perftest not installed")
+		return 0, 0, errors.New("ucx_perftest not installed")
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	l.Close()
@@ -422,7 +529,7 @@ func perftest(tls, test string, size, n int) (float64, error) {
 	var srvOut strings.Builder
 	srv.Stdout, srv.Stderr = &srvOut, &srvOut
 	if err := srv.Start(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer func() {
 		done := make(chan struct{})
@@ -437,7 +544,7 @@ func perftest(tls, test string, size, n int) (float64, error) {
 	var out []byte
 	for try := 0; try < 50; try++ { // until the server listens
 		time.Sleep(20 * time.Millisecond)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := measureCtx(deadline)
 		cli := exec.CommandContext(ctx, "ucx_perftest", append([]string{"127.0.0.1"}, args...)...)
 		cli.Env = env
 		out, err = cli.CombinedOutput()
@@ -447,18 +554,27 @@ func perftest(tls, test string, size, n int) (float64, error) {
 		}
 	}
 	if err != nil {
-		return 0, fmt.Errorf("ucx_perftest %s %s: %v: %s", test, tls, err, lastLine(string(out)+srvOut.String()))
+		return 0, 0, fmt.Errorf("ucx_perftest %s %s: %v: %s", test, tls, err, lastLine(string(out)+srvOut.String()))
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	f := strings.Split(lines[len(lines)-1], ",")
 	if len(f) < 8 {
-		return 0, fmt.Errorf("ucx_perftest %s: unexpected output %q", test, lastLine(string(out)))
+		return 0, 0, fmt.Errorf("ucx_perftest %s: unexpected output %q", test, lastLine(string(out)))
 	}
+	// iterations, typical_lat, avg_lat, overall_lat, avg_bw, overall_bw, ...
+	typ, err1 := strconv.ParseFloat(f[1], 64)
 	col := 5 // overall_bw
 	if strings.HasSuffix(test, "_lat") {
 		col = 3 // overall_lat
 	}
-	return strconv.ParseFloat(f[col], 64)
+	v, err2 := strconv.ParseFloat(f[col], 64)
+	if err1 != nil || err2 != nil || typ <= 0 {
+		return 0, 0, fmt.Errorf("ucx_perftest %s: unexpected output %q", test, lastLine(string(out)))
+	}
+	if !strings.HasSuffix(test, "_lat") {
+		typ = float64(size) / typ * 1e6 / (1 << 20) // bytes per µs → MiB/s
+	}
+	return v, typ, nil
 }
 
 func lastLine(s string) string {
@@ -491,7 +607,11 @@ func startRemotePeer(mode, tls string, shm bool) (*remotePeer, error) {
 		return nil, err
 	}
 	rp := &remotePeer{p: p, in: in, out: bufio.NewReader(out)}
+	// A peer that does not say its address in 30 s is killed (its stdout
+	// closes, and the read returns).
+	t := time.AfterFunc(30*time.Second, func() { p.Process.Kill() })
 	line, err := rp.out.ReadString('\n')
+	t.Stop()
 	f := strings.Fields(line)
 	if err != nil || len(f) != 4 || f[0] != "ADDR" {
 		rp.stop()
@@ -507,7 +627,9 @@ func (rp *remotePeer) cmd(c string) error {
 	if _, err := fmt.Fprintln(rp.in, c); err != nil {
 		return err
 	}
+	t := time.AfterFunc(30*time.Second, func() { rp.p.Process.Kill() })
 	line, err := rp.out.ReadString('\n')
+	t.Stop()
 	if err != nil || strings.TrimSpace(line) != "OK" {
 		return fmt.Errorf("remote peer: %s: %q %v", c, line, err)
 	}
@@ -600,7 +722,7 @@ func answerPings(eng *engine.Engine, ping, pong engine.Block, off uint64, n int)
 	out := (*uint64)(unsafe.Pointer(&pong.Bytes()[0]))
 	tr := engine.Transfer{Src: engine.Host(pong), Dst: engine.Remote(0, off), Len: 8}
 	for i := 1; i <= n; i++ {
-		for spins := 0; seen.Load() != uint64(i); spins++ {
+		for eng.Poll(); seen.Load() != uint64(i); {
 			eng.Poll()
 		}
 		*out = uint64(i)
@@ -666,24 +788,31 @@ func median(v []float64) float64 {
 
 func printRemote(w io.Writer, rows []*remoteRow, o *options) {
 	fmt.Fprintf(w, "\n== remote: engine (backend/ucx) vs ucx_perftest vs TCP socket, two processes on 127.0.0.1 (medians of %d; MiB/s higher is better, µs lower is better)\n", o.reps)
-	fmt.Fprintf(w, "%-4s %-12s %9s %5s %12s %12s %12s %9s %9s\n", "tls", "op", "size", "batch", "engine", "ucx_perftest", "tcp socket", "eng/ucx", "eng/sock")
+	fmt.Fprintf(w, "   each cell: overall (typical) — overall is bytes ÷ wall time or wall time ÷ round trips; typical is the median per-operation figure (ucx_perftest's \"typical\"), what scheduling stalls on a loaded machine move least\n")
+	fmt.Fprintf(w, "%-4s %-12s %7s %5s %22s %22s %22s %13s %13s\n", "tls", "op", "size", "batch", "engine", "ucx_perftest", "tcp socket", "eng/ucx", "eng/sock")
+	cell := func(v, t []float64) string {
+		if len(v) == 0 {
+			return "n/a"
+		}
+		if len(t) == 0 {
+			return num(median(v)) + " (—)"
+		}
+		return fmt.Sprintf("%s (%s)", num(median(v)), num(median(t)))
+	}
+	ratio := func(a, b []float64) string {
+		if len(a) == 0 || len(b) == 0 || median(b) == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.2f", median(a)/median(b))
+	}
 	for _, r := range rows {
-		e, p, s := median(r.eng), median(r.pt), median(r.sock)
-		ps, rp, rs := "n/a", "—", "—"
-		if len(r.pt) > 0 {
-			ps = num(p)
-			if p > 0 {
-				rp = fmt.Sprintf("%.2f", e/p)
-			}
-		}
-		if len(r.sock) > 0 && s > 0 {
-			rs = fmt.Sprintf("%.2f", e/s)
-		}
-		es := num(e)
-		if r.err != "" {
+		es := cell(r.eng, r.engT)
+		if r.err != "" && len(r.eng) == 0 {
 			es = "FAILED"
 		}
-		fmt.Fprintf(w, "%-4s %-12s %9s %5d %12s %12s %12s %9s %9s  %s\n", r.tls, r.op, sizeName(r.size), r.batch, es, ps, num(s), rp, rs, r.unit)
+		fmt.Fprintf(w, "%-4s %-12s %7s %5d %22s %22s %22s %13s %13s  %s\n", r.tls, r.op, sizeName(r.size), r.batch, es,
+			cell(r.pt, r.ptT), cell(r.sock, r.sockT),
+			ratio(r.eng, r.pt)+" ("+ratio(r.engT, r.ptT)+")", ratio(r.eng, r.sock)+" ("+ratio(r.engT, r.sockT)+")", r.unit)
 		if r.err != "" {
 			fmt.Fprintf(w, "       error: %s\n", r.err)
 		}
@@ -691,7 +820,7 @@ func printRemote(w io.Writer, rows []*remoteRow, o *options) {
 			fmt.Fprintf(w, "       ucx_perftest: %s\n", firstLine(r.ptErr))
 		}
 	}
-	fmt.Fprintln(w, "ratios are engine ÷ baseline: for MiB/s above 1 is better, for µs below 1 is better")
+	fmt.Fprintln(w, "ratios are engine ÷ baseline, overall (typical): for MiB/s above 1 is better, for µs below 1 is better")
 }
 
 func sizeName(n int) string {
