@@ -363,3 +363,22 @@ func TestChildKeepsDataFiles(t *testing.T) {
 	}
 	dataFiles = nil
 }
+
+// A unit may take up to twice its share of what is left, never the half
+// of their shares the later units keep, and the last unit all that is
+// left: the run ends within -timeout.
+func TestUnitBudget(t *testing.T) {
+	for _, tc := range []struct {
+		left     time.Duration
+		w, wLeft float64
+		want     time.Duration
+	}{
+		{10 * time.Minute, 1, 10, 2 * time.Minute},                // twice its share
+		{10 * time.Minute, 5, 10, 7*time.Minute + 30*time.Second}, // the later half-shares kept
+		{10 * time.Minute, 2, 2, 10 * time.Minute},                // the last unit: all that is left
+	} {
+		if got := unitBudget(tc.left, tc.w, tc.wLeft); got != tc.want {
+			t.Errorf("unitBudget(%v, %v, %v) = %v, want %v", tc.left, tc.w, tc.wLeft, got, tc.want)
+		}
+	}
+}

@@ -31,12 +31,24 @@ type runUnitSpec struct {
 }
 
 // unitSeconds are the units' expected durations on the 2-vCPU development
-// VM with some load (full run, -quick), in seconds: a unit's deadline is
-// its share by these of what is left of -timeout. footprint starts a fresh
-// process per sample and takes about as long with -quick.
+// VM when it is quiet (full run, -quick), in seconds; on a loaded machine
+// (load 13-18) a full run's units took about twice as long. A unit's
+// deadline comes from its share by these of what is left of -timeout
+// (unitBudget). footprint starts a fresh process per sample and takes
+// about as long with -quick.
 var unitSeconds = map[string][2]float64{
-	"device-small": {200, 35}, "file-4k": {200, 35}, "bulk": {50, 8}, "alloc": {15, 5}, "latency": {150, 35},
-	"footprint": {70, 60}, "pages": {40, 20}, "remote": {120, 40},
+	"device-small": {240, 35}, "file-4k": {90, 35}, "bulk": {45, 8}, "alloc": {12, 5}, "latency": {150, 35},
+	"footprint": {50, 50}, "pages": {45, 20}, "remote": {120, 40},
+}
+
+// unitBudget is a unit's deadline: twice its share (by expected duration)
+// of the time left, but never eating into the half of their shares that
+// the units after it keep. So a slow machine stretches the early units
+// and squeezes the later ones, and the run ends within -timeout.
+func unitBudget(left time.Duration, w, wLeft float64) time.Duration {
+	share := float64(left) * w / wLeft
+	keep := 0.5 * float64(left) * (wLeft - w) / wLeft
+	return time.Duration(min(2*share, float64(left)-keep))
 }
 
 func (b *bench) unitWeight(scenario string) float64 {
@@ -89,7 +101,7 @@ func (b *bench) runUnits() (failed bool) {
 	for i, u := range us {
 		el := time.Since(start)
 		remain := b.o.timeout - el
-		budget := time.Duration(float64(remain) * u.weight / left)
+		budget := unitBudget(remain, u.weight, left)
 		est := ""
 		if doneW > 0 {
 			rest := time.Duration(float64(el) / doneW * left)
