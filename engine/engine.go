@@ -102,8 +102,13 @@ type Engine struct {
 	sleeping atomic.Uint32 // the reaper is (about to be) asleep
 	readyFD  bool          // the backend has a ReadyFD (set before the reaper starts)
 	bw       batchWaiter   // the backend, when it can be waited on in batches (reap.go)
-	wakeFd   int           // eventfd that wakes the reaper
-	batch    []Completion  // the cycle's completions (reaper/Poll private)
+	// waiterCycles counts completion cycles run by others than the reaper
+	// (waiters, Poll); inReaper is true while the reaper runs one (both
+	// written under the reaping flag; reap.go).
+	waiterCycles atomic.Uint64
+	inReaper     bool
+	wakeFd       int          // eventfd that wakes the reaper
+	batch        []Completion // the cycle's completions (reaper/Poll private)
 	// A callback panicked: the rest of its batch, delivered first by the
 	// next cycle (reaper/Poll private, as batch). pendBuf is its array.
 	pend, pendBuf []Completion

@@ -30,6 +30,9 @@ func (e *Engine) cycle() (n int, busy bool) {
 		e.notify()
 		return len(p), true
 	}
+	if !e.inReaper {
+		e.waiterCycles.Add(1)
+	}
 	e.lock()
 	if e.torn {
 		e.unlock()
@@ -182,7 +185,8 @@ func (e *Engine) Poll() int {
 // completions that arrive while waiters are parked. A goroutine blocked in
 // Wait, Drain or SubmitContext reaps for itself (waitFor), so the reaper
 // takes the reaping flag like they do and steps aside when one of them
-// holds it. It spins for Config.Spin after the last completion it reaped
+// holds it — on a backend waited on in batches (the file backend) it then
+// sleeps blind for a while, see sleepLazy. It spins for Config.Spin after the last completion it reaped
 // itself (a wake-up that found the work already done by a waiter does not
 // restart the spin), then sleeps until the backend signals completions
 // (device interrupt eventfd, io_uring fd) or a submitter wakes it for
@@ -214,10 +218,26 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 	idleTick := e.desc.Timeout / 2
 	bw := e.bw
 	last := time.Now()
+	lazy := lazyMin
+	seen := e.waiterCycles.Load()
 	for !e.stop.Load() {
-		n, busy, ok := e.tryCycle()
+		n, busy, ok := e.reaperCycle()
 		if n > 0 {
 			last = time.Now()
+			continue
+		}
+		// A waiter reaps (it holds the reaping flag, or ran a cycle since
+		// our last look): stand aside (sleepLazy).
+		if bw != nil && (!ok || busy && e.waiterCycles.Load() != seen) {
+			seen = e.waiterCycles.Load()
+			if e.sleepLazy(sl, lazy) {
+				continue
+			}
+			if now := e.waiterCycles.Load(); now != seen {
+				lazy = min(2*lazy, tick)
+			} else {
+				lazy = lazyMin
+			}
 			continue
 		}
 		// A backend that can be waited on in batches (the io_uring file
@@ -226,7 +246,9 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 		// instead of spinning: one system call per batch and no CPU burnt
 		// between completions.
 		if bw != nil && ok && busy && e.reaping.CompareAndSwap(0, 1) {
+			e.inReaper = true
 			waited := e.waitBatch()
+			e.inReaper = false
 			e.reaping.Store(0)
 			if waited {
 				continue
@@ -243,7 +265,7 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 		// waiter held the reaping flag (it may leave work behind), sleep
 		// with the shorter timeout (sleepBusy), unless a waker got in.
 		e.sleeping.Store(sleepIdle)
-		n, busy, ok = e.tryCycle()
+		n, busy, ok = e.reaperCycle()
 		if n > 0 || e.stop.Load() {
 			e.sleeping.Store(awake)
 			last = time.Now()
@@ -308,6 +330,54 @@ func (e *Engine) waitBatch() bool {
 	}
 	e.sysc.Add(uint64(e.bw.WaitCompletions((out+1)/2, batchWait, e.tick())))
 	return true
+}
+
+// sleepLazy puts the reaper to sleep for d without watching the backend's
+// completion fd, while waiters reap for themselves (a backend waited on in
+// batches: a waiter blocks in it until half its I/O is done). Spinning, or
+// waiting in the backend, the reaper would only race the waiter for the
+// same completions; sleeping on the completion fd it would wake per
+// completion (the fd stays readable until the waiter reaps: 2–3 system
+// calls per I/O); sleeping blind until the waiter wakes it on leaving
+// (sleepBlind) costs an eventfd write, a wake-up and a thread hand-off per
+// round of a loop that submits and waits, with the Go runtime's futex
+// calls around them (docs/engine.md, "File backend"). So the
+// waiter does not wake it (sleepLazy is not sleepBlind): it sleeps lazyMin,
+// doubling while waiters keep reaping, up to tick, and takes over when a
+// sleep went by without a waiter's cycle. The price: a callback nobody
+// waits on is delivered at the latest that long (≤ tick, 10 ms) after the
+// last waiter left. Wake-ups for inline completions and Close still go
+// through. It reports whether it did not sleep (stopping).
+func (e *Engine) sleepLazy(sl *sleeper, d time.Duration) bool {
+	e.sleeping.Store(sleepLazy)
+	if e.stop.Load() {
+		e.sleeping.Store(awake)
+		return true
+	}
+	sl.sleep(d, false)
+	e.sysc.Add(sl.syscalls())
+	e.sleeping.Store(awake)
+	return false
+}
+
+// lazyMin is the reaper's first blind sleep while waiters reap.
+const lazyMin = time.Millisecond
+
+// sleepLazy: the reaper sleeps blind with a timeout while waiters reap;
+// unlike sleepBlind, a waiter does not wake it when it returns.
+const sleepLazy = 4
+
+// reaperCycle is tryCycle on the reaper goroutine (not counted as a
+// waiter's).
+func (e *Engine) reaperCycle() (n int, busy, ok bool) {
+	if !e.reaping.CompareAndSwap(0, 1) {
+		return 0, false, false
+	}
+	e.inReaper = true
+	n, busy = e.cycle()
+	e.inReaper = false
+	e.reaping.Store(0)
+	return n, busy, true
 }
 
 // tryCycle runs one cycle unless another goroutine (a waiter reaping for

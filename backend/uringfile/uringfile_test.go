@@ -6,7 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hcomm-go/hcomm/backend/uringfile"
 	"github.com/hcomm-go/hcomm/engine"
@@ -116,4 +119,88 @@ func TestGrowthRegistersArenas(t *testing.T) {
 			t.Fatalf("block %d did not land at its offset", i)
 		}
 	}
+}
+
+// TestReaperAfterWaiter: in the default mode a goroutine that Waits reaps
+// for itself and the reaper stands aside while it does (engine/reap.go,
+// sleepLazy); when the waiter has left, the callbacks of transfers nobody
+// waits on must still all run — the reaper takes over.
+func TestReaperAfterWaiter(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		flags int
+	}{{"buffered", 0}, {"O_DIRECT", directFlag(t)}} {
+		t.Run(c.name, func(t *testing.T) {
+			f := tempFile(t, c.flags)
+			if err := f.Truncate(1 << 20); err != nil {
+				t.Fatal(err)
+			}
+			be, err := uringfile.New(f, uringfile.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := engine.Open(engine.Config{Backend: be, PoolSize: 1 << 20, Alignment: 4096, QueueDepth: 128})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			const depth = 64
+			blocks := make([]engine.Block, depth)
+			for i := range blocks {
+				if blocks[i], err = e.Alloc(4096); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var done atomic.Int64
+			cb := func(r engine.Result) {
+				if r.Err != nil {
+					t.Errorf("transfer %d: %v", r.User, r.Err)
+				}
+				done.Add(1)
+			}
+			ts := make([]engine.Transfer, depth)
+			ids := make([]engine.ID, depth)
+			submit := func(round int) {
+				for i := range ts {
+					ts[i] = engine.Transfer{Src: engine.Host(blocks[i]), Dst: engine.FileAt(int64((round*depth+i)%256) * 4096),
+						Len: 4096, Callback: cb, User: uint64(i)}
+				}
+				if n, err := e.SubmitBatch(ts, ids); err != nil || n != depth {
+					t.Fatalf("round %d: submitted %d of %d: %v", round, n, depth, err)
+				}
+			}
+			// A loop that submits and waits: its Waits reap.
+			rounds := 50
+			for r := range rounds {
+				submit(r)
+				for _, id := range ids {
+					if err := e.Wait(t.Context(), id); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			// Then transfers nobody waits on: the reaper must deliver them.
+			submit(rounds)
+			want := int64((rounds + 1) * depth)
+			deadline := time.Now().Add(10 * time.Second) // liveness only
+			for done.Load() < want && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if got := done.Load(); got != want {
+				t.Fatalf("%d of %d callbacks ran: the reaper did not take over from the waiter", got, want)
+			}
+		})
+	}
+}
+
+// directFlag is O_DIRECT when the test directory's file system honours it
+// (not tmpfs), else the test is skipped.
+func directFlag(t *testing.T) int {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(t.TempDir(), "probe"), os.O_RDWR|os.O_CREATE|syscall.O_DIRECT, 0o600)
+	if err != nil {
+		t.Skipf("O_DIRECT not available in the test directory: %v", err)
+	}
+	f.Close()
+	return syscall.O_DIRECT
 }

@@ -337,12 +337,14 @@ func parseFio(out []byte, op string) (iops float64, ios int, err error) {
 	return s.IOPS, s.TotalIOs, nil
 }
 
-// setupEngineFileReaper is the same workload in the engine's reaper mode:
-// completions are reaped and their callbacks run on the engine's reaper
-// goroutine, which spins for 50 µs after its last completion and then
-// sleeps in io_uring; the submitter sleeps on a channel until half the
-// queue is free, then stages 32 I/Os with one SubmitBatch. Nobody
-// busy-polls while the disk works.
+// setupEngineFileReaper is the same workload in the engine's default
+// (reaper) mode, written as an application would with the public API: the
+// completion callbacks hand blocks back; when fewer than 32 are free, the
+// submitter Waits for its oldest I/O in flight — and, waiting, reaps for
+// itself (the engine's waiter runs the completion cycles and sleeps in
+// io_uring_enter until a batch has completed) — then stages what is free
+// with one SubmitBatch. Nobody busy-polls while the disk works, and the
+// reaper goroutine stands aside while the submitter reaps.
 func setupEngineFileReaper(o *options, write bool) (*runner, error) {
 	fe, err := openFileEngineBlocks(o, engine.Config{PoolSize: 4 << 20, QueueDepth: 2 * fileQD,
 		Alignment: 4096, Mode: engine.ModeReaper, Populate: true, Logger: quietLogger()}, fileQD)
@@ -351,21 +353,17 @@ func setupEngineFileReaper(o *options, write bool) (*runner, error) {
 	}
 	e, blocks, closeAll := fe.e, fe.blocks, fe.close
 	offs := offsets(o, offsRing)
-	// Completed blocks come back through a single-producer (the reaper)
-	// single-consumer (the submitter) ring.SPSC of 4-byte block indices:
-	// no lock, so the reaper never waits for the submitter. The reaper
-	// signals room once per fileRefill completions, the only wake-up the
-	// submitter needs.
+	// Completed blocks come back through a single-producer (whoever runs
+	// the callbacks: the waiting submitter, or the reaper) single-consumer
+	// (the submitter) ring.SPSC of 4-byte block indices: no lock.
 	free, err := ring.NewSPSC(make([]byte, 2*fileQD*4), 4)
 	if err != nil {
 		closeAll()
 		return nil, err
 	}
 	var (
-		failed    atomic.Int64
-		firstErr  atomic.Pointer[error]
-		room      = make(chan struct{}, 1)
-		sinceWake int // reaper-private
+		failed   atomic.Int64
+		firstErr atomic.Pointer[error]
 	)
 	pushFree := func(bi uint64) error {
 		b, err := free.Reserve(1) // never full: it holds twice the blocks
@@ -390,19 +388,16 @@ func setupEngineFileReaper(o *options, write bool) (*runner, error) {
 			err := r.Err
 			firstErr.CompareAndSwap(nil, &err)
 		}
-		if sinceWake++; sinceWake >= fileRefill {
-			sinceWake = 0
-			select {
-			case room <- struct{}{}:
-			default:
-			}
-		}
 	}
 	ts := make([]engine.Transfer, fileQD)
+	// The IDs of the I/Os submitted, oldest first: at most fileQD are in
+	// flight (one per block), so the oldest that may be is ids[tail-fileQD].
+	var ids, batch [2 * fileQD]engine.ID
+	var head, tail uint64
 	next := 0
 	ctx := context.Background()
 	return &runner{per: 1, bytes: fileBlock, close: closeAll,
-		desc: "engine in reaper mode: io_uring, registered buffers and file, O_DIRECT, 64 in flight refilled 32 at a time; the submitter sleeps until half the queue is free",
+		desc: "engine in the default (reaper) mode: io_uring, registered buffers and file, O_DIRECT, 64 in flight refilled 32 at a time; the submitter Waits for its oldest I/O when fewer than 32 blocks are free",
 		check: func() error {
 			if n := failed.Load(); n > 0 {
 				return fmt.Errorf("%d I/Os failed, first: %w", n, *firstErr.Load())
@@ -414,7 +409,15 @@ func setupEngineFileReaper(o *options, write bool) (*runner, error) {
 				fb := free.Peek(n - submitted)
 				k := fb.Len()
 				if k < fileRefill && k < n-submitted {
-					<-room
+					head = max(head, tail-min(tail, fileQD))
+					if head == tail {
+						return fmt.Errorf("%d blocks free and nothing in flight", k)
+					}
+					// The transfer's own error is counted by its callback.
+					if err := e.Wait(ctx, ids[head%uint64(len(ids))]); err != nil && !errors.Is(err, engine.ErrIO) && !errors.Is(err, engine.ErrShortIO) {
+						return err
+					}
+					head++
 					continue
 				}
 				for i := range k {
@@ -426,7 +429,11 @@ func setupEngineFileReaper(o *options, write bool) (*runner, error) {
 						ts[i] = engine.Transfer{Src: engine.FileAt(off), Dst: engine.Host(blocks[bi]), Len: fileBlock, Callback: cb, User: uint64(bi)}
 					}
 				}
-				got, err := e.SubmitBatchContext(ctx, ts[:k], nil)
+				got, err := e.SubmitBatchContext(ctx, ts[:k], batch[:k])
+				for i := range got {
+					ids[(tail+uint64(i))%uint64(len(ids))] = batch[i]
+				}
+				tail += uint64(got)
 				if rerr := free.Release(got); rerr != nil { // the rest stay free
 					return rerr
 				}
