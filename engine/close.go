@@ -197,6 +197,10 @@ func (e *Engine) stopCompletions(ctx context.Context) bool {
 	if e.cfg.Mode == ModeReaper {
 		e.sleeping.Store(sleepIdle) // make sure the wake-up goes through
 		e.wakeReaper(false)
+		select { // a reaper in sleepLazy waits on this channel
+		case e.lazyWake <- struct{}{}:
+		default:
+		}
 		return e.waitStopped(ctx, func() bool {
 			select {
 			case <-e.done:

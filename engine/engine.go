@@ -107,8 +107,9 @@ type Engine struct {
 	// written under the reaping flag; reap.go).
 	waiterCycles atomic.Uint64
 	inReaper     bool
-	wakeFd       int          // eventfd that wakes the reaper
-	batch        []Completion // the cycle's completions (reaper/Poll private)
+	lazyWake     chan struct{} // wakes a reaper in sleepLazy (Close)
+	wakeFd       int           // eventfd that wakes the reaper
+	batch        []Completion  // the cycle's completions (reaper/Poll private)
 	// A callback panicked: the rest of its batch, delivered first by the
 	// next cycle (reaper/Poll private, as batch). pendBuf is its array.
 	pend, pendBuf []Completion
@@ -208,6 +209,7 @@ func newEngine(cfg Config) *Engine {
 		intr:      cfg.Mode == ModeReaper,
 		wakeFd:    -1,
 		waitCh:    make(chan struct{}),
+		lazyWake:  make(chan struct{}, 1),
 		closedCh:  make(chan struct{}),
 		stuckCh:   make(chan struct{}),
 		done:      make(chan struct{}),

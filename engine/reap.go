@@ -219,6 +219,8 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 	bw := e.bw
 	last := time.Now()
 	lazy := lazyMin
+	lazyTimer := time.NewTimer(time.Hour)
+	lazyTimer.Stop()
 	seen := e.waiterCycles.Load()
 	for !e.stop.Load() {
 		n, busy, ok := e.reaperCycle()
@@ -230,7 +232,7 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 		// our last look): stand aside (sleepLazy).
 		if bw != nil && (!ok || busy && e.waiterCycles.Load() != seen) {
 			seen = e.waiterCycles.Load()
-			if e.sleepLazy(sl, lazy) {
+			if e.sleepLazy(lazyTimer, lazy) {
 				continue
 			}
 			if now := e.waiterCycles.Load(); now != seen {
@@ -348,14 +350,28 @@ func (e *Engine) waitBatch() bool {
 // waits on is delivered at the latest that long (≤ tick, 10 ms) after the
 // last waiter left. Wake-ups for inline completions and Close still go
 // through. It reports whether it did not sleep (stopping).
-func (e *Engine) sleepLazy(sl *sleeper, d time.Duration) bool {
+//
+// It sleeps on a Go timer, not in a system call: a goroutine blocked in a
+// system call keeps its P (in _Psyscall), so with GOMAXPROCS 2 a waiter
+// blocking in io_uring_enter at the same time leaves no idle P, and the
+// runtime's monitor retakes one after 20 µs — a futex wake-up of another
+// thread, which finds nothing to do and sleeps again, and the monitor
+// polling every 20 µs again (nanosleep). Parked on a channel, the reaper
+// gives its P back at once. A wake-up for inline completions (the wake
+// eventfd) waits for the timeout, or for a waiter's cycle, which collects
+// them too; Close sends on lazyWake.
+func (e *Engine) sleepLazy(t *time.Timer, d time.Duration) bool {
 	e.sleeping.Store(sleepLazy)
 	if e.stop.Load() {
 		e.sleeping.Store(awake)
 		return true
 	}
-	sl.sleep(d, false)
-	e.sysc.Add(sl.syscalls())
+	t.Reset(d)
+	select {
+	case <-t.C:
+	case <-e.lazyWake:
+		t.Stop()
+	}
 	e.sleeping.Store(awake)
 	return false
 }
