@@ -189,14 +189,29 @@ int hc_open(hc_be **out, int shm, const char **err) {
 		goto fail;
 	}
 	be->thread_mode = wa.thread_mode;
-	st = ucp_worker_get_address(be->worker, &be->waddr, &be->waddr_len);
-	if (st != UCS_OK) {
-		*err = "ucp_worker_get_address";
-		goto fail;
-	}
 	st = ucp_worker_get_efd(be->worker, &be->efd);
 	if (st != UCS_OK) {
 		*err = "ucp_worker_get_efd";
+		goto fail;
+	}
+	be->dworker = be->worker;
+	be->defd = be->efd;
+	if (shm) {
+		st = ucp_worker_create(be->ctx, &wp, &be->dworker);
+		if (st != UCS_OK) {
+			be->dworker = NULL;
+			*err = "ucp_worker_create (data)";
+			goto fail;
+		}
+		st = ucp_worker_get_efd(be->dworker, &be->defd);
+		if (st != UCS_OK) {
+			*err = "ucp_worker_get_efd (data)";
+			goto fail;
+		}
+	}
+	st = ucp_worker_get_address(be->dworker, &be->waddr, &be->waddr_len);
+	if (st != UCS_OK) {
+		*err = "ucp_worker_get_address";
 		goto fail;
 	}
 	ucp_am_handler_param_t ap = {
@@ -216,7 +231,9 @@ int hc_open(hc_be **out, int shm, const char **err) {
 	return UCS_OK;
 fail:
 	if (be->waddr != NULL)
-		ucp_worker_release_address(be->worker, be->waddr);
+		ucp_worker_release_address(be->dworker, be->waddr);
+	if (be->dworker != NULL && be->dworker != be->worker)
+		ucp_worker_destroy(be->dworker);
 	if (be->worker != NULL)
 		ucp_worker_destroy(be->worker);
 	ucp_cleanup(be->ctx);
@@ -591,7 +608,7 @@ int hc_import(hc_be *be, uint32_t idx) {
 			.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
 			.address = (const ucp_address_t *)(b + o),
 		};
-		st = ucp_ep_create(be->worker, &ep, &p->dep);
+		st = ucp_ep_create(be->dworker, &ep, &p->dep);
 		if (st != UCS_OK)
 			goto out;
 	} else {
@@ -686,13 +703,27 @@ int hc_peer_busy(hc_be *be, uint32_t idx) {
 	return p->hello_req != NULL || p->close_req != NULL || p->dclose_req != NULL;
 }
 
-uint32_t hc_progress(hc_be *be) {
+// hc_progress progresses the data worker, and the control worker too when
+// ctl is set (or when they are one), and returns the events Go must look at.
+uint32_t hc_progress(hc_be *be, int ctl) {
 	uint32_t ev = 0;
-	for (int i = 0; i < 64 && ucp_worker_progress(be->worker) != 0; i++)
+	for (int i = 0; i < 64 && ucp_worker_progress(be->dworker) != 0; i++)
 		ev = HC_EV_PROGRESS;
+	if (ctl && be->worker != be->dworker)
+		for (int i = 0; i < 64 && ucp_worker_progress(be->worker) != 0; i++)
+			ev = HC_EV_PROGRESS;
 	ev |= be->events;
 	be->events = 0;
 	return ev;
+}
+
+// hc_arm arms both workers' event fds (ucp_worker_arm): UCS_OK, or
+// UCS_ERR_BUSY when one has events to progress first.
+int hc_arm(hc_be *be) {
+	ucs_status_t st = ucp_worker_arm(be->worker);
+	if (st == UCS_OK && be->dworker != be->worker)
+		st = ucp_worker_arm(be->dworker);
+	return st;
 }
 
 static uint64_t now_ns(void) {
@@ -701,7 +732,7 @@ static uint64_t now_ns(void) {
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void hc_submit(hc_be *be, uint32_t n) {
+uint32_t hc_submit(hc_be *be, uint32_t n) {
 	int32_t open = -1; // groups opened by this submit
 	uint64_t now = 0;
 	for (uint32_t i = 0; i < n; i++) {
@@ -796,6 +827,7 @@ void hc_submit(hc_be *be, uint32_t n) {
 		group_put(be, open);
 		open = next;
 	}
+	return hc_progress(be, 0);
 }
 
 // hc_expire declares failed (UCS_ERR_TIMED_OUT) every peer with a batch
@@ -827,7 +859,7 @@ uint32_t hc_cancel_all(hc_be *be) {
 	be->canceling = 1;
 	for (uint32_t i = 0; i < be->npeers; i++)
 		hc_peer_close(be, i, UCS_ERR_CANCELED);
-	hc_progress(be);
+	hc_progress(be, 1);
 	return be->inflight;
 }
 
@@ -837,7 +869,7 @@ void hc_destroy(hc_be *be) {
 	}
 	for (int spin = 0; spin < 100000; spin++) {
 		int busy = 0;
-		ucp_worker_progress(be->worker);
+		hc_progress(be, 1);
 		for (uint32_t i = 0; i < be->npeers; i++)
 			busy |= hc_peer_busy(be, i);
 		if (!busy)
@@ -856,7 +888,9 @@ void hc_destroy(hc_be *be) {
 	}
 	free(be->peers);
 	free(be->connreq);
-	ucp_worker_release_address(be->worker, be->waddr);
+	ucp_worker_release_address(be->dworker, be->waddr);
+	if (be->dworker != be->worker)
+		ucp_worker_destroy(be->dworker);
 	ucp_worker_destroy(be->worker);
 	ucp_cleanup(be->ctx);
 	free(be->ops);

@@ -96,12 +96,18 @@ typedef struct hc_peer {
 
 struct hc_be {
 	ucp_context_h ctx;
-	ucp_worker_h worker;
+	ucp_worker_h worker; // control: listener, handshake, peer failure
+	// dworker carries the data endpoints (shared memory): a worker of its
+	// own, so that progressing transfers never polls the control worker's
+	// tcp interface (an epoll_wait per ucp_worker_progress). Without
+	// shm_ep it is worker.
+	ucp_worker_h dworker;
 	ucp_listener_h listener;
-	int efd;
+	int efd;  // control worker's event fd
+	int defd; // data worker's (== efd without shm_ep)
 	int thread_mode;
 	int shm_ep; // Config.SharedMemory: a second, data endpoint per peer
-	ucp_address_t *waddr; // this worker's address, sent in the hello
+	ucp_address_t *waddr; // the data worker's address, sent in the hello
 	size_t waddr_len;
 	uint32_t events;
 	int canceling; // hc_cancel_all ran: UCS_ERR_CANCELED means canceled
@@ -151,8 +157,9 @@ int hc_accept(hc_be *be, uint32_t *idx);
 int hc_import(hc_be *be, uint32_t idx);
 void hc_peer_close(hc_be *be, uint32_t idx, int32_t status);
 int hc_peer_busy(hc_be *be, uint32_t idx);
-uint32_t hc_progress(hc_be *be);
-void hc_submit(hc_be *be, uint32_t n);
+uint32_t hc_progress(hc_be *be, int ctl);
+int hc_arm(hc_be *be);
+uint32_t hc_submit(hc_be *be, uint32_t n);
 uint32_t hc_cancel_all(hc_be *be);
 uint32_t hc_expire(hc_be *be, uint64_t timeout_ns);
 char *hc_ep_info(hc_be *be, uint32_t idx);

@@ -122,6 +122,8 @@ type Backend struct {
 	// Under mu.
 	timeout    time.Duration // Config.Timeout with its default; <= 0: none
 	lastExpire time.Time     // the watchdog's last look (expire)
+	lastCtl    time.Time     // the control worker's last progress
+	reaps      uint32        // Reap calls (CallerProgress: when to read the clock)
 	closed     bool
 	signaled   bool // wakeFD written since the last Reap
 	idle       bool // the progress goroutine sleeps with no timeout (Flush wakes it)
@@ -290,7 +292,7 @@ func (b *Backend) Connect(ctx context.Context, addr string) (uint32, error) {
 		if b.cfg.CallerProgress {
 			b.mu.Lock()
 			if !b.closed {
-				b.progress()
+				b.progress(true)
 			}
 			b.mu.Unlock()
 		}
@@ -416,13 +418,26 @@ func (b *Backend) handle(ev C.uint32_t) {
 	}
 }
 
-// progress drives the worker and acts on its events (under mu).
-func (b *Backend) progress() C.uint32_t {
-	ev := C.hc_progress(b.be)
+// progress drives the data worker (and the control worker with ctl) and
+// acts on their events (under mu).
+func (b *Backend) progress(ctl bool) C.uint32_t {
+	var c C.int
+	if ctl {
+		c = 1
+		b.lastCtl = time.Now()
+	}
+	return b.progressed(C.hc_progress(b.be, c))
+}
+
+// progressed acts on what a progress call reported (under mu): connection
+// events, and the engine's wake-up when completions wait in the ring (not
+// with CallerProgress: nobody sleeps on ReadyFD, and the write would be a
+// system call per poll).
+func (b *Backend) progressed(ev C.uint32_t) C.uint32_t {
 	if ev&^C.HC_EV_PROGRESS != 0 {
 		b.handle(ev)
 	}
-	if b.be.cq_head != b.be.cq_tail && !b.signaled {
+	if b.be.cq_head != b.be.cq_tail && !b.signaled && !b.cfg.CallerProgress {
 		b.signaled = true
 		var one = [8]byte{1}
 		unix.Write(b.wakeFD, one[:])
@@ -456,7 +471,10 @@ func (b *Backend) wakeProgress() {
 // (ucp_worker_arm) when nothing happens.
 func (b *Backend) progressLoop() {
 	defer close(b.done)
-	fds := []unix.PollFd{{Fd: int32(b.be.efd), Events: unix.POLLIN}, {Fd: int32(b.stopFD), Events: unix.POLLIN}}
+	fds := []unix.PollFd{{Fd: int32(b.stopFD), Events: unix.POLLIN}, {Fd: int32(b.be.efd), Events: unix.POLLIN}}
+	if b.be.defd != b.be.efd {
+		fds = append(fds, unix.PollFd{Fd: int32(b.be.defd), Events: unix.POLLIN})
+	}
 	last := time.Now()
 	var buf [8]byte
 	for {
@@ -474,7 +492,7 @@ func (b *Backend) progressLoop() {
 			return
 		}
 		b.expire(time.Now())
-		ev := b.progress()
+		ev := b.progress(true)
 		now := time.Now()
 		if ev != 0 {
 			last = now
@@ -487,7 +505,7 @@ func (b *Backend) progressLoop() {
 		// Busy: requests are in UCX (not only completions waiting in the
 		// ring for the engine, which progress already signalled).
 		busy := b.be.inflight > 0
-		st := C.ucp_worker_arm(b.be.worker)
+		st := C.hc_arm(b.be)
 		b.idle = !busy && st != C.UCS_ERR_BUSY
 		b.mu.Unlock()
 		if st == C.UCS_ERR_BUSY {
@@ -507,7 +525,7 @@ func (b *Backend) progressLoop() {
 				break
 			}
 		}
-		if fds[1].Revents != 0 {
+		if fds[0].Revents != 0 {
 			unix.Read(b.stopFD, buf[:])
 		}
 		last = time.Now()
