@@ -383,8 +383,9 @@ const lazyMin = time.Millisecond
 // unlike sleepBlind, a waiter does not wake it when it returns.
 const sleepLazy = 4
 
-// reaperCycle is tryCycle on the reaper goroutine (not counted as a
-// waiter's).
+// reaperCycle runs one cycle on the reaper goroutine unless another
+// goroutine (a waiter reaping for itself) holds the reaping flag; ok says
+// whether it ran. The cycle is not counted as a waiter's (waiterCycles).
 func (e *Engine) reaperCycle() (n int, busy, ok bool) {
 	if !e.reaping.CompareAndSwap(0, 1) {
 		return 0, false, false
@@ -392,17 +393,6 @@ func (e *Engine) reaperCycle() (n int, busy, ok bool) {
 	e.inReaper = true
 	n, busy = e.cycle()
 	e.inReaper = false
-	e.reaping.Store(0)
-	return n, busy, true
-}
-
-// tryCycle runs one cycle unless another goroutine (a waiter reaping for
-// itself) holds the reaping flag; ok says whether it ran.
-func (e *Engine) tryCycle() (n int, busy, ok bool) {
-	if !e.reaping.CompareAndSwap(0, 1) {
-		return 0, false, false
-	}
-	n, busy = e.cycle()
 	e.reaping.Store(0)
 	return n, busy, true
 }
