@@ -3,7 +3,11 @@
 // traditional path (package baseline: pwrite into a kernel staging buffer,
 // doorbell, blocking wait on an eventfd), on the same device model, with
 // the system calls and CPU copies of each counted by eBPF (package trace)
-// when privileged. One table, and a line saying what the numbers mean.
+// when privileged. Two figures, each labelled as what it is: the time per
+// transfer when transfers are pipelined (throughput, with the counts), and
+// the latency (p50, p99) of one synchronous transfer — Submit then Wait on
+// the engine in its default mode against the traditional blocking Write —
+// each with a line saying what the numbers mean.
 //
 // As root it reserves the hugepages the engine's pool uses and gives them
 // back at the end; unprivileged it runs on a THP/4 KiB pool without
