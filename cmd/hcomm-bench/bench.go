@@ -378,6 +378,17 @@ type machine struct {
 	Quick       bool       `json:"quick"`
 	Reps        int        `json:"reps"`
 	Seconds     float64    `json:"seconds"`
+	Timeout     float64    `json:"timeout_seconds"`
+	Units       []unitRun  `json:"units"`
+}
+
+// unitRun is how one unit of the run went: its time, its deadline, and
+// whether it finished.
+type unitRun struct {
+	Name     string  `json:"name"`
+	Seconds  float64 `json:"seconds"`
+	Deadline float64 `json:"deadline_seconds"`
+	Finished bool    `json:"finished"`
 }
 
 func describeMachine(o *options) machine {

@@ -92,6 +92,8 @@ func (b *bench) units() []runUnitSpec {
 // reports; it says whether any failed.
 func (b *bench) runUnits() (failed bool) {
 	us := b.units()
+	b.m.Timeout = b.o.timeout.Seconds()
+	b.m.Units = []unitRun{}
 	start := time.Now()
 	left := 0.0
 	for _, u := range us {
@@ -108,7 +110,9 @@ func (b *bench) runUnits() (failed bool) {
 			est = fmt.Sprintf(", about %s left", min(rest, remain).Round(time.Second))
 		}
 		fmt.Fprintf(os.Stderr, "hcomm-bench: [%d/%d] %s (%s so far%s; this one stops at %s)\n", i+1, len(us), u.name, el.Round(time.Second), est, budget.Round(time.Second))
+		t0 := time.Now()
 		rep, err := b.runUnit(u, budget)
+		b.m.Units = append(b.m.Units, unitRun{Name: u.name, Seconds: time.Since(t0).Seconds(), Deadline: budget.Seconds(), Finished: err == nil})
 		if err != nil {
 			failed = true
 			b.skipped = append(b.skipped, fmt.Sprintf("%s FAILED: %v", u.name, err))

@@ -337,7 +337,15 @@ func (b *bench) printSummary(gs []goal) {
 			fmt.Fprintf(b.out, "   - %s\n", s)
 		}
 	}
-	fmt.Fprintf(b.out, "\nload average at end: %.2f %.2f %.2f; %.0f s\n", b.m.LoadEnd[0], b.m.LoadEnd[1], b.m.LoadEnd[2], b.m.Seconds)
+	var us []string
+	for _, u := range b.m.Units {
+		s := fmt.Sprintf("%s %.0f s", u.Name, u.Seconds)
+		if !u.Finished {
+			s += fmt.Sprintf(" (not finished; deadline %.0f s)", u.Deadline)
+		}
+		us = append(us, s)
+	}
+	fmt.Fprintf(b.out, "\nload average at end: %.2f %.2f %.2f; %.0f s (-timeout %.0f s): %s\n", b.m.LoadEnd[0], b.m.LoadEnd[1], b.m.LoadEnd[2], b.m.Seconds, b.m.Timeout, strings.Join(us, ", "))
 }
 
 func shortVariant(v string) string { return v }
