@@ -136,10 +136,22 @@ func (e *Engine) fillBatch(b ring.Batch, ts []Transfer, ids []ID) (int, error) {
 	for i := range ts {
 		pos := start + uint64(i)
 		r := &e.ops[pos&e.mask]
-		err := e.validate(&ts[i], r)
+		t := &ts[i]
+		err := e.validate(t, r)
 		var id ID
-		if err == nil {
-			id, err = e.fill(pos, &ts[i], r)
+		switch {
+		case err != nil:
+		case !e.closing.Load() && e.reg.mask.Load() == 0 && r.done != opDone:
+			// fill's common case, inline (a call per transfer saved):
+			// the slot's state (see fill) and the callback.
+			e.slots[pos&e.mask].state.Store((pos + 1) << 1)
+			if t.Callback != nil {
+				s := &e.slots[pos&e.mask]
+				s.cb, s.user = t.Callback, t.User
+			}
+			id = e.makeID(pos)
+		default:
+			id, err = e.fill(pos, t, r)
 		}
 		if err != nil {
 			for j := i; j < len(ts); j++ {

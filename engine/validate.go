@@ -29,7 +29,9 @@ func (e *Engine) validate(t *Transfer, op *Op) error {
 	// before the call, the copy stalled on store forwarding (~4 ns).
 	dst := Endpoint{Kind: d.kind, Off: d.off, Peer: d.peer}
 	if d.kind == LocHost {
-		if !e.hostOK(d, n) {
+		// A live block of this engine (one atomic load of its
+		// generation, no lock) and n bytes of it from d.off.
+		if db := &d.b; db.e != e || !e.blocks.live(db.idx, db.gen) || d.off > uint64(db.hb.Len()) || uint64(n) > uint64(db.hb.Len())-d.off {
 			return e.badEnd(d, n, "destination")
 		}
 		dst.Off, dst.Addr, dst.Arena = uint64(d.b.hb.Offset())+d.off, d.b.addr+d.off, int(d.b.arena)
@@ -40,7 +42,7 @@ func (e *Engine) validate(t *Transfer, op *Op) error {
 	var sAddr uint64
 	var sArena int
 	if s.kind == LocHost {
-		if !e.hostOK(s, n) {
+		if sb := &s.b; sb.e != e || !e.blocks.live(sb.idx, sb.gen) || s.off > uint64(sb.hb.Len()) || uint64(n) > uint64(sb.hb.Len())-s.off {
 			return e.badEnd(s, n, "source")
 		}
 		sOff, sAddr, sArena = uint64(s.b.hb.Offset())+s.off, s.b.addr+s.off, int(s.b.arena)
@@ -57,13 +59,6 @@ func (e *Engine) validate(t *Transfer, op *Op) error {
 		op.done = opDone
 	}
 	return nil
-}
-
-// hostOK reports whether host Loc l names n live bytes of one of this
-// engine's blocks: one atomic load of the block's generation, no lock.
-func (e *Engine) hostOK(l *Loc, n int) bool {
-	b := &l.b
-	return b.e == e && e.blocks.live(b.idx, b.gen) && l.off <= uint64(b.hb.Len()) && uint64(n) <= uint64(b.hb.Len())-l.off
 }
 
 // badLen is validate's error for a length out of range.
