@@ -361,6 +361,16 @@ func TestChildKeepsDataFiles(t *testing.T) {
 			t.Errorf("%s: data file noted for removal: %v, want %v", tc.name, noted, tc.noted)
 		}
 	}
+	// The buffered variant's file is laid out in a child: the parent
+	// notes its path without laying it out.
+	dataFiles = nil
+	bp, err := dataPath(&options{quick: true, dir: dir}, bufferedName)
+	if err != nil || !slices.Contains(dataFiles, bp) {
+		t.Errorf("buffered file %s not noted for removal (%v)", bp, err)
+	}
+	if _, err := os.Stat(bp); err == nil {
+		t.Errorf("dataPath laid %s out", bp)
+	}
 	dataFiles = nil
 }
 

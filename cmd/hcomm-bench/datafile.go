@@ -62,20 +62,12 @@ func prepareFile(o *options) (string, error) { return layOut(o, fileName) }
 // it half written, and none ever truncates a file another run is using
 // (that cost runs EIO from fsync and fio's I/O beyond the end).
 func layOut(o *options, name string) (string, error) {
-	dir, _, err := benchDir(o)
+	path, err := dataPath(o, name)
 	if err != nil {
 		return "", err
 	}
+	dir, name := filepath.Split(path)
 	size := fileSize(o)
-	tag := fmt.Sprintf("-%dMiB", size>>20)
-	if uid := os.Geteuid(); uid != 0 {
-		tag += fmt.Sprintf("-uid%d", uid)
-	}
-	name = strings.Replace(name, ".dat", tag+".dat", 1)
-	path := filepath.Join(dir, name)
-	if !o.worker && !o.child { // the parent lays the file out and removes it
-		noteDataFile(path)
-	}
 	if st, err := os.Stat(path); err == nil && st.Size() == size {
 		return path, nil
 	}
@@ -99,6 +91,25 @@ func layOut(o *options, name string) (string, error) {
 	}
 	if err := os.Rename(f.Name(), path); err != nil {
 		return "", fmt.Errorf("lay out %s: %w", path, err)
+	}
+	return path, nil
+}
+
+// dataPath is where the data file called name goes, and, in the parent,
+// notes it for removal at exit (the parent removes what its scenario
+// children lay out: they must not, or every unit lays 512 MiB out again).
+func dataPath(o *options, name string) (string, error) {
+	dir, _, err := benchDir(o)
+	if err != nil {
+		return "", err
+	}
+	tag := fmt.Sprintf("-%dMiB", fileSize(o)>>20)
+	if uid := os.Geteuid(); uid != 0 {
+		tag += fmt.Sprintf("-uid%d", uid)
+	}
+	path := filepath.Join(dir, strings.Replace(name, ".dat", tag+".dat", 1))
+	if !o.worker && !o.child {
+		noteDataFile(path)
 	}
 	return path, nil
 }
