@@ -379,7 +379,9 @@ func printGoals(w io.Writer, gs []goal, reps int) {
 // ("<tls>/<op>/<size>/b<batch>/engine" against "<tls>/<op>/<size>/ucx_perftest"
 // and "<tls>/<op>/<size>/b<batch>/tcp-socket", MiB/s) and the 8 B latency
 // ("<tls>/put-latency/8/engine" against ".../ucx_perftest" and
-// ".../tcp-socket", µs).
+// ".../tcp-socket", µs), each overall (bytes ÷ wall time, wall time ÷ round
+// trips: what the goals use, as ucx_perftest's overall figures) and typical
+// (metric "…_typical": the median per-operation figure).
 func remoteEntries(rows []*remoteRow) []entry {
 	var out []entry
 	for _, r := range rows {
@@ -396,16 +398,20 @@ func remoteEntries(rows []*remoteRow) []entry {
 			sock = fmt.Sprintf("%s/%s/%d/b%d/tcp-socket", r.tls, op, r.size, r.batch)
 		}
 		for _, base := range []struct {
-			name string
-			runs []float64
-			err  string
-		}{{pt, r.pt, r.ptErr}, {sock, r.sock, ""}} {
-			x := entry{Name: "remote", Variant: v, BaselineVariant: base.name, Metric: metric, Unit: r.unit, Better: better, Runs: len(r.eng)}
-			es, bs := newStat(r.eng), newStat(base.runs)
+			name, metric string
+			eng, runs    []float64
+			err          string
+		}{{pt, metric, r.eng, r.pt, r.ptErr}, {sock, metric, r.eng, r.sock, ""},
+			{pt, metric + "_typical", r.engT, r.ptT, r.ptErr}, {sock, metric + "_typical", r.engT, r.sockT, ""}} {
+			if strings.HasSuffix(base.metric, "_typical") && len(base.eng) == 0 {
+				continue
+			}
+			x := entry{Name: "remote", Variant: v, BaselineVariant: base.name, Metric: base.metric, Unit: r.unit, Better: better, Runs: len(base.eng)}
+			es, bs := newStat(base.eng), newStat(base.runs)
 			switch {
-			case r.err != "" && len(r.eng) == 0:
+			case r.err != "" && len(base.eng) == 0:
 				x.Note = "engine failed: " + firstLine(r.err)
-			case len(r.eng) == 0:
+			case len(base.eng) == 0:
 				x.Note = "engine not measured"
 			case len(base.runs) == 0:
 				x.Engine = ptr(es.Median)
