@@ -229,8 +229,10 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 			continue
 		}
 		// A waiter reaps (it holds the reaping flag, or ran a cycle since
-		// our last look): stand aside (sleepLazy).
-		if bw != nil && (!ok || busy && e.waiterCycles.Load() != seen) {
+		// our last look): stand aside (sleepLazy) — unless other waiters
+		// are parked: they count on the reaper (or the reaping waiter's
+		// cycles) to notify them, and the reaping one may leave first.
+		if bw != nil && e.waiters.Load() == 0 && (!ok || busy && e.waiterCycles.Load() != seen) {
 			seen = e.waiterCycles.Load()
 			if e.sleepLazy(lazyTimer, lazy) {
 				continue
