@@ -34,11 +34,11 @@ type runUnitSpec struct {
 // VM when it is quiet (full run, -quick), in seconds; on a loaded machine
 // (load 13-18) a full run's units took about twice as long. A unit's
 // deadline comes from its share by these of what is left of -timeout
-// (unitBudget). footprint starts a fresh process per sample and takes
-// about as long with -quick.
+// (unitBudget). footprint starts a fresh process per sample and pages
+// touches 1 GiB per backing: both take about as long with -quick.
 var unitSeconds = map[string][2]float64{
-	"device-small": {240, 35}, "file-4k": {90, 35}, "bulk": {45, 8}, "alloc": {12, 5}, "latency": {150, 35},
-	"footprint": {50, 50}, "pages": {45, 20}, "remote": {120, 40},
+	"device-small": {240, 35}, "file-4k": {90, 35}, "bulk": {45, 15}, "alloc": {12, 5}, "latency": {150, 40},
+	"footprint": {50, 50}, "pages": {80, 60}, "remote": {130, 50},
 }
 
 // unitBudget is a unit's deadline: twice its share (by expected duration)
