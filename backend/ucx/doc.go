@@ -40,7 +40,7 @@
 //
 // # Threads
 //
-// The worker is created with UCS_THREAD_MODE_SERIALIZED (ThreadMode reports
+// The workers are created with UCS_THREAD_MODE_SERIALIZED (ThreadMode reports
 // what UCX granted): it may be called from any OS thread, one at a time. A
 // mutex serializes the engine's owner (Flush, Reap, Cancel), Connect and the
 // progress goroutine; the engine calls from whichever goroutine holds its
@@ -48,16 +48,30 @@
 // be needed only for UCS_THREAD_MODE_SINGLE, which the owner-flag hand-over
 // between goroutines cannot honour).
 //
-// The progress goroutine keeps the worker moving when the engine does not:
-// it accepts connections, answers handshakes, serves a peer's tcp puts and
-// gets into this side's pool (the tcp transport needs the target to
-// progress), and finishes transfers while the engine sleeps. It spins for
-// Config.Spin after an event (default: not at all), then arms the worker
-// (ucp_worker_arm) and sleeps in poll(2) on its event fd
+// With Config.SharedMemory there are two workers: the control worker
+// (listener, the listener's tcp connections, handshake, peer failure) and
+// the data worker (the shared-memory data endpoints), so that progressing
+// transfers never polls the tcp interface (an epoll_wait per
+// ucp_worker_progress).
+//
+// The progress goroutine keeps the workers moving when the engine does
+// not: it accepts connections, answers handshakes, notices failed peers,
+// serves a peer's tcp puts and gets into this side's pool (the tcp
+// transport needs the target to progress), runs the watchdog
+// (Config.Timeout) and finishes transfers while the engine sleeps. It spins
+// for Config.Spin after an event (default: not at all), then arms the
+// workers (ucp_worker_arm) and sleeps in poll(2) on their event fds
 // (ucp_worker_get_efd); it never queues on the mutex behind the engine's
-// owner, which progresses the worker itself. ReadyFD is an
-// eventfd that this goroutine writes when completions wait, so an idle
-// engine sleeps too.
+// owner, which progresses the data worker itself. ReadyFD is an eventfd
+// written when completions wait, so an idle engine sleeps too.
+//
+// Config.SharedMemory also makes each exported arena a UCX-allocated SysV
+// segment attached over the arena's own addresses (ucp_mem_map with
+// UCP_MEM_MAP_ALLOCATE, then shmat with SHM_REMAP): a peer's put or get is
+// then its own memcpy into or out of the segment (UCX's sysv RMA lane),
+// with no message to this side. Registered memory is reachable over shared
+// memory only through software RMA (messages the target's worker serves),
+// which a peer killed mid-message can wedge for good (docs/remote.md).
 //
 // # Failure
 //
@@ -69,7 +83,10 @@
 // request UCX never completes after the close is reported failed anyway;
 // its slot stays held until UCX lets go of it (slots are 2 × QueueDepth;
 // transfers beyond fail with a "no request slot" error). Peer indices are
-// never reused: Connect again after a failure gives a new one.
+// never reused: Connect again after a failure gives a new one. A peer
+// whose batch stays outstanding longer than Config.Timeout (default 30 s)
+// is failed the same way, its transfers with ErrPeerGone and
+// engine.ErrTimeout: no transfer waits for ever.
 //
 // Config.SharedMemory: UCX 1.13 never gives shared-memory lanes to the
 // listener's connection, so with it each peer gets a second, data endpoint

@@ -45,14 +45,19 @@ func servePeer() int {
 		return 1
 	}
 	defer b.Close()
-	for s := 0; s < peerArenas; s++ {
-		mem, err := unix.Mmap(-1, 0, peerArena, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	narenas, size := peerArenas, peerArena
+	if v := os.Getenv("HCOMM_UCX_PEER_ARENAS"); v != "" {
+		// TestManyArenas: 64 arenas of 64 KiB.
+		narenas, size = engine.MaxArenas, 64<<10
+	}
+	for s := 0; s < narenas; s++ {
+		mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "peer:", err)
 			return 1
 		}
 		for i := range mem {
-			mem[i] = pattern(s*peerArena + i)
+			mem[i] = pattern(s*size + i)
 		}
 		if _, err := b.mapMem(s, uintptr(unsafePointer(mem)), len(mem), false); err != nil {
 			fmt.Fprintln(os.Stderr, "peer:", err)
@@ -77,11 +82,12 @@ func ucxTLS(tls string) (string, bool) {
 }
 
 // startPeer starts a peer process under UCX_TLS=tls and returns its address.
-func startPeer(t *testing.T, tls string) (string, *exec.Cmd) {
+func startPeer(t *testing.T, tls string, extraEnv ...string) (string, *exec.Cmd) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	env, shm := ucxTLS(tls)
 	cmd.Env = append(os.Environ(), peerEnv+"=1", "UCX_TLS="+env, fmt.Sprintf("HCOMM_UCX_SHM=%t", shm))
+	cmd.Env = append(cmd.Env, extraEnv...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -555,6 +561,40 @@ func TestPeerStopped(t *testing.T) {
 				t.Fatalf("stopped peer: %v, want ErrPeerGone", err)
 			}
 			t.Logf("%d of %d gets failed after the timeout: %v", failed, len(xs), r.b.Err(cs[len(cs)-1].Status))
+		})
+	}
+}
+
+// TestManyArenas: a peer exporting engine.MaxArenas arenas sends them all
+// in its hello (one active message, eager protocol forced: UCX fragments
+// it), and the last arena is reachable: its pattern reads back, a put then
+// a get round-trips.
+func TestManyArenas(t *testing.T) {
+	const size = 64 << 10
+	for _, tls := range transports {
+		t.Run(tls, func(t *testing.T) {
+			addr, _ := startPeer(t, tls, "HCOMM_UCX_PEER_ARENAS=64")
+			r := newRig(t, tls, 8)
+			p := connect(t, r.b, addr)
+			if got, want := r.b.Peers()[p].Size, uint64(engine.MaxArenas*size); got != want {
+				t.Fatalf("peer window %d bytes, want %d", got, want)
+			}
+			last := uint64((engine.MaxArenas - 1) * size)
+			xs := []xfer{{peer: p, local: 0, remote: last, n: size}}
+			r.mustOK(r.run(xs), xs)
+			for i := 0; i < size; i++ {
+				if want := pattern(int(last) + i); r.mem[i] != want {
+					t.Fatalf("arena %d byte %d: %#x, want %#x", engine.MaxArenas-1, i, r.mem[i], want)
+				}
+			}
+			copy(r.mem[size:], "last arena")
+			xs = []xfer{{put: true, peer: p, local: size, remote: last + 100, n: 10}}
+			r.mustOK(r.run(xs), xs)
+			xs = []xfer{{peer: p, local: 2 * size, remote: last + 100, n: 10}}
+			r.mustOK(r.run(xs), xs)
+			if got := string(r.mem[2*size : 2*size+10]); got != "last arena" {
+				t.Fatalf("round trip through the last arena: %q", got)
+			}
 		})
 	}
 }
