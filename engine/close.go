@@ -300,7 +300,7 @@ func (e *Engine) cancelOutstanding(end uint64) []Completion {
 		seen[c.Tag&e.mask] = true
 	}
 	for pos := e.head; pos != end; pos++ {
-		if !seen[pos&e.mask] && e.slots[pos&e.mask].state.Load() != (pos+1)<<1|1 && n < len(e.batch) {
+		if !seen[pos&e.mask] && e.slots[pos&e.mask].state.Load()&^stateFailed != (pos+1)<<1|1 && n < len(e.batch) {
 			e.batch[n] = Completion{Tag: pos, Status: StatusCanceled}
 			n++
 		}

@@ -61,7 +61,9 @@
 //
 // QueueDepth bounds the transfers in flight; beyond it Submit returns
 // ErrQueueFull and SubmitContext waits. IDs carry a sequence number, so an
-// old ID is ErrStaleID, never another transfer's result. Stats counts
+// old ID is ErrStaleID (once a newer transfer in its slot completed; until
+// then Wait still answers with the old transfer's own result), never
+// another transfer's result. Stats counts
 // without a shared atomic per transfer (the owner's plain counters).
 //
 // Observability: hookSubmitBatch and hookReapBatch are tiny no-inline

@@ -27,13 +27,16 @@ const (
 // transfer: from Reserve until its callback has run and the release
 // frontier passes it.
 type slot struct {
-	// state is (pos+1)<<1 | done. The submitter stores it (not done) right
-	// after Reserve; the reaper stores it done after the callback ran.
-	// Wait and the release frontier read it. Atomic: it is the handshake
-	// between submitter, reaper and waiters.
+	// state is (pos+1)<<1 | done (| stateFailed) of the last transfer
+	// that completed in the slot: the reaper stores it after the callback
+	// ran. A transfer in flight is not in it: the slot still shows its
+	// previous occupant, and lookup tells an issued ID from an unknown one
+	// by the staging ring's reservations. Wait and the release frontier
+	// read it. Atomic: the handshake between reaper and waiters.
 	state atomic.Uint64
-	// res is the result: status<<32 | bytes. Stored before state is marked
-	// done; Wait reads state, res, state again (a seqlock of atomics).
+	// res is the result of a failed transfer: status<<32 | bytes. Stored
+	// before state is marked done and failed; Wait reads state, res, state
+	// again (a seqlock of atomics).
 	res  atomic.Uint64
 	cb   func(Result)
 	user uint64
@@ -42,6 +45,19 @@ type slot struct {
 }
 
 func packRes(s Status, n uint32) uint64 { return uint64(s)<<32 | uint64(n) }
+
+// stateFailed marks a done slot state whose transfer failed: only then
+// does slot.res hold its result (a successful transfer's is StatusOK).
+const stateFailed = 1 << 63
+
+// doneState is slot pos's done state for a transfer that ended with st.
+func doneState(pos uint64, st Status) uint64 {
+	s := (pos+1)<<1 | 1
+	if st != StatusOK {
+		s |= stateFailed
+	}
+	return s
+}
 
 func resOf(c Completion) uint64 { return packRes(c.Status, c.N) }
 
@@ -466,7 +482,7 @@ func (e *Engine) advanceLocked() {
 	for h != e.fwd {
 		// Acquire: pairs with the reaper's done store, which follows the
 		// callback; a submitter reusing the slot comes after our Release.
-		if e.slots[h&e.mask].state.Load() != (h+1)<<1|1 {
+		if e.slots[h&e.mask].state.Load()&^stateFailed != (h+1)<<1|1 {
 			break
 		}
 		h++

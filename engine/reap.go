@@ -121,7 +121,9 @@ func (e *Engine) complete(batch []Completion) {
 	for i, c := range batch {
 		e.cbAt = i
 		s := &e.slots[c.Tag&e.mask]
-		s.res.Store(resOf(c))
+		if c.Status != StatusOK {
+			s.res.Store(resOf(c)) // before the done state (seqlock)
+		}
 		if s.reg != 0 {
 			e.releaseRegistered(s)
 		}
@@ -132,7 +134,7 @@ func (e *Engine) complete(batch []Completion) {
 		}
 		// Release: the result and the callback's effects happen before
 		// a waiter or the frontier sees the slot done.
-		s.state.Store((c.Tag+1)<<1 | 1)
+		s.state.Store(doneState(c.Tag, c.Status))
 	}
 	finished = true
 }
@@ -150,7 +152,7 @@ func (e *Engine) afterPanic(batch []Completion) {
 	}
 	i := e.cbAt
 	c := batch[i]
-	e.slots[c.Tag&e.mask].state.Store((c.Tag+1)<<1 | 1)
+	e.slots[c.Tag&e.mask].state.Store(doneState(c.Tag, c.Status))
 	// batch may be e.pend's own array: append moves the tail down (memmove).
 	e.pend = append(e.pendBuf[:0], batch[i+1:]...)
 	if len(e.pend) == 0 {
@@ -431,21 +433,38 @@ func (e *Engine) lookup(id ID) (done bool, res uint64, err error) {
 	s := &e.slots[(want-1)&e.mask]
 	for {
 		s1 := s.state.Load()
-		r := s.res.Load()
+		var r uint64 // StatusOK unless the state says failed
+		if s1&stateFailed != 0 {
+			r = s.res.Load()
+		}
 		s2 := s.state.Load()
 		if s1 != s2 {
 			continue
 		}
-		cur := (s1 >> 1) & (1<<idPosBits - 1)
+		v := s1 &^ stateFailed
+		cur := (v >> 1) & (1<<idPosBits - 1)
 		switch {
 		case cur == want:
-			return s1&1 != 0, r, nil
-		case cur > want || s1>>1 > want:
+			return v&1 != 0, r, nil
+		case cur > want || v>>1 > want:
 			return false, 0, fmt.Errorf("engine: wait for %#x: %w", uint64(id), ErrStaleID)
+		case want-1 < e.reserved():
+			// Issued, and its slot still shows an older transfer: in
+			// flight (fill does not mark it, see slot.state).
+			return false, 0, nil
 		default:
 			return false, 0, fmt.Errorf("engine: wait for %#x: %w", uint64(id), ErrUnknownID)
 		}
 	}
+}
+
+// reserved is at least the staging ring's reservation counter when the
+// call began: every position below it was handed to a submitter. (Len,
+// then Head: the sum can only overshoot, by reservations made meanwhile —
+// positions that exist by then.)
+func (e *Engine) reserved() uint64 {
+	n := uint64(e.stage.Len())
+	return e.stage.Head() + n
 }
 
 // Drain waits until every transfer submitted before the call has

@@ -48,10 +48,9 @@ func (e *Engine) Submit(t Transfer) (ID, error) {
 func (e *Engine) fill(pos uint64, t *Transfer, op *Op) (ID, error) {
 	s := &e.slots[pos&e.mask]
 	// The slot was released by the frontier (its previous transfer done);
-	// nobody else touches it until Commit publishes it. (A locked
-	// instruction, ~5 ns: Wait reads state concurrently. Stored back to
-	// back for a whole batch first, these cost more, not less.)
-	s.state.Store((pos + 1) << 1)
+	// nobody else touches it until Commit publishes it. Its state keeps
+	// showing that previous transfer until this one completes (see
+	// lookup): no store here (a locked instruction, ~5 ns).
 	// Checked after Reserve: Close sets closing before it looks at the
 	// ring, so either Close sees this reservation or we see closing.
 	if e.closing.Load() {
@@ -143,8 +142,7 @@ func (e *Engine) fillBatch(b ring.Batch, ts []Transfer, ids []ID) (int, error) {
 		case err != nil:
 		case !e.closing.Load() && e.reg.mask.Load() == 0 && r.done != opDone:
 			// fill's common case, inline (a call per transfer saved):
-			// the slot's state (see fill) and the callback.
-			e.slots[pos&e.mask].state.Store((pos + 1) << 1)
+			// the callback (no state store: see fill).
 			if t.Callback != nil {
 				s := &e.slots[pos&e.mask]
 				s.cb, s.user = t.Callback, t.User
