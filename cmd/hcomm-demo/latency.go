@@ -28,28 +28,9 @@ type syncPath struct {
 // reaper for callbacks; the waiter reaps its own completion), Submit of
 // one 4 KiB block, then Wait for it.
 func openSyncEngine() (*syncPath, error) {
-	m, err := newDevice()
+	_, e, closeAll, err := openMockEngine(hdmadev.Config{}, engine.Config{PoolSize: 4 << 20})
 	if err != nil {
 		return nil, err
-	}
-	be, err := hdmadev.New(m, hdmadev.Config{})
-	if err != nil {
-		m.Close()
-		return nil, err
-	}
-	e, err := engine.Open(engine.Config{Backend: be, PoolSize: 4 << 20, Logger: quiet()})
-	if err != nil {
-		m.Close()
-		return nil, err
-	}
-	closeAll := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		err := e.Shutdown(ctx)
-		if cerr := m.Close(); err == nil {
-			err = cerr
-		}
-		return err
 	}
 	var ts [batch]engine.Transfer
 	for i := range ts {

@@ -49,25 +49,23 @@ func newDevice() (*mock.Device, error) {
 
 func pattern(i int) byte { return byte(i*7 + 3) }
 
-// openEngine: batches of 64 host→device transfers from the engine's pool
-// (DMA-mapped into the device once, at Open), one doorbell per batch, then
-// 64 device→host transfers into other blocks; completions polled.
-func openEngine() (*path, error) {
-	m, err := newDevice()
-	if err != nil {
-		return nil, err
+// openMockEngine opens an engine (cfg, quiet, on the HDMA backend with bc)
+// on a new vfio-mock device m; closeAll shuts the engine down, then m.
+func openMockEngine(bc hdmadev.Config, cfg engine.Config) (m *mock.Device, e *engine.Engine, closeAll func() error, err error) {
+	if m, err = newDevice(); err != nil {
+		return nil, nil, nil, err
 	}
-	be, err := hdmadev.New(m, hdmadev.Config{CPUThreshold: -1})
+	be, err := hdmadev.New(m, bc)
 	if err != nil {
 		m.Close()
-		return nil, err
+		return nil, nil, nil, err
 	}
-	e, err := engine.Open(engine.Config{Backend: be, PoolSize: poolSize, Mode: engine.ModePoll, Populate: true, Logger: quiet()})
-	if err != nil {
+	cfg.Backend, cfg.Logger = be, quiet()
+	if e, err = engine.Open(cfg); err != nil {
 		m.Close()
-		return nil, err
+		return nil, nil, nil, err
 	}
-	closeAll := func() error {
+	closeAll = func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		err := e.Shutdown(ctx)
@@ -75,6 +73,18 @@ func openEngine() (*path, error) {
 			err = cerr
 		}
 		return err
+	}
+	return m, e, closeAll, nil
+}
+
+// openEngine: batches of 64 host→device transfers from the engine's pool
+// (DMA-mapped into the device once, at Open), one doorbell per batch, then
+// 64 device→host transfers into other blocks; completions polled.
+func openEngine() (*path, error) {
+	m, e, closeAll, err := openMockEngine(hdmadev.Config{CPUThreshold: -1},
+		engine.Config{PoolSize: poolSize, Mode: engine.ModePoll, Populate: true})
+	if err != nil {
+		return nil, err
 	}
 	var src, back []engine.Block
 	var there, home []engine.Transfer
