@@ -352,10 +352,15 @@ static const char *alias(hc_be *be, int slot, uint64_t addr, uint64_t len, int l
 	ucp_mem_attr_t ma = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH};
 	const char *why = NULL;
 	int id = -1;
-	if (ucp_mem_query(m, &ma) != UCS_OK || ma.length < len)
+	struct shmid_ds ds;
+	if (ucp_mem_query(m, &ma) != UCS_OK)
 		why = "ucp_mem_query";
 	else if ((id = sysv_shmid((uint64_t)(uintptr_t)ma.address)) < 0)
 		why = "UCX did not allocate a SysV segment (sysv not in UCX_TLS?)";
+	else if (shmctl(id, IPC_STAT, &ds) != 0 || ds.shm_segsz != len || ma.length != len)
+		// shmat maps the whole segment: one larger than the arena (a
+		// hugetlb segment rounded up) would cover what follows it.
+		why = "UCX's segment is not the arena's size";
 	if (why == NULL) {
 		memcpy(ma.address, (void *)(uintptr_t)addr, len);
 		void *r = shmat(id, (void *)(uintptr_t)addr, SHM_REMAP);

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -75,8 +76,13 @@ func servePeer() int {
 var transports = []string{"tcp", "shm"}
 
 func ucxTLS(tls string) (string, bool) {
-	if tls == "shm" {
+	switch tls {
+	case "shm":
 		return "shm,tcp", true
+	case "posix":
+		// Shared memory without sysv: UCX allocates no SysV segment,
+		// and arenas are exported as registered memory (TestRegistered).
+		return "posix,cma,tcp", true
 	}
 	return tls, false
 }
@@ -596,5 +602,32 @@ func TestManyArenas(t *testing.T) {
 				t.Fatalf("round trip through the last arena: %q", got)
 			}
 		})
+	}
+}
+
+// TestRegistered: when an arena cannot become a UCX-allocated SysV segment
+// (here UCX_TLS has no sysv), it is exported as registered memory, a
+// warning says so, and transfers still work (UCX's software RMA over the
+// posix FIFO, cma for large ones).
+func TestRegistered(t *testing.T) {
+	addr, _ := startPeer(t, "posix")
+	var logs bytes.Buffer
+	r := newRigConfig(t, "posix", 8, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if !strings.Contains(logs.String(), "exported as registered memory") {
+		t.Fatalf("no warning for an arena exported as registered memory; log: %s", logs.String())
+	}
+	p := connect(t, r.b, addr)
+	copy(r.mem, "registered")
+	xs := []xfer{{put: true, peer: p, local: 0, remote: 4096, n: 10}}
+	r.mustOK(r.run(xs), xs)
+	xs = []xfer{{peer: p, local: 64, remote: 4096, n: 10}, {peer: p, local: 128, remote: 0, n: 64}}
+	r.mustOK(r.run(xs), xs)
+	if got := string(r.mem[64:74]); got != "registered" {
+		t.Fatalf("round trip: %q", got)
+	}
+	for i := 0; i < 64; i++ {
+		if r.mem[128+i] != pattern(i) {
+			t.Fatalf("byte %d of the peer's pattern: %#x, want %#x", i, r.mem[128+i], pattern(i))
+		}
 	}
 }
