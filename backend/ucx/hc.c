@@ -10,6 +10,7 @@
 #include <sys/shm.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #define HC_AM_HELLO 0x4843 // "HC"
 #define HC_MAGIC 0x58554348u // "HCUX"
@@ -329,6 +330,36 @@ static int sysv_shmid(uint64_t addr) {
 	return id;
 }
 
+// copy_resident copies the arena's bytes into the fresh (zero) segment:
+// only its pages that exist — present or swapped out, says
+// /proc/self/pagemap (bits 63 and 62). A page never touched reads as zero,
+// so copying it would only fault in both: a large pool the engine left
+// unpopulated costs no memory here. Any doubt: copy everything.
+static void copy_resident(void *dst, const uint8_t *src, uint64_t len) {
+	uint64_t ps = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t np = (len + ps - 1) / ps;
+	uint64_t *ent = malloc((np ? np : 1) * sizeof(*ent));
+	FILE *f = fopen("/proc/self/pagemap", "rb");
+	int ok = ent != NULL && f != NULL && (uint64_t)(uintptr_t)src % ps == 0 &&
+		 fseeko(f, (off_t)((uint64_t)(uintptr_t)src / ps * 8), SEEK_SET) == 0 &&
+		 fread(ent, 8, np, f) == np;
+	if (f != NULL)
+		fclose(f);
+	if (!ok) {
+		free(ent);
+		memcpy(dst, src, len);
+		return;
+	}
+	for (uint64_t i = 0; i < np; i++) {
+		if (!(ent[i] >> 62))
+			continue; // neither present nor swapped: never touched
+		uint64_t off = i * ps;
+		uint64_t n = len - off < ps ? len - off : ps;
+		memcpy((uint8_t *)dst + off, src + off, n);
+	}
+	free(ent);
+}
+
 // alias makes the arena [addr, addr+len) shared memory that UCX's
 // shared-memory transports can reach with zero copies: UCX allocates a
 // SysV segment (ucp_mem_map with UCP_MEM_MAP_ALLOCATE: its remote key lets
@@ -362,7 +393,7 @@ static const char *alias(hc_be *be, int slot, uint64_t addr, uint64_t len, int l
 		// hugetlb segment rounded up) would cover what follows it.
 		why = "UCX's segment is not the arena's size";
 	if (why == NULL) {
-		memcpy(ma.address, (void *)(uintptr_t)addr, len);
+		copy_resident(ma.address, (const uint8_t *)(uintptr_t)addr, len);
 		void *r = shmat(id, (void *)(uintptr_t)addr, SHM_REMAP);
 		if (r != (void *)(uintptr_t)addr)
 			why = "shmat(SHM_REMAP) over the arena failed";

@@ -631,3 +631,54 @@ func TestRegistered(t *testing.T) {
 		}
 	}
 }
+
+// TestAliasKeepsBytes: with SharedMemory an arena becomes a UCX-allocated
+// SysV segment at the same addresses (/proc/self/maps shows it there), and
+// the bytes it held are still there — the pages that were touched are
+// copied, the others read as zero.
+func TestAliasKeepsBytes(t *testing.T) {
+	t.Setenv("UCX_TLS", "shm,tcp")
+	b, err := New(Config{SharedMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ps := os.Getpagesize()
+	mem, err := unix.Mmap(-1, 0, 64*ps, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	mem[3*ps+7], mem[40*ps] = 0xa5, 0x5a
+	base := uintptr(unsafePointer(mem))
+	if _, err := b.mapMem(0, base, len(mem), false); err != nil {
+		t.Fatal(err)
+	}
+	defer b.UnmapArena(0)
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%x-%x ", base, base+uintptr(len(mem)))
+	found := false
+	for _, l := range strings.Split(string(maps), "\n") {
+		if strings.HasPrefix(l, want) && strings.Contains(l, "/SYSV") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no SysV segment at %s in /proc/self/maps", want)
+	}
+	for i, c := range mem {
+		w := byte(0)
+		switch i {
+		case 3*ps + 7:
+			w = 0xa5
+		case 40 * ps:
+			w = 0x5a
+		}
+		if c != w {
+			t.Fatalf("byte %d: %#x, want %#x", i, c, w)
+		}
+	}
+}
