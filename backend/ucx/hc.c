@@ -863,6 +863,13 @@ uint32_t hc_submit(hc_be *be, uint32_t n) {
 		group_put(be, open);
 		open = next;
 	}
+	// Everything done at posting (shared memory: memcpys): nothing of
+	// ours to progress.
+	if (be->inflight == 0 && be->dworker != be->worker) {
+		uint32_t ev = be->events;
+		be->events = 0;
+		return ev;
+	}
 	return hc_progress(be, 0);
 }
 
