@@ -123,9 +123,13 @@ type Engine struct {
 	// written under the reaping flag; reap.go).
 	waiterCycles atomic.Uint64
 	inReaper     bool
-	lazyWake     chan struct{} // wakes a reaper in sleepLazy (Close)
-	wakeFd       int           // eventfd that wakes the reaper
-	batch        []Completion  // the cycle's completions (reaper/Poll private)
+	// reapingWaiters counts goroutines in waitFor that reap for themselves
+	// (not parked), in reaper mode: while there are any, a reaper that
+	// would spin stands back instead of taking completions from them.
+	reapingWaiters atomic.Int32
+	lazyWake       chan struct{} // wakes a reaper in sleepLazy (Close)
+	wakeFd         int           // eventfd that wakes the reaper
+	batch          []Completion  // the cycle's completions (reaper/Poll private)
 	// A callback panicked: the rest of its batch, delivered first by the
 	// next cycle (reaper/Poll private, as batch). pendBuf is its array.
 	pend, pendBuf []Completion

@@ -224,7 +224,25 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 	lazyTimer := time.NewTimer(time.Hour)
 	lazyTimer.Stop()
 	seen := e.waiterCycles.Load()
+	spinSeen, lastWaiter := seen, time.Time{}
 	for !e.stop.Load() {
+		// Waiters reap for themselves (a synchronous Submit+Wait): while
+		// one does, and within Spin of its last cycle, the reaper stays
+		// awake — so submitters need not wake it — but takes no
+		// completions from them: a reaper cycling beside a waiter wins
+		// its completion, and the waiter then waits for the reaper to
+		// publish it, a hand-off between threads (2.6 µs instead of
+		// 0.25 µs per 4 KiB Submit+Wait on vfio-mock). Not for batch-waited
+		// backends, where the reaper stands aside asleep (below).
+		if bw == nil && e.cfg.Spin > 0 {
+			if w := e.waiterCycles.Load(); w != spinSeen {
+				spinSeen, lastWaiter = w, time.Now()
+			}
+			if e.reapingWaiters.Load() > 0 || time.Since(lastWaiter) < e.cfg.Spin {
+				runtime.Gosched()
+				continue
+			}
+		}
 		n, busy, ok := e.reaperCycle()
 		if n > 0 {
 			last = time.Now()

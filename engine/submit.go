@@ -216,6 +216,10 @@ func (e *Engine) waitReleased(ctx context.Context, target uint64) error {
 // reaper reaps, so a busy engine does not burn two threads on two CPUs.
 func (e *Engine) waitFor(ctx context.Context, cond func() bool) error {
 	var since time.Time
+	if e.cfg.Mode == ModeReaper {
+		e.reapingWaiters.Add(1)
+		defer e.reapingWaiters.Add(-1)
+	}
 	for i := 0; ; i++ {
 		if cond() {
 			// The reaper went to sleep without watching completions
@@ -266,7 +270,9 @@ func (e *Engine) waitFor(ctx context.Context, cond func() bool) error {
 			runtime.Gosched()
 			continue
 		}
+		e.reapingWaiters.Add(-1)
 		e.park(ctx, cond)
+		e.reapingWaiters.Add(1)
 		since = time.Time{}
 	}
 }
