@@ -9,7 +9,6 @@ import (
 
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
 	"github.com/hcomm-go/hcomm/engine"
-	"github.com/hcomm-go/hcomm/internal/baseline"
 )
 
 // latSamples is how many synchronous transfers one repetition times.
@@ -60,13 +59,8 @@ func openSyncEngine() (*syncPath, error) {
 // openSyncTraditional: baseline.Device.Write, which returns when the
 // device has the bytes (pwrite, doorbell, blocking read of the eventfd).
 func openSyncTraditional() (*syncPath, error) {
-	m, err := newDevice()
+	m, d, err := openBaseline()
 	if err != nil {
-		return nil, err
-	}
-	d, err := baseline.OpenDevice(baseline.DeviceConfig{Device: m, Staging: blockSize, Logger: quiet()})
-	if err != nil {
-		m.Close()
 		return nil, err
 	}
 	bufs := make([][]byte, batch)

@@ -49,6 +49,21 @@ func newDevice() (*mock.Device, error) {
 
 func pattern(i int) byte { return byte(i*7 + 3) }
 
+// openBaseline opens the traditional path (internal/baseline, a staging
+// buffer of one block) on a new vfio-mock device m.
+func openBaseline() (*mock.Device, *baseline.Device, error) {
+	m, err := newDevice()
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := baseline.OpenDevice(baseline.DeviceConfig{Device: m, Staging: blockSize, Logger: quiet()})
+	if err != nil {
+		m.Close()
+		return nil, nil, err
+	}
+	return m, d, nil
+}
+
 // openMockEngine opens an engine (cfg, quiet, on the HDMA backend with bc)
 // on a new vfio-mock device m; closeAll shuts the engine down, then m.
 func openMockEngine(bc hdmadev.Config, cfg engine.Config) (m *mock.Device, e *engine.Engine, closeAll func() error, err error) {
@@ -149,13 +164,8 @@ func openEngine() (*path, error) {
 // device maps, doorbell, blocking read(2) of the completion eventfd; back:
 // doorbell, blocking read(2), pread(2) out of the staging buffer.
 func openTraditional() (*path, error) {
-	m, err := newDevice()
+	m, d, err := openBaseline()
 	if err != nil {
-		return nil, err
-	}
-	d, err := baseline.OpenDevice(baseline.DeviceConfig{Device: m, Staging: blockSize, Logger: quiet()})
-	if err != nil {
-		m.Close()
 		return nil, err
 	}
 	src, back := make([][]byte, batch), make([][]byte, batch)
