@@ -1,13 +1,10 @@
 package trace
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -81,50 +78,5 @@ func buildRemoteload(t *testing.T) string {
 // listens on; it stops when the test ends (its standard input closes).
 func startRemotePeer(t *testing.T, bin string) string {
 	t.Helper()
-	cmd := exec.Command(bin, "peer")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("peer: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			t.Error("peer did not stop within 30 s of its stdin closing")
-		}
-	})
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(stdout).ReadString('\n')
-		line <- s
-		io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case s := <-line:
-		addr, ok := strings.CutPrefix(strings.TrimSpace(s), "ADDR ")
-		if !ok {
-			t.Fatalf("peer said %q", s)
-		}
-		return addr
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("peer did not start in 60 s")
-	}
-	return ""
+	return testutil.StartPeer(t, exec.Command(bin, "peer"), testutil.Peer{Start: 60 * time.Second, Stop: 30 * time.Second, CheckExit: true})
 }

@@ -1,7 +1,6 @@
 package ucx
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/internal/testutil"
 )
 
 // The test binary re-executes itself as the peer: HCOMM_UCX_PEER=1 makes
@@ -94,47 +94,9 @@ func startPeer(t *testing.T, tls string, extraEnv ...string) (string, *exec.Cmd)
 	env, shm := ucxTLS(tls)
 	cmd.Env = append(os.Environ(), peerEnv+"=1", "UCX_TLS="+env, fmt.Sprintf("HCOMM_UCX_SHM=%t", shm))
 	cmd.Env = append(cmd.Env, extraEnv...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(stdout).ReadString('\n')
-		line <- s
-		io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case s := <-line:
-		addr, ok := strings.CutPrefix(strings.TrimSpace(s), "ADDR ")
-		if !ok {
-			t.Fatalf("peer said %q", s)
-		}
-		return addr, cmd
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("peer did not start in 20s")
-	}
-	return "", nil
+	// Tests kill peers: their exit status is not checked.
+	addr := testutil.StartPeer(t, cmd, testutil.Peer{Start: 20 * time.Second, Stop: 10 * time.Second})
+	return addr, cmd
 }
 
 // rig drives a Backend the way the engine does (Prepare, Forward, Flush,
