@@ -23,26 +23,8 @@
 #include <linux/fs.h>
 
 #include "hcomm.h"
+#include "check.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                   \
-	do {                                                               \
-		if (!(cond)) {                                             \
-			fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                      \
-			fprintf(stderr, "\n");                             \
-			failures++;                                        \
-			return;                                            \
-		}                                                          \
-	} while (0)
-
-#define CHECK_RC(call, want)                                                     \
-	do {                                                                     \
-		int rc_ = (call);                                                \
-		CHECK(rc_ == (want), "got %d (%s), want %d (%s)", rc_, hcomm_strerror(rc_), \
-		      (want), hcomm_strerror(want));                             \
-	} while (0)
 
 // Small, quick engines: a 16 MiB pool, the mock device.
 static hcomm_config_t small_cfg(void) {

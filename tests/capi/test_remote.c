@@ -38,26 +38,8 @@
 #include <unistd.h>
 
 #include "hcomm.h"
+#include "check.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                           \
-	do {                                                                       \
-		if (!(cond)) {                                                     \
-			fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                              \
-			fprintf(stderr, " [last error: %s]\n", hcomm_last_error()); \
-			failures++;                                                \
-			return;                                                    \
-		}                                                                  \
-	} while (0)
-
-#define CHECK_RC(call, want)                                                              \
-	do {                                                                              \
-		int rc_ = (call);                                                         \
-		CHECK(rc_ == (want), "got %d (%s), want %d (%s)", rc_, hcomm_strerror(rc_), \
-		      (want), hcomm_strerror(want));                                      \
-	} while (0)
 
 enum { BLOCK = 1 << 20, PATTERN_SEED = 99 };
 
