@@ -25,7 +25,6 @@
 #include "hcomm.h"
 #include "check.h"
 
-
 // Small, quick engines: a 16 MiB pool, the mock device.
 static hcomm_config_t small_cfg(void) {
 	hcomm_config_t c = {.mem_pool_size = 16 << 20, .queue_depth = 64, .align_size = 64};
