@@ -392,3 +392,38 @@ func TestUnitBudget(t *testing.T) {
 		}
 	}
 }
+
+// The engine-vs-driver goal is judged on the thread's CPU time when the run
+// measured it, with the wall-time ratio beside it, and on wall time only
+// when it did not.
+func TestGoalsDriverThreadCPU(t *testing.T) {
+	wall := entry{Name: "device-small", Variant: "4096-inline/engine-b64", BaselineVariant: "4096-inline/floor-driver-b64", Metric: "time",
+		Engine: ptr(300), Baseline: ptr(250), Ratio: ptr(1.2)}
+	thread := entry{Name: "device-small", Variant: "4096-inline/engine-b64", BaselineVariant: "4096-inline/floor-driver-b64", Metric: "thread_cpu",
+		Engine: ptr(260), Baseline: ptr(200), Ratio: ptr(1.3), EngineRuns: []float64{260, 250}, BaselineRuns: []float64{200, 200}}
+	for _, tc := range []struct {
+		name    string
+		es      []entry
+		label   string
+		verdict string
+		detail  string
+	}{
+		{"thread CPU measured", []entry{wall, thread}, "CPU time of the thread", "missed", "wall time ÷ driver 1.2×"},
+		{"wall time only", []entry{wall}, "wall time", "met", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var g *goal
+			for _, x := range goals(tc.es, map[string]bool{"device-small": true}, nil) {
+				if strings.Contains(x.What, "batch 64, inline: engine ÷ bare HDMA driver") {
+					g = &x
+				}
+			}
+			if g == nil {
+				t.Fatal("no engine ÷ driver goal")
+			}
+			if !strings.Contains(g.What, tc.label) || g.Verdict != tc.verdict || !strings.Contains(g.Detail, tc.detail) {
+				t.Errorf("goal %+v: want label %q, verdict %q, detail with %q", *g, tc.label, tc.verdict, tc.detail)
+			}
+		})
+	}
+}

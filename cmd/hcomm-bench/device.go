@@ -172,7 +172,7 @@ func setupEngineDevice(size, batch, cpu int, back, inline bool) (*runner, error)
 		}
 	}
 	ctx := context.Background()
-	r := &runner{per: batch, bytes: size,
+	r := &runner{per: batch, bytes: size, oneThread: inline,
 		devSyscalls: func() uint64 { return m.Counters().MSIs },
 		close: func() error {
 			cctx, cancel := closeCtx()
@@ -364,7 +364,7 @@ func setupDriverFloor(size, batch int, inline bool) (*runner, error) {
 	descs := make([]hdma.Desc, batch)
 	out := make([]hdma.Completion, batch)
 	var failed int
-	return &runner{per: batch, bytes: size, close: closeAll,
+	return &runner{per: batch, bytes: size, close: closeAll, oneThread: inline,
 		devSyscalls: func() uint64 { return m.Counters().MSIs },
 		desc:        fmt.Sprintf("the floor: the HDMA driver alone on the same device, no engine: batches of %d descriptors built from the caller's requests, one doorbell, completions polled and checked", batch),
 		check: func() error {

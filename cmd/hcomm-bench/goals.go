@@ -224,12 +224,31 @@ func goals(es []entry, ran map[string]bool, unfinished map[string]string) []goal
 		}
 	}
 	// Goal 2: the device path's overhead, the device model inline.
-	add(ratio(18, "2", "device-small", "device 4 KiB batch 64, inline: engine ÷ bare HDMA driver",
-		find("device-small", "4096-inline/engine-b64", "4096-inline/floor-driver-b64", "time"), limit{"≤", 1.25}, ""))
+	// Engine against the bare driver: with the device model inline and
+	// poll mode, each side's whole path runs on one OS thread, and that
+	// thread's CPU time is the cost the goal is about; wall time (shown in
+	// the detail) also carries whatever else the shared machine ran.
+	vsDriver := func(batch int, lim float64) goal {
+		v, b := fmt.Sprintf("4096-inline/engine-b%d", batch), fmt.Sprintf("4096-inline/floor-driver-b%d", batch)
+		label := fmt.Sprintf("device 4 KiB batch %d, inline: engine ÷ bare HDMA driver, CPU time of the thread", batch)
+		e, wall := find("device-small", v, b, "thread_cpu"), find("device-small", v, b, "time")
+		if e == nil {
+			e = wall
+			label = fmt.Sprintf("device 4 KiB batch %d, inline: engine ÷ bare HDMA driver, wall time", batch)
+		}
+		g := ratio(18, "2", "device-small", label, e, limit{"≤", lim}, "")
+		if e != wall && e != nil && e.Engine != nil && e.Baseline != nil {
+			g.Detail = fmt.Sprintf("CPU ns per transfer %.0f vs %.0f", *e.Engine, *e.Baseline)
+			if wall != nil && wall.Ratio != nil {
+				g.Detail += fmt.Sprintf("; wall time ÷ driver %.3g×", *wall.Ratio)
+			}
+		}
+		return g
+	}
+	add(vsDriver(64, 1.25))
 	add(ratio(18, "2", "device-small", "device 4 KiB batch 64, inline: engine ÷ traditional",
 		find("device-small", "4096-inline/engine-b64", "4096-inline/traditional", "time"), limit{"≤", 0.10}, ""))
-	add(ratio(18, "2", "device-small", "device 4 KiB batch 1, inline: engine ÷ bare HDMA driver",
-		find("device-small", "4096-inline/engine-b1", "4096-inline/floor-driver-b1", "time"), limit{"≤", 2}, ""))
+	add(vsDriver(1, 2))
 	// Goal 3: latency of one synchronous transfer, default mode.
 	add(ratio(18, "3", "latency", "sync 4 KiB host→device, default mode: p50 ÷ traditional",
 		find("latency", "traditional→engine", "traditional", "p50"), limit{"≤", 0.1}, ""))

@@ -55,23 +55,52 @@ func calibrate(r *runner, target time.Duration) (int, error) {
 	return max(r.per, (want+r.per-1)/r.per*r.per), nil
 }
 
+// sample is what one repetition of a runner measured, per transfer.
+type sample struct {
+	ns, cpu, allocs float64
+	// threadCPU: the CPU time of the one OS thread that ran the whole
+	// path (runner.oneThread), 0 otherwise.
+	threadCPU float64
+}
+
 // once runs n transfers and returns ns, CPU ns (user+system of the whole
-// process: every thread, the device model's and the runtime's included)
-// and heap allocations per transfer.
-func once(r *runner, n int) (ns, cpu, allocs float64, err error) {
+// process: every thread, the device model's and the runtime's included),
+// heap allocations and, for a oneThread runner, the CPU time of its thread
+// per transfer.
+func once(r *runner, n int) (sample, error) {
 	runtime.GC()
+	if r.oneThread {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	c0 := cpuNow()
+	c0, tc0 := cpuNow(), threadCPUNow(r.oneThread)
 	t0 := time.Now()
-	err = r.run(n)
+	err := r.run(n)
 	el := time.Since(t0)
-	c1 := cpuNow()
+	c1, tc1 := cpuNow(), threadCPUNow(r.oneThread)
 	runtime.ReadMemStats(&m1)
 	if err != nil {
-		return 0, 0, 0, err
+		return sample{}, err
 	}
-	return float64(el.Nanoseconds()) / float64(n), float64(c1-c0) / float64(n), float64(m1.Mallocs-m0.Mallocs) / float64(n), nil
+	f := float64(n)
+	return sample{ns: float64(el.Nanoseconds()) / f, cpu: float64(c1-c0) / f,
+		allocs: float64(m1.Mallocs-m0.Mallocs) / f, threadCPU: float64(tc1-tc0) / f}, nil
+}
+
+// threadCPUNow is the calling OS thread's CPU time so far in ns
+// (CLOCK_THREAD_CPUTIME_ID: time other threads and processes take from
+// the CPU is not counted), or 0 when !want or the clock fails.
+func threadCPUNow(want bool) int64 {
+	if !want {
+		return 0
+	}
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return ts.Nano()
 }
 
 // cpuNow is the process's CPU time so far (user+system, every thread), in
@@ -90,6 +119,7 @@ type result struct {
 	desc              string
 	ns                stat // per transfer (or per operation)
 	cpu               stat // CPU ns per transfer (user+system, whole process; fio: its job's)
+	threadCPU         stat // CPU ns per transfer of the one thread that ran it (runner.oneThread)
 	allocs            stat
 	bytes             int
 	n                 int // transfers per repetition
@@ -107,6 +137,7 @@ func measureGroup(o *options, ws []*workload) []*result {
 	ns := make([][]float64, len(ws))
 	al := make([][]float64, len(ws))
 	cp := make([][]float64, len(ws))
+	tc := make([][]float64, len(ws))
 	for i, w := range ws {
 		res[i] = &result{scenario: w.scenario, variant: w.variant}
 		o.logf("setting up %s/%s", w.scenario, w.variant)
@@ -144,14 +175,17 @@ func measureGroup(o *options, ws []*workload) []*result {
 				res[i].n = ops
 				continue
 			}
-			v, c, a, err := once(r, res[i].n)
+			sm, err := once(r, res[i].n)
 			if err != nil {
 				res[i].err = err
 				continue
 			}
-			ns[i] = append(ns[i], v)
-			cp[i] = append(cp[i], c)
-			al[i] = append(al[i], a)
+			ns[i] = append(ns[i], sm.ns)
+			cp[i] = append(cp[i], sm.cpu)
+			al[i] = append(al[i], sm.allocs)
+			if sm.threadCPU > 0 {
+				tc[i] = append(tc[i], sm.threadCPU)
+			}
 		}
 	}
 	for i, r := range rs {
@@ -164,7 +198,7 @@ func measureGroup(o *options, ws []*workload) []*result {
 		if err := r.close(); err != nil && res[i].err == nil {
 			res[i].err = fmt.Errorf("close: %w", err)
 		}
-		res[i].ns, res[i].allocs, res[i].cpu = newStat(ns[i]), newStat(al[i]), newStat(cp[i])
+		res[i].ns, res[i].allocs, res[i].cpu, res[i].threadCPU = newStat(ns[i]), newStat(al[i]), newStat(cp[i]), newStat(tc[i])
 	}
 	return res
 }

@@ -253,6 +253,12 @@ func compare(g group, e, base *result, metric, uname, better string) []entry {
 			out = append(out, mk("cpu_per_gib", "CPU-s/GiB", "lower", ptr(e.cpu.Median/float64(e.bytes)*(1<<30)/1e9), ptr(base.cpu.Median/float64(base.bytes)*(1<<30)/1e9), ""))
 		}
 	}
+	if len(e.threadCPU.Runs) > 0 && len(e.threadCPU.Runs) == len(base.threadCPU.Runs) {
+		c := mk("thread_cpu", "CPU-ns/op", "lower", ptr(e.threadCPU.Median), ptr(base.threadCPU.Median), "CPU time per op of the one OS thread that ran the whole path (CLOCK_THREAD_CPUTIME_ID; poll mode, device model inline): what other processes take from the CPU is not counted")
+		c.EngineMin, c.EngineMax, c.BaselineMin, c.BaselineMax = ptr(e.threadCPU.Min), ptr(e.threadCPU.Max), ptr(base.threadCPU.Min), ptr(base.threadCPU.Max)
+		c.EngineRuns, c.BaselineRuns = e.threadCPU.Runs, base.threadCPU.Runs
+		out = append(out, c)
+	}
 	if len(e.allocs.Runs) > 0 && len(base.allocs.Runs) > 0 {
 		out = append(out, mk("allocs", "allocs/op", "lower", ptr(e.allocs.Median), ptr(base.allocs.Median), ""))
 	}

@@ -31,6 +31,12 @@ type runner struct {
 	// reports its own, user+system).
 	timedCPU float64
 	desc     string // what this variant does, one line
+	// oneThread: run does all of its work on the calling goroutine (no
+	// other goroutine or thread takes part: poll mode, the device model
+	// inline), so once locks it to its OS thread and also reports that
+	// thread's CPU time — the path's CPU cost, which on a shared machine
+	// other processes do not add to, as they do to wall time.
+	oneThread bool
 }
 
 // workload is one variant of a scenario. Its setup must be reproducible in
