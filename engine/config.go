@@ -19,7 +19,10 @@ const (
 	ModeReaper Mode = iota
 	// ModePoll starts no goroutine: the application calls Poll, which
 	// reaps and runs callbacks on the caller (DPDK/SPDK style). Wait,
-	// Drain, blocking submission and Close call Poll themselves.
+	// Drain, blocking submission and Close call Poll themselves; on a
+	// backend waited on in batches (backend/uringfile) a waiter whose poll
+	// found nothing sleeps in the backend until about half of what is
+	// outstanding has completed, as in ModeReaper, instead of spinning.
 	ModePoll
 )
 

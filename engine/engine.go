@@ -559,6 +559,8 @@ func (e *Engine) wakeReaper(idleOnly bool) {
 // startCompletions starts the reaper (ModeReaper); in ModePoll the
 // application's Poll calls do its work.
 func (e *Engine) startCompletions() {
+	// Waiters wait in a batch-waited backend in both modes (waitFor).
+	e.bw, _ = e.be.(batchWaiter)
 	if e.cfg.Mode != ModeReaper {
 		close(e.done)
 		return
@@ -566,7 +568,6 @@ func (e *Engine) startCompletions() {
 	if fd, _ := e.be.ReadyFD(); fd >= 0 {
 		e.readyFD = true
 	}
-	e.bw, _ = e.be.(batchWaiter)
 	ready := make(chan struct{})
 	go e.reaper(ready)
 	<-ready

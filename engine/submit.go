@@ -236,7 +236,12 @@ func (e *Engine) waitFor(ctx context.Context, cond func() bool) error {
 			return err
 		}
 		if e.cfg.Mode == ModePoll {
-			if e.Poll() == 0 && i > 16 {
+			// Poll; a backend that can be waited on in batches (file
+			// I/O) is then waited on in the kernel, as in reaper mode,
+			// rather than spun on: an application in ModePoll that
+			// waits has nothing else to do on this goroutine.
+			n, waited := e.pollWait(cond)
+			if n == 0 && !waited && i > 16 {
 				runtime.Gosched()
 			}
 			continue
@@ -275,6 +280,24 @@ func (e *Engine) waitFor(ctx context.Context, cond func() bool) error {
 		e.reapingWaiters.Add(1)
 		since = time.Time{}
 	}
+}
+
+// pollWait is a ModePoll waiter's round: one completion cycle, like Poll,
+// and when it completed nothing while transfers are outstanding in a
+// batch-waited backend, a wait in the backend (waitBatch) until about half
+// of them are done — holding the reaping flag, so a concurrent Poll
+// returns 0 meanwhile, as it does beside any Poll in progress.
+func (e *Engine) pollWait(cond func() bool) (n int, waited bool) {
+	if !e.reaping.CompareAndSwap(0, 1) {
+		return 0, false
+	}
+	// A panicking callback lets the flag go (afterPanic), as in Poll.
+	n, busy := e.cycle()
+	if n == 0 && busy && e.bw != nil && !cond() {
+		waited = e.waitBatch()
+	}
+	e.reaping.Store(0)
+	return n, waited
 }
 
 // park blocks until the next notify (a completion cycle finished), ctx
