@@ -19,6 +19,17 @@ import (
 const (
 	opPut = C.HC_PUT // host → remote
 	opGet = C.HC_GET // remote → host
+	// A put or get to a peer whose memory is mapped here (shared memory):
+	// the submitter copies (Execute). Op.Src is the offset in the local
+	// arena, Op.Dst the remote arena's index << directShift | the offset
+	// in it.
+	opDirectPut = 16
+	opDirectGet = 17
+	directShift = 56
+	// inlineMax is the largest direct transfer the submitter copies
+	// (Execute, only with CallerProgress); the others are copied by
+	// hc_submit in the engine's Flush.
+	inlineMax = 4 << 10
 )
 
 // Describe says what the backend is: "ucx", the listener's address, remote
@@ -74,16 +85,17 @@ func (b *Backend) Attach(env engine.Env) error {
 // peers that connect from now on can reach it. The backend address of a
 // host byte is its virtual address (Op.Src/Dst of a host end is a pointer).
 func (b *Backend) MapArena(slot int, a *hugepage.Arena) (uint64, error) {
-	return b.mapMem(slot, a.Addr(), a.Len(), a.Locked())
+	return b.mapMem(slot, a.Bytes(), a.Locked())
 }
 
-// mapMem is MapArena for any memory that stays mapped until unmapMem (tests
-// and the bench's passive peer export plain mmap'd memory).
-func (b *Backend) mapMem(slot int, ptr uintptr, size int, locked bool) (uint64, error) {
+// mapMem is MapArena for any memory that stays mapped until UnmapArena
+// (tests export plain mmap'd memory).
+func (b *Backend) mapMem(slot int, mem []byte, locked bool) (uint64, error) {
+	size := len(mem)
 	if slot < 0 || slot >= engine.MaxArenas || size <= 0 {
 		return 0, fmt.Errorf("ucx: map arena %d (%d bytes): %w", slot, size, engine.ErrBadConfig)
 	}
-	addr := uint64(ptr)
+	addr := uint64(uintptr(unsafe.Pointer(&mem[0])))
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -104,6 +116,9 @@ func (b *Backend) mapMem(slot int, ptr uintptr, size int, locked bool) (uint64, 
 		b.log.Warn("ucx: arena exported as registered memory: shared-memory peers reach it through messages, not directly",
 			"arena", slot, "bytes", size, "why", C.GoString(note))
 	}
+	// The engine publishes the arena to submitters (Execute reads this)
+	// only after MapArena returned.
+	b.local[slot] = mem
 	return addr, nil
 }
 
@@ -125,10 +140,12 @@ func (b *Backend) UnmapArena(slot int) error {
 		cp := b.cpeer(p.idx)
 		if cp.state != C.HC_CLOSED && uint64(cp.exported)&(1<<slot) != 0 {
 			b.log.Warn("ucx: disconnecting a peer from an arena being unmapped", "peer", p.idx, "arena", slot)
+			b.fence(p)
 			C.hc_peer_close(b.be, C.uint32_t(p.idx), C.HC_ST_PEER_GONE)
 			b.syncPeer(p)
 		}
 	}
+	b.local[slot] = nil
 	if st := C.hc_unmap(b.be, C.int(slot)); st != 0 {
 		return fmt.Errorf("ucx: ucp_mem_unmap arena %d: %s: %w", slot, ucsString(st), ErrUCX)
 	}
@@ -178,7 +195,8 @@ func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32, op *engine.Op) err
 		return fmt.Errorf("ucx: peer %d: range %#x+%d outside its %d-byte window: %w: %w",
 			rem.Peer, off, n, p.size, ErrRemoteBounds, engine.ErrOutOfBounds)
 	}
-	for i := 0; i < p.n; i++ {
+	i := 0
+	for ; i < p.n; i++ {
 		if off < p.start[i]+p.len[i] {
 			if end > p.start[i]+p.len[i] {
 				return fmt.Errorf("ucx: peer %d: range %#x+%d straddles its arenas %d and %d: %w: %w",
@@ -191,6 +209,19 @@ func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32, op *engine.Op) err
 	op.Len = n
 	op.HostArena = uint16(host.Arena)
 	op.Aux = uint16(rem.Peer)
+	if p.direct[i] != nil && n <= inlineMax && b.cfg.CallerProgress && b.local[host.Arena] != nil {
+		// The peer's arena is mapped here, and whoever submits also
+		// polls (CallerProgress, engine.ModePoll): the submitter copies,
+		// and its next Poll delivers the completion — no call into C.
+		// With a reaper goroutine the completion would cross threads
+		// anyway, and the submitter's copy outside the engine's owner
+		// flag measured slower there than hc_submit's (docs/remote.md);
+		// larger transfers are hc_submit's too.
+		op.Inline = true
+		op.Src, op.Dst = host.Off, uint64(i)<<directShift|(off-p.start[i])
+		op.Code += opDirectPut - opPut
+		return nil
+	}
 	if op.Code == opPut {
 		op.Src, op.Dst = host.Addr, rem.Off
 	} else {
@@ -199,9 +230,30 @@ func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32, op *engine.Op) err
 	return nil
 }
 
-// Execute is never called: Prepare marks nothing Inline.
+// Execute copies a transfer to or from a peer whose memory is mapped here
+// (Prepare marked it Inline): what UCX's shared-memory put and get do, on
+// the submitter, with no request, flush or completion ring. Complete when
+// it returns (the bytes are in the peer's memory).
 func (b *Backend) Execute(op *engine.Op) (uint32, engine.Status) {
-	return 0, engine.StatusBackend + stBadOp
+	if op.Code != opDirectPut && op.Code != opDirectGet {
+		return 0, engine.StatusBackend + stBadOp
+	}
+	p := (*b.peers.Load())[op.Aux]
+	p.users.Add(1)
+	if p.fenced.Load() {
+		p.users.Add(-1)
+		return 0, engine.StatusBackend + stPeerGone
+	}
+	roff := op.Dst & (1<<directShift - 1)
+	rem := p.direct[op.Dst>>directShift][roff : roff+uint64(op.Len)]
+	loc := b.local[op.HostArena][op.Src : op.Src+uint64(op.Len)]
+	dst, src := rem, loc
+	if op.Code == opDirectGet {
+		dst, src = loc, rem
+	}
+	copy(dst, src)
+	p.users.Add(-1)
+	return op.Len, engine.StatusOK
 }
 
 // Forward stages op in C memory; Flush posts the batch.
@@ -271,10 +323,11 @@ func (b *Backend) Reap(out []engine.Completion) int {
 			ctl = time.Since(b.lastCtl) >= time.Millisecond
 		}
 	}
-	// A shared-memory data worker with nothing in flight and nothing in
-	// the ring has nothing to give: a peer's puts into this pool are its
-	// own memcpys. Skip the call into C (a poll loop's common case).
-	if ctl || b.be.dworker == b.be.worker || b.be.inflight > 0 || b.be.cq_head != b.be.cq_tail {
+	// A shared-memory data worker with nothing in flight has nothing to
+	// give: this side's direct copies completed into the ring when they
+	// were posted, and a peer's puts into this pool are its own copies.
+	// Skip the call into C (a poll loop's common case).
+	if ctl || b.be.dworker == b.be.worker || b.be.inflight > 0 {
 		b.progress(ctl)
 	}
 	n := b.drain(out)
@@ -337,6 +390,7 @@ func (b *Backend) Cancel(out []engine.Completion) int {
 	if b.closed {
 		return n
 	}
+	b.fenceAll()
 	C.hc_cancel_all(b.be)
 	for _, p := range *b.peers.Load() {
 		b.syncPeer(p)

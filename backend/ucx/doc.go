@@ -38,6 +38,17 @@
 // memory: user data are pointers into C arrays) into a C ring that Reap
 // copies out, in one call that also progresses the worker.
 //
+// Direct copies (Config.SharedMemory): a peer's UCX-allocated segment is
+// attached in this process when its remote key is unpacked, and
+// ucp_rkey_ptr says where. A transfer to such an arena is not posted to
+// UCX: hc_submit copies it itself (libc memcpy; non-temporal stores from
+// 1 MiB) and completes it into the ring at once — what UCX's sysv put and
+// get do, without the request and the flush around them. With
+// CallerProgress, transfers up to 4 KiB are copied by the submitter
+// instead (Prepare marks them Inline; Execute, no call into C), and the
+// next Poll delivers them. Before a peer's keys are destroyed (its
+// mapping goes), fence stops and waits out the submitters' copies to it.
+//
 // # Threads
 //
 // The workers are created with UCS_THREAD_MODE_SERIALIZED (ThreadMode reports
@@ -68,7 +79,7 @@
 // Config.SharedMemory also makes each exported arena a UCX-allocated SysV
 // segment attached over the arena's own addresses (ucp_mem_map with
 // UCP_MEM_MAP_ALLOCATE, then shmat with SHM_REMAP): a peer's put or get is
-// then its own memcpy into or out of the segment (UCX's sysv RMA lane),
+// then its own memcpy into or out of the segment (a direct copy, above),
 // with no message to this side. Registered memory is reachable over shared
 // memory only through software RMA (messages the target's worker serves),
 // which a peer killed mid-message can wedge for good (docs/remote.md).

@@ -92,6 +92,10 @@ typedef struct hc_peer {
 	uint64_t len[HC_MAX_ARENAS];
 	uint64_t base[HC_MAX_ARENAS]; // remote virtual address
 	ucp_rkey_h rkey[HC_MAX_ARENAS];
+	// direct[i]: the peer's arena i mapped into this process (shared
+	// memory: ucp_rkey_ptr of its key), or NULL. Valid until
+	// hc_peer_close destroys the key (Go fences its copies first).
+	void *direct[HC_MAX_ARENAS];
 } hc_peer;
 
 struct hc_be {
@@ -123,6 +127,7 @@ struct hc_be {
 	hc_cqe *cq;
 	uint32_t cq_head, cq_tail, cq_mask;
 	uint32_t inflight; // posted ops whose completion is not in cq yet
+	uint64_t ndirect;  // transfers hc_submit copied itself (peer memory mapped here)
 
 	// Local arenas. memh registers the arena's range for this side's own
 	// transfers; xmemh (shared memory only) is the UCX-allocated SysV
@@ -163,6 +168,7 @@ uint32_t hc_submit(hc_be *be, uint32_t n);
 uint32_t hc_cancel_all(hc_be *be);
 uint32_t hc_expire(hc_be *be, uint64_t timeout_ns);
 char *hc_ep_info(hc_be *be, uint32_t idx);
+void hc_copy(void *dst, const void *src, size_t n);
 
 
 #endif

@@ -101,6 +101,13 @@ type peer struct {
 	size   uint64
 	start  [engine.MaxArenas]uint64
 	len    [engine.MaxArenas]uint64
+	// direct[i] is the peer's arena i mapped into this process (shared
+	// memory, ucp_rkey_ptr), or nil: a transfer to it is a copy by the
+	// submitter (Execute). users counts copies in progress; fenced, set
+	// before the mapping goes (fence), makes new ones fail.
+	direct [engine.MaxArenas][]byte
+	users  atomic.Int32
+	fenced atomic.Bool
 }
 
 // Backend is an engine.Backend whose targets are other processes' pools,
@@ -128,7 +135,9 @@ type Backend struct {
 	signaled   bool // wakeFD written since the last Reap
 	idle       bool // the progress goroutine sleeps with no timeout (Flush wakes it)
 	exported   [engine.MaxArenas]bool
-	inflight   int // posted, not reaped (read by the progress goroutine)
+	// local[s] is arena s's memory (MapArena; read by Execute).
+	local    [engine.MaxArenas][]byte
+	inflight int // posted, not reaped (read by the progress goroutine)
 
 	// Owner-only (engine's owner flag): staging.
 	attached bool
@@ -315,8 +324,28 @@ func (b *Backend) Disconnect(idx uint32) {
 	if b.closed || int(idx) >= len(ps) {
 		return
 	}
+	b.fence(ps[idx])
 	C.hc_peer_close(b.be, C.uint32_t(idx), C.HC_ST_PEER_GONE)
 	b.syncPeer(ps[idx])
+}
+
+// fence stops direct copies to p (Execute) and waits for those in progress
+// to finish, before hc_peer_close unmaps the peer's memory (under mu).
+// Execute counts itself in users before it looks at fenced, and fence sets
+// fenced before it looks at users (sequentially consistent atomics): a copy
+// either sees the fence and does not start, or is waited for.
+func (b *Backend) fence(p *peer) {
+	p.fenced.Store(true)
+	for p.users.Load() != 0 {
+		runtime.Gosched() // a copy of at most 4 GiB, usually microseconds
+	}
+}
+
+// fenceAll fences every peer (Cancel, Close: C closes them all).
+func (b *Backend) fenceAll() {
+	for _, p := range *b.peers.Load() {
+		b.fence(p)
+	}
 }
 
 // Peers lists every peer this backend ever had, by index.
@@ -360,6 +389,7 @@ func (b *Backend) syncPeer(p *peer) {
 	if cs == stateFailed {
 		// Close the endpoint now (not in UCX's callback): UCX completes
 		// what is still in flight to it with an error.
+		b.fence(p)
 		C.hc_peer_close(b.be, C.uint32_t(p.idx), C.HC_ST_PEER_GONE)
 		cs = stateClosed
 	}
@@ -374,6 +404,9 @@ func (b *Backend) syncPeer(p *peer) {
 			p.start[i] = uint64(cp.start[i])
 			p.len[i] = uint64(cp.len[i])
 			p.size = p.start[i] + p.len[i]
+			if cp.direct[i] != nil {
+				p.direct[i] = unsafe.Slice((*byte)(cp.direct[i]), p.len[i])
+			}
 		}
 		p.state.Store(stateReady)
 		b.log.Info("ucx: peer ready", "peer", p.idx, "addr", p.addr, "arenas", p.n, "bytes", p.size)
@@ -535,6 +568,7 @@ func (b *Backend) progressLoop() {
 // destroy releases everything (the progress goroutine is stopped).
 func (b *Backend) destroy() {
 	if b.be != nil {
+		b.fenceAll()
 		C.hc_destroy(b.be)
 		b.be = nil
 	}

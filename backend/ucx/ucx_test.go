@@ -60,7 +60,7 @@ func servePeer() int {
 		for i := range mem {
 			mem[i] = pattern(s*size + i)
 		}
-		if _, err := b.mapMem(s, uintptr(unsafePointer(mem)), len(mem), false); err != nil {
+		if _, err := b.mapMem(s, mem, false); err != nil {
 			fmt.Fprintln(os.Stderr, "peer:", err)
 			return 1
 		}
@@ -99,15 +99,39 @@ func startPeer(t *testing.T, tls string, extraEnv ...string) (string, *exec.Cmd)
 	return addr, cmd
 }
 
-// rig drives a Backend the way the engine does (Prepare, Forward, Flush,
-// Reap, sleeping on ReadyFD), with one local arena of plain memory.
+// rig drives a Backend the way the engine does (Prepare, then Execute for
+// an Inline op or Forward and Flush, Reap, sleeping on ReadyFD), with one
+// local arena of plain memory.
 type rig struct {
-	t   *testing.T
-	b   *Backend
-	mem []byte
-	out []engine.Completion
-	ctr engine.Counters
+	t      *testing.T
+	b      *Backend
+	mem    []byte
+	out    []engine.Completion
+	ctr    engine.Counters
+	inline []engine.Completion // Execute's results, not yet reaped
 }
+
+// post carries out an Inline op (shared memory: a copy into the peer's
+// mapped memory) or forwards it; false when Forward refused.
+func (r *rig) post(tag uint64, op *engine.Op, last bool) bool {
+	if op.Inline {
+		n, st := r.b.Execute(op)
+		r.inline = append(r.inline, engine.Completion{Tag: tag, N: n, Status: st})
+		return true
+	}
+	return r.b.Forward(tag, op, last)
+}
+
+// reap returns Execute's results, then what Reap finds.
+func (r *rig) reap() []engine.Completion {
+	n := copy(r.out, r.inline)
+	r.inline = r.inline[:copy(r.inline, r.inline[n:])]
+	n += r.b.Reap(r.out[n:])
+	return r.out[:n]
+}
+
+// outstanding is what was posted and not reaped.
+func (r *rig) outstanding() int { return r.b.Outstanding() + len(r.inline) }
 
 func newRig(t *testing.T, tls string, depth int) *rig {
 	t.Helper()
@@ -132,7 +156,7 @@ func newRigConfig(t *testing.T, tls string, depth int, cfg Config) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.mapMem(0, uintptr(unsafePointer(r.mem)), len(r.mem), false); err != nil {
+	if _, err := b.mapMem(0, r.mem, false); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -173,8 +197,9 @@ func (r *rig) wait(got map[uint64]engine.Completion, want int) {
 	deadline := time.Now().Add(30 * time.Second)
 	fd, _ := r.b.ReadyFD()
 	for len(got) < want {
-		n := r.b.Reap(r.out)
-		for _, c := range r.out[:n] {
+		cs := r.reap()
+		n := len(cs)
+		for _, c := range cs {
 			if _, dup := got[c.Tag]; dup {
 				r.t.Fatalf("tag %d completed twice", c.Tag)
 			}
@@ -184,7 +209,7 @@ func (r *rig) wait(got map[uint64]engine.Completion, want int) {
 			continue
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("%d of %d transfers completed in 30s (outstanding %d)", len(got), want, r.b.Outstanding())
+			r.t.Fatalf("%d of %d transfers completed in 30s (outstanding %d)", len(got), want, r.outstanding())
 		}
 		// Sleep as the engine does, on the readiness eventfd.
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
@@ -204,7 +229,7 @@ func (r *rig) run(xs []xfer) []engine.Completion {
 		if err := r.prepare(x, &op); err != nil {
 			r.t.Fatalf("transfer %d %+v: %v", i, x, err)
 		}
-		if !r.b.Forward(uint64(i), &op, i == len(xs)-1) {
+		if !r.post(uint64(i), &op, i == len(xs)-1) {
 			r.t.Fatalf("Forward %d refused", i)
 		}
 	}
@@ -291,8 +316,11 @@ func TestRoundTrip(t *testing.T) {
 					}
 				}
 			}
-			if r.ctr.Doorbells == 0 {
-				t.Error("no flush counted")
+			// Over shared memory the peer's arenas are UCX-allocated
+			// segments mapped here, and hc_submit copied every
+			// transfer itself; over tcp it posted them all to UCX.
+			if direct := tls == "shm"; direct != (r.b.be.ndirect > 0) || r.ctr.Doorbells == 0 {
+				t.Errorf("%s: %d direct copies, %d flushes", tls, r.b.be.ndirect, r.ctr.Doorbells)
 			}
 		})
 	}
@@ -393,7 +421,7 @@ func TestPeerKilled(t *testing.T) {
 					goto dead
 				}
 				// Keep the queue full of 256 KiB transfers.
-				for r.b.Outstanding() < 64 {
+				for r.outstanding() < 64 {
 					x := xfer{put: tag%2 == 0, peer: p, local: (tag % 16) * (256 << 10), remote: (tag % 16) * (256 << 10), n: 256 << 10}
 					op = engine.Op{}
 					if err := r.prepare(x, &op); err != nil {
@@ -402,13 +430,13 @@ func TestPeerKilled(t *testing.T) {
 						}
 						goto dead
 					}
-					if !r.b.Forward(tag, &op, true) {
+					if !r.post(tag, &op, true) {
 						t.Fatal("Forward refused below depth")
 					}
 					tag++
 				}
 				r.b.Flush()
-				for _, c := range r.out[:r.b.Reap(r.out)] {
+				for _, c := range r.reap() {
 					if _, dup := got[c.Tag]; dup {
 						t.Fatalf("tag %d completed twice", c.Tag)
 					}
@@ -433,8 +461,8 @@ func TestPeerKilled(t *testing.T) {
 			}
 			// Nothing more completes: Reap finds nothing for a while.
 			time.Sleep(50 * time.Millisecond)
-			if n := r.b.Reap(r.out); n != 0 || r.b.Outstanding() != 0 {
-				t.Fatalf("after all completed: %d more, %d outstanding", n, r.b.Outstanding())
+			if n := len(r.reap()); n != 0 || r.outstanding() != 0 {
+				t.Fatalf("after all completed: %d more, %d outstanding", n, r.outstanding())
 			}
 			// Reconnect to a new peer process.
 			addr2, _ := startPeer(t, tls)
@@ -584,6 +612,9 @@ func TestRegistered(t *testing.T) {
 	r.mustOK(r.run(xs), xs)
 	xs = []xfer{{peer: p, local: 64, remote: 4096, n: 10}, {peer: p, local: 128, remote: 0, n: 64}}
 	r.mustOK(r.run(xs), xs)
+	if r.b.be.ndirect != 0 {
+		t.Errorf("registered memory copied directly %d times: it cannot be mapped here", r.b.be.ndirect)
+	}
 	if got := string(r.mem[64:74]); got != "registered" {
 		t.Fatalf("round trip: %q", got)
 	}
@@ -613,7 +644,7 @@ func TestAliasKeepsBytes(t *testing.T) {
 	defer unix.Munmap(mem)
 	mem[3*ps+7], mem[40*ps] = 0xa5, 0x5a
 	base := uintptr(unsafePointer(mem))
-	if _, err := b.mapMem(0, base, len(mem), false); err != nil {
+	if _, err := b.mapMem(0, mem, false); err != nil {
 		t.Fatal(err)
 	}
 	defer b.UnmapArena(0)
@@ -641,6 +672,72 @@ func TestAliasKeepsBytes(t *testing.T) {
 		}
 		if c != w {
 			t.Fatalf("byte %d: %#x, want %#x", i, c, w)
+		}
+	}
+}
+
+// TestDirectFence: over shared memory with CallerProgress a small transfer
+// is the submitter's copy into the peer's segment mapped here (Execute, no
+// UCX call, outside the backend's mutex). Disconnect
+// while 4 goroutines copy: it waits for the copies in progress before the
+// mapping goes (no fault), every copy either finished or failed with
+// ErrPeerGone, and none starts after it.
+func TestDirectFence(t *testing.T) {
+	addr, _ := startPeer(t, "shm")
+	r := newRigConfig(t, "shm", 64, Config{CallerProgress: true})
+	p := connect(t, r.b, addr)
+	var ops [4]engine.Op
+	for g := range ops {
+		x := xfer{put: g%2 == 0, peer: p, local: uint64(g) << 20, remote: uint64(g) << 20, n: inlineMax}
+		if err := r.prepare(x, &ops[g]); err != nil {
+			t.Fatal(err)
+		}
+		if !ops[g].Inline {
+			t.Fatalf("shm transfer %d not direct: %+v", g, ops[g])
+		}
+	}
+	started := make(chan struct{}, len(ops))
+	stop := make(chan struct{})
+	res := make(chan [2]int, len(ops))
+	for g := range ops {
+		go func(op engine.Op) {
+			var ok, gone int
+			for i := 0; ; i++ {
+				if i == 1 {
+					started <- struct{}{}
+				}
+				switch _, st := r.b.Execute(&op); {
+				case st == engine.StatusOK:
+					ok++
+				case errors.Is(r.b.Err(st), ErrPeerGone):
+					gone++
+				default:
+					t.Errorf("Execute: status %d: %v", st, r.b.Err(st))
+				}
+				select {
+				case <-stop:
+					res <- [2]int{ok, gone}
+					return
+				default:
+				}
+			}
+		}(ops[g])
+	}
+	for range ops {
+		<-started
+	}
+	r.b.Disconnect(p)
+	// Every copy from now on fails: the fence is up.
+	for g := range ops {
+		if _, st := r.b.Execute(&ops[g]); !errors.Is(r.b.Err(st), ErrPeerGone) {
+			t.Fatalf("Execute after Disconnect: status %d: %v", st, r.b.Err(st))
+		}
+	}
+	close(stop)
+	for range ops {
+		c := <-res
+		if c[0] == 0 {
+			t.Errorf("a copier finished no copy before Disconnect (%d ok, %d gone)", c[0], c[1])
 		}
 	}
 }

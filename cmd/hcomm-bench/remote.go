@@ -315,6 +315,10 @@ func remoteTransport(o *options, name, engineTLS, perftestTLS string, deadline t
 	return rows, nil
 }
 
+// remoteWarmup is how many untimed iterations come before n timed ones:
+// ucx_perftest's -w, and as many for the engine (transfers, or round trips).
+func remoteWarmup(n int) int { return min(n, 1000) }
+
 // engineBW moves n transfers of size bytes (batches of batch) between blk
 // and offset 0 of the peer's pool, and returns MiB/s overall and typical
 // (the median window of at least 64 transfers: submission blocks on a full
@@ -335,6 +339,20 @@ func engineBW(ctx context.Context, eng *engine.Engine, peer uint32, blk engine.B
 		if !put {
 			ts[i].Src, ts[i].Dst = ts[i].Dst, ts[i].Src
 		}
+	}
+	// Untimed warm-up transfers, as many as ucx_perftest's (-w), then
+	// the timed ones.
+	for done := 0; done < remoteWarmup(n); done += batch {
+		for k := 0; k < batch; {
+			m, err := eng.SubmitBatchContext(ctx, ts[k:], ids[k:])
+			if err != nil {
+				return 0, 0, err
+			}
+			k += m
+		}
+	}
+	if err := eng.Drain(ctx); err != nil {
+		return 0, 0, err
 	}
 	window := max(64, batch)
 	var wins []float64
@@ -396,7 +414,7 @@ func engineLat(ctx context.Context, tls string, shm bool, iters int) (float64, f
 	}
 	// The peer polls (and so accepts the connection) once it has the
 	// command: send it first.
-	if err := peer.cmd(fmt.Sprintf("pong %d %d", pongOff, iters)); err != nil {
+	if err := peer.cmd(fmt.Sprintf("pong %d %d", pongOff, iters+remoteWarmup(iters))); err != nil {
 		return 0, 0, err
 	}
 	p, err := b.Connect(ctx, peer.ucxAddr)
@@ -406,16 +424,21 @@ func engineLat(ctx context.Context, tls string, shm bool, iters int) (float64, f
 	seen := (*atomic.Uint64)(unsafe.Pointer(&pong.Bytes()[0]))
 	out := (*uint64)(unsafe.Pointer(&ping.Bytes()[0]))
 	tr := engine.Transfer{Src: engine.Host(ping), Dst: engine.Remote(p, peer.pingOff), Len: 8}
+	// Warm-up round trips first, as many as ucx_perftest's (-w, see
+	// perftest). One clock read per round trip (ucx_perftest reads its
+	// clock once per iteration too): its end is the next one's start.
+	warm := remoteWarmup(iters)
 	var start, t0 time.Time
 	rtts := make([]float64, 0, iters)
-	for i := 1; i <= iters+100; i++ { // 100 warm-up round trips
-		if i == 101 {
-			start = time.Now()
+	for i := 1; i <= iters+warm; i++ {
+		now := time.Now()
+		if i == warm+1 {
+			start = now
 		}
-		if i > 101 {
-			rtts = append(rtts, float64(time.Since(t0).Nanoseconds()))
+		if i > warm+1 {
+			rtts = append(rtts, float64(now.Sub(t0).Nanoseconds()))
 		}
-		t0 = time.Now()
+		t0 = now
 		*out = uint64(i)
 		if _, err := eng.Submit(tr); err != nil {
 			return 0, 0, err
@@ -548,7 +571,7 @@ func perftest(tls, test string, size, n int, deadline time.Time) (float64, float
 	}
 	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	l.Close()
-	args := []string{"-t", test, "-s", strconv.Itoa(size), "-n", strconv.Itoa(n), "-w", strconv.Itoa(min(n, 1000)), "-p", port, "-f", "-v"}
+	args := []string{"-t", test, "-s", strconv.Itoa(size), "-n", strconv.Itoa(n), "-w", strconv.Itoa(remoteWarmup(n)), "-p", port, "-f", "-v"}
 	env := append(os.Environ(), "UCX_TLS="+tls)
 	srv := exec.Command("ucx_perftest", args...)
 	srv.Env = env
@@ -723,7 +746,7 @@ func remotePeerMain(mode string) int {
 			off, _ := strconv.ParseUint(f[1], 10, 64)
 			iters, _ := strconv.Atoi(f[2])
 			fmt.Println("OK")
-			if err := answerPings(eng, ping, pong, off, iters+100); err != nil {
+			if err := answerPings(eng, ping, pong, off, iters); err != nil {
 				fmt.Fprintln(os.Stderr, "remote peer:", err)
 				return 1
 			}
