@@ -47,19 +47,19 @@ func init() {
 	for _, inline := range []bool{false, true} {
 		for _, size := range deviceSizes {
 			p := fmt.Sprintf("%d%s/", size, deviceMode(inline))
-			register(&workload{scenario: "device-small", variant: p + "traditional", count: true,
+			register(&workload{scenario: "device-small", variant: p + "traditional", count: true, fresh: inline,
 				setup: func(o *options) (*runner, error) { return setupTraditional(size, 64, false, inline) }})
 			for _, batch := range []int{1, 8, 64} {
-				register(&workload{scenario: "device-small", variant: fmt.Sprintf("%sengine-b%d", p, batch), count: true,
+				register(&workload{scenario: "device-small", variant: fmt.Sprintf("%sengine-b%d", p, batch), count: true, fresh: inline,
 					setup: func(o *options) (*runner, error) { return setupEngineDevice(size, batch, -1, false, inline) }})
 			}
-			register(&workload{scenario: "device-small", variant: p + "engine-b64x2", count: true,
+			register(&workload{scenario: "device-small", variant: p + "engine-b64x2", count: true, fresh: inline,
 				setup: func(o *options) (*runner, error) { return setupEngineStream(size, inline) }})
 			for _, batch := range []int{1, 64} {
-				register(&workload{scenario: "device-small", variant: fmt.Sprintf("%sfloor-driver-b%d", p, batch), count: true,
+				register(&workload{scenario: "device-small", variant: fmt.Sprintf("%sfloor-driver-b%d", p, batch), count: true, fresh: inline,
 					setup: func(o *options) (*runner, error) { return setupDriverFloor(size, batch, inline) }})
 			}
-			register(&workload{scenario: "device-small", variant: p + "engine-cpu-b64", count: true,
+			register(&workload{scenario: "device-small", variant: p + "engine-cpu-b64", count: true, fresh: inline,
 				setup: func(o *options) (*runner, error) { return setupEngineDevice(size, 64, 0, false, inline) }})
 		}
 	}

@@ -162,6 +162,13 @@ func measureGroup(o *options, ws []*workload) []*result {
 			if r == nil || res[i].err != nil {
 				continue
 			}
+			if ws[i].fresh && rep > 0 {
+				if r, res[i].err = resetup(o, ws[i], r); res[i].err != nil {
+					rs[i] = nil
+					continue
+				}
+				rs[i] = r
+			}
 			if r.timed != nil {
 				v, ops, err := r.timed(o.target * 4)
 				if err != nil {
@@ -190,6 +197,7 @@ func measureGroup(o *options, ws []*workload) []*result {
 	}
 	for i, r := range rs {
 		if r == nil {
+			res[i].ns, res[i].allocs, res[i].cpu, res[i].threadCPU = newStat(ns[i]), newStat(al[i]), newStat(cp[i]), newStat(tc[i])
 			continue
 		}
 		if res[i].err == nil && r.check != nil {
@@ -201,4 +209,25 @@ func measureGroup(o *options, ws []*workload) []*result {
 		res[i].ns, res[i].allocs, res[i].cpu, res[i].threadCPU = newStat(ns[i]), newStat(al[i]), newStat(cp[i]), newStat(tc[i])
 	}
 	return res
+}
+
+// resetup checks and closes a fresh workload's runner after a repetition
+// and sets the workload up again for the next one.
+func resetup(o *options, w *workload, r *runner) (*runner, error) {
+	var err error
+	if r.check != nil {
+		err = r.check()
+	}
+	if cerr := r.close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close: %w", cerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	o.logf("setting up %s/%s afresh", w.scenario, w.variant)
+	nr, err := w.setup(o)
+	if err != nil {
+		return nil, fmt.Errorf("set up afresh: %w", err)
+	}
+	return nr, nil
 }

@@ -47,6 +47,12 @@ type workload struct {
 	setup     func(o *options) (*runner, error)
 	count     bool                 // count syscalls and copies (eBPF, in a traced child)
 	nOverride func(o *options) int // fixed transfer count (0: calibrate)
+	// fresh: every repetition runs on a new setup (closed after it), so
+	// the median over repetitions also spans where memory lands: a
+	// CPU-bound path over its own buffers and device memory (the device
+	// model inline) varies more between setups, with the physical pages
+	// it got, than between repetitions on one setup.
+	fresh bool
 }
 
 // registry lists every workload by scenario/variant.
