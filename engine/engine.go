@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -118,6 +119,15 @@ type Engine struct {
 	sleeping atomic.Uint32 // the reaper is (about to be) asleep
 	readyFD  bool          // the backend has a ReadyFD (set before the reaper starts)
 	bw       batchWaiter   // the backend, when it can be waited on in batches (reap.go)
+	lazy     lazyDoorbell  // the backend, when its doorbell can be deferred (reap.go)
+	// inRound: the holder of the reaping flag is in a completion round
+	// whose doorbells are deferred (lazy); it starts what was deferred
+	// before it lets the flag go (releaseReaping) or carries it in a
+	// batched wait (waitBatch). lazyPending: a doorbell was deferred since
+	// (a hint for the holder: wait now, carrying it).
+	inRound     atomic.Bool
+	lazyPending atomic.Bool
+	yieldAt     time.Time // waitBatch's last yield (under the reaping flag)
 	// waiterCycles counts completion cycles run by others than the reaper
 	// (waiters, Poll); inReaper is true while the reaper runs one (both
 	// written under the reaping flag; reap.go).
@@ -442,7 +452,16 @@ func (e *Engine) drainLocked() {
 		e.fwd++
 	}
 	if forwarded > 0 {
-		e.be.Flush()
+		// In a completion round (a callback submitting, or a submitter
+		// beside a waiter that reaps) the doorbell waits for the round's
+		// holder: its batched wait carries it, or it rings it when it
+		// lets the reaping flag go (releaseReaping).
+		if e.lazy != nil && e.inRound.Load() {
+			e.lazy.FlushDeferred()
+			e.lazyPending.Store(true)
+		} else {
+			e.be.Flush()
+		}
 	}
 	total := uint32(0)
 	for p := range count {
@@ -561,6 +580,9 @@ func (e *Engine) wakeReaper(idleOnly bool) {
 func (e *Engine) startCompletions() {
 	// Waiters wait in a batch-waited backend in both modes (waitFor).
 	e.bw, _ = e.be.(batchWaiter)
+	if e.bw != nil {
+		e.lazy, _ = e.be.(lazyDoorbell)
+	}
 	if e.cfg.Mode != ModeReaper {
 		close(e.done)
 		return

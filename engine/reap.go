@@ -148,7 +148,7 @@ func (e *Engine) complete(batch []Completion) {
 func (e *Engine) afterPanic(batch []Completion) {
 	if e.cycling {
 		e.cycling = false
-		defer e.reaping.Store(0)
+		defer e.releaseReaping()
 	}
 	i := e.cbAt
 	c := batch[i]
@@ -174,11 +174,11 @@ func (e *Engine) afterPanic(batch []Completion) {
 // recorded that callback as run; the callbacks after it in the same batch
 // run on the next Poll. The engine stays usable.
 func (e *Engine) Poll() int {
-	if e.cfg.Mode != ModePoll || !e.reaping.CompareAndSwap(0, 1) {
+	if e.cfg.Mode != ModePoll || !e.acquireReaping() {
 		return 0
 	}
 	n, _ := e.cycle() // a panicking callback lets the flag go (afterPanic)
-	e.reaping.Store(0)
+	e.releaseReaping()
 	return n
 }
 
@@ -269,11 +269,11 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 		// half of them are done (or batchWait passed with some done)
 		// instead of spinning: one system call per batch and no CPU burnt
 		// between completions.
-		if bw != nil && ok && busy && e.reaping.CompareAndSwap(0, 1) {
+		if bw != nil && ok && busy && e.acquireReaping() {
 			e.inReaper = true
 			waited := e.waitBatch()
 			e.inReaper = false
-			e.reaping.Store(0)
+			e.releaseReaping()
 			if waited {
 				continue
 			}
@@ -346,6 +346,14 @@ func (e *Engine) waitBatch() bool {
 	if e.bw == nil {
 		return false
 	}
+	// The round's deferred doorbells go with the wait: from here on
+	// submitters ring their own (inRound false), and the lock below waits
+	// for one that read true to finish publishing, so the wait's
+	// io_uring_enter carries everything deferred so far.
+	if e.lazy != nil {
+		e.inRound.Store(false)
+		e.lazyPending.Store(false)
+	}
 	e.lock()
 	out := e.be.Outstanding()
 	e.unlock()
@@ -353,7 +361,76 @@ func (e *Engine) waitBatch() bool {
 		return false
 	}
 	e.sysc.Add(uint64(e.bw.WaitCompletions((out+1)/2, batchWait, e.tick())))
+	// A goroutine that only ever waits here and reaps (WaitIdle over a
+	// pipeline, a loop of Waits) never enters the Go scheduler: after
+	// 10 ms on one scheduling tick the runtime's monitor preempts it
+	// (tgkill, a signal) and, the P being in a system call, retakes the
+	// P — and then polls every 20 µs again for a millisecond or more
+	// (nanosleep), waking threads (futex): 0.02–0.05 system calls per
+	// I/O in hcomm-bench's file pipeline. A yield every yieldEvery gives
+	// the monitor its new tick for the price of one idle-P wake-up.
+	if now := time.Now(); now.Sub(e.yieldAt) > yieldEvery {
+		e.yieldAt = now
+		runtime.Gosched()
+	}
+	if e.lazy != nil {
+		// What the wait did not take (its enter failed, or found
+		// fewer than it was told): start it now.
+		e.lock()
+		e.lazy.SubmitDeferred()
+		e.unlock()
+	}
 	return true
+}
+
+// yieldEvery is how often a goroutine that waits in the backend yields
+// (waitBatch): well within the runtime's 10 ms preemption slice.
+const yieldEvery = 8 * time.Millisecond
+
+// lazyDoorbell is an optional Backend interface (backend/uringfile): a
+// batch's doorbell — its system call — deferred to the next batched wait.
+// FlushDeferred is Flush without the system call: the batch is published
+// to the backend but not started; SubmitDeferred starts what is published
+// and not yet started (nothing when there is none); WaitCompletions starts
+// it in the same system call as it waits. Owner only, except
+// WaitCompletions.
+//
+// The rule: a drain defers its doorbell only while a goroutine holds the
+// reaping flag in a completion round (inRound: a waiter in Wait, Drain or
+// SubmitContext, Poll, the reaper) — a callback that submits, or a
+// submitter beside a reaping waiter. That holder starts it: its batched
+// wait carries it (waitBatch), or it calls SubmitDeferred before it lets
+// the flag go (releaseReaping). So a deferred transfer starts within the
+// round it was submitted in, at the latest when the round's holder goes to
+// sleep or leaves; outside rounds every drain rings at once.
+type lazyDoorbell interface {
+	FlushDeferred()
+	SubmitDeferred()
+}
+
+// acquireReaping takes the reaping flag for a completion round.
+func (e *Engine) acquireReaping() bool {
+	if !e.reaping.CompareAndSwap(0, 1) {
+		return false
+	}
+	if e.lazy != nil {
+		e.inRound.Store(true)
+	}
+	return true
+}
+
+// releaseReaping ends a completion round: doorbells deferred in it are
+// rung (one system call, none when nothing was deferred or a wait carried
+// it), then the reaping flag goes. A drain that read inRound true holds
+// the owner flag while it publishes, so the lock here comes after it.
+func (e *Engine) releaseReaping() {
+	if e.lazy != nil && e.inRound.Swap(false) {
+		e.lazyPending.Store(false)
+		e.lock()
+		e.lazy.SubmitDeferred()
+		e.unlock()
+	}
+	e.reaping.Store(0)
 }
 
 // sleepLazy puts the reaper to sleep for d without watching the backend's
@@ -409,13 +486,18 @@ const sleepLazy = 4
 // goroutine (a waiter reaping for itself) holds the reaping flag; ok says
 // whether it ran. The cycle is not counted as a waiter's (waiterCycles).
 func (e *Engine) reaperCycle() (n int, busy, ok bool) {
-	if !e.reaping.CompareAndSwap(0, 1) {
+	if !e.acquireReaping() {
 		return 0, false, false
 	}
 	e.inReaper = true
 	n, busy = e.cycle()
+	if e.lazyPending.Load() {
+		// Callbacks submitted: wait for the next completions now, in
+		// the same system call that starts those (waitBatch).
+		e.waitBatch()
+	}
 	e.inReaper = false
-	e.reaping.Store(0)
+	e.releaseReaping()
 	return n, busy, true
 }
 
@@ -498,6 +580,17 @@ func (e *Engine) Drain(ctx context.Context) error {
 	end := e.head + uint64(e.stage.Len())
 	e.unlock()
 	return e.waitReleased(ctx, end)
+}
+
+// WaitIdle waits until no transfer is in flight — those submitted while it
+// waits included (by callbacks, or by other goroutines), unlike Drain's —
+// and every callback has run, or ctx ends. A pipeline whose callbacks
+// submit the next transfers waits for its end with it. Like Wait, it reaps
+// on the caller meanwhile; with callbacks that submit, on a file backend,
+// each round's submissions start in the same system call as its wait for
+// the next completions (see lazyDoorbell).
+func (e *Engine) WaitIdle(ctx context.Context) error {
+	return e.waitFor(ctx, func() bool { return e.stage.Len() == 0 })
 }
 
 // sleeper puts the reaper to sleep on its watched fds through io_uring

@@ -53,8 +53,9 @@ type Stats struct {
 	Paths            [nPaths]PathStats
 	// Batches handed to the backend (one hookSubmitBatch call per path each).
 	Batches uint64
-	// Doorbells the backend rang: SQ_TAIL writes (device) or submitting
-	// io_uring_enters (file).
+	// Doorbells the backend rang: SQ_TAIL writes (device) or batches
+	// published to the io_uring (file; their io_uring_enter may be a
+	// completion round's wait, see Submit).
 	Doorbells uint64
 	// Syscalls made by the engine and its backend: the backend's
 	// io_uring_enters, the reaper's sleeps, eventfd reads and wake-ups.

@@ -15,6 +15,13 @@ import (
 // unless another goroutine is already draining the staging ring, drains it
 // into the backend with one doorbell (group commit). ErrQueueFull when
 // QueueDepth transfers are in flight; SubmitContext waits instead.
+//
+// The transfer starts at once, with one exception: called while a
+// goroutine reaps completions (from a callback, or beside a goroutine in
+// Wait, Drain, WaitIdle or Poll), on a backend that defers its doorbell
+// (backend/uringfile), it starts when that goroutine goes to wait in the
+// backend (in the same system call) or ends its round — microseconds
+// later (docs/engine.md, "The deferred doorbell").
 func (e *Engine) Submit(t Transfer) (ID, error) {
 	b, err := e.stage.Reserve(1)
 	if err != nil {
@@ -86,7 +93,9 @@ func (e *Engine) fillNoop(pos uint64) {
 // their IDs into ids (when ids is not nil it must be as long as ts). It
 // returns how many it staged: all of them, or fewer with the error that
 // stopped it (ErrQueueFull when the queue filled up; a validation error for
-// ts[n]). Batches longer than QueueDepth go in several reservations.
+// ts[n]). Batches longer than QueueDepth go in several reservations. The
+// transfers start as Submit's do (at once, or within the completion
+// round they were submitted in).
 func (e *Engine) SubmitBatch(ts []Transfer, ids []ID) (int, error) {
 	if ids != nil && len(ids) < len(ts) {
 		return 0, fmt.Errorf("engine: submit batch of %d with %d ID slots: %w", len(ts), len(ids), ErrBadTransfer)
@@ -246,19 +255,22 @@ func (e *Engine) waitFor(ctx context.Context, cond func() bool) error {
 			}
 			continue
 		}
-		if e.reaping.CompareAndSwap(0, 1) {
+		if e.acquireReaping() {
 			n, waited := 0, false
 			if !e.stop.Load() {
 				var busy bool
 				n, busy = e.cycle()
 				// A backend that can be waited on in batches (file I/O,
 				// tens of µs and more): block in the kernel rather than
-				// spin, as ReadAt would, and reap on waking.
-				if n == 0 && busy && !cond() {
+				// spin, as ReadAt would, and reap on waking — at once,
+				// after completions, when their callbacks submitted
+				// (the wait carries those doorbells).
+				// (busy was computed before the callbacks ran.)
+				if (n == 0 && busy || e.lazyPending.Load()) && !cond() {
 					waited = e.waitBatch()
 				}
 			}
-			e.reaping.Store(0)
+			e.releaseReaping()
 			if n > 0 || waited {
 				since = time.Time{}
 				continue
@@ -288,15 +300,15 @@ func (e *Engine) waitFor(ctx context.Context, cond func() bool) error {
 // of them are done — holding the reaping flag, so a concurrent Poll
 // returns 0 meanwhile, as it does beside any Poll in progress.
 func (e *Engine) pollWait(cond func() bool) (n int, waited bool) {
-	if !e.reaping.CompareAndSwap(0, 1) {
+	if !e.acquireReaping() {
 		return 0, false
 	}
 	// A panicking callback lets the flag go (afterPanic), as in Poll.
 	n, busy := e.cycle()
-	if n == 0 && busy && e.bw != nil && !cond() {
+	if (n == 0 && busy || e.lazyPending.Load()) && e.bw != nil && !cond() {
 		waited = e.waitBatch()
 	}
-	e.reaping.Store(0)
+	e.releaseReaping()
 	return n, waited
 }
 

@@ -265,6 +265,37 @@ func (b *Backend) Flush() {
 	b.queued = 0
 }
 
+// FlushDeferred is Flush without the system call (the engine's optional
+// deferred doorbell): what Forward queued is published in the submission
+// queue, and the kernel takes it at the next io_uring_enter — the engine's
+// batched wait (WaitCompletions carries it), SubmitDeferred, or any Flush.
+// The engine uses it only while a goroutine holds its reaping flag (a
+// completion round: a waiter, Poll, the reaper), which then either waits
+// in WaitCompletions or calls SubmitDeferred before it lets the flag go.
+func (b *Backend) FlushDeferred() {
+	if b.queued == 0 {
+		return
+	}
+	b.u.Publish()
+	b.ctr.Doorbells++
+	b.inFlight += b.queued
+	b.queued = 0
+}
+
+// SubmitDeferred submits what FlushDeferred published and the kernel has
+// not taken yet: one io_uring_enter, none when there is nothing.
+func (b *Backend) SubmitDeferred() {
+	if b.u == nil || b.u.Unsubmitted() == 0 {
+		return
+	}
+	before := b.u.Stats().Enters
+	n, err := b.u.Submit()
+	b.ctr.Syscalls += b.u.Stats().Enters - before
+	if err != nil {
+		b.log.Warn("uringfile: io_uring submit", "err", err, "submitted", n)
+	}
+}
+
 // Reap implements engine.Backend: ready CQEs, no system call unless the
 // kernel has deferred work.
 func (b *Backend) Reap(out []engine.Completion) int {
@@ -307,10 +338,14 @@ const (
 // ring, or — on kernels with IORING_FEAT_MIN_TIMEOUT (6.12) — until
 // minWait has passed with at least one ready, or until timeout. It lets
 // the engine sleep between batches of completions (one io_uring_enter per
-// batch) instead of spinning or waking per completion. It does not reap
-// (Reap does, under the owner flag) and touches nothing the owner's
-// methods write, so the engine calls it without the owner flag while
-// submitters keep submitting. Without min_wait support want is taken as 1
+// batch) instead of spinning or waking per completion. The same enter
+// submits what FlushDeferred published (to_submit is read from the shared
+// ring; the kernel takes the SQEs under its own lock, as beside a
+// concurrent Flush — and an enter that finds fewer than to_submit, because
+// a concurrent one took some, returns without waiting: the engine waits
+// again). It does not reap (Reap does, under the owner flag) and touches
+// nothing the owner's methods write, so the engine calls it without the
+// owner flag while submitters keep submitting. Without min_wait support want is taken as 1
 // (a straggler must not hold the others back until the timeout). It
 // returns the system calls made.
 func (b *Backend) WaitCompletions(want int, minWait, timeout time.Duration) int {
@@ -324,7 +359,7 @@ func (b *Backend) WaitCompletions(want int, minWait, timeout time.Duration) int 
 	}
 	// ETIME (the timeout) and EINTR are normal ends of a wait; other
 	// errors show up in the next Reap or Flush.
-	_, _, _ = unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(b.ringFd), 0, uintptr(max(want, 1)),
+	_, _, _ = unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(b.ringFd), uintptr(b.u.PublishedShared()), uintptr(max(want, 1)),
 		enterGetevents|enterExtArg, uintptr(unsafe.Pointer(&b.waitArg)), unsafe.Sizeof(b.waitArg))
 	return 1
 }

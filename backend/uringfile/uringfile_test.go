@@ -221,7 +221,7 @@ func TestWaitBothModes(t *testing.T) {
 		{"poll/O_DIRECT", engine.ModePoll, directFlag(t)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e, blocks := fileEngine(t, c.flags, c.mode, 64)
+			e, blocks := fileEngine(t, c.flags, c.mode, 64, 128)
 			calls := make([]atomic.Int32, 2*len(blocks))
 			cb := func(r engine.Result) {
 				if r.Err != nil {
@@ -274,10 +274,10 @@ func TestWaitBothModes(t *testing.T) {
 	}
 }
 
-// fileEngine opens an engine in mode over a 1 MiB temporary file opened
-// with flags, with n blocks of 4 KiB allocated; Close is the test's
-// cleanup.
-func fileEngine(t *testing.T, flags int, mode engine.Mode, n int) (*engine.Engine, []engine.Block) {
+// fileEngine opens an engine in mode and of queue depth depth over a 1 MiB
+// temporary file opened with flags, with n blocks of 4 KiB allocated;
+// Close is the test's cleanup.
+func fileEngine(t *testing.T, flags int, mode engine.Mode, n, depth int) (*engine.Engine, []engine.Block) {
 	t.Helper()
 	f := tempFile(t, flags)
 	if err := f.Truncate(1 << 20); err != nil {
@@ -287,7 +287,7 @@ func fileEngine(t *testing.T, flags int, mode engine.Mode, n int) (*engine.Engin
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.Open(engine.Config{Backend: be, PoolSize: 1 << 20, Alignment: 4096, QueueDepth: 2 * n, Mode: mode})
+	e, err := engine.Open(engine.Config{Backend: be, PoolSize: 1 << 20, Alignment: 4096, QueueDepth: depth, Mode: mode})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,4 +315,192 @@ func checkFill(b []byte, i int) bool {
 		}
 	}
 	return true
+}
+
+// TestDeferredDoorbell: transfers submitted by callbacks — inside a
+// completion round, where the engine defers their io_uring_enter to the
+// round's holder — must all start and complete exactly once, with the data
+// in place, however the round ends: a waiter's batched wait carries them
+// (WaitIdle), the waiter returns (Wait on an older transfer), Poll returns
+// (ModePoll, nobody waits), the reaper's round ends (nobody calls the
+// engine at all), or a callback panics after submitting (ModePoll).
+func TestDeferredDoorbell(t *testing.T) {
+	type finish int
+	const (
+		byWaitIdle finish = iota // WaitIdle: rounds carry the doorbells in their waits
+		byWait                   // Wait for the first generation only, then nobody waits
+		byPoll                   // ModePoll: only Poll is called
+		byReaper                 // default mode: nobody calls the engine
+		byPanic                  // ModePoll: a callback submits, then panics
+	)
+	for _, c := range []struct {
+		name   string
+		mode   engine.Mode
+		flags  int
+		finish finish
+	}{
+		{"reaper/waitidle", engine.ModeReaper, directFlag(t), byWaitIdle},
+		{"reaper/waitidle/buffered", engine.ModeReaper, 0, byWaitIdle},
+		{"reaper/wait", engine.ModeReaper, directFlag(t), byWait},
+		{"reaper/nobody", engine.ModeReaper, directFlag(t), byReaper},
+		{"poll/waitidle", engine.ModePoll, directFlag(t), byWaitIdle},
+		{"poll/wait", engine.ModePoll, directFlag(t), byWait},
+		{"poll/poll", engine.ModePoll, directFlag(t), byPoll},
+		{"poll/poll/buffered", engine.ModePoll, 0, byPoll},
+		{"poll/panic", engine.ModePoll, directFlag(t), byPanic},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// Blocks; generations of writes per block. The queue holds
+			// every generation: a callback's submission never finds it
+			// full (slots are released in order, after their callbacks).
+			const n, gens = 32, 4
+			e, blocks := fileEngine(t, c.flags, c.mode, n, n*gens)
+			var done atomic.Int64
+			calls := make([]atomic.Int32, n*gens)
+			var cb func(engine.Result)
+			submit := func(i, gen int) (engine.ID, error) {
+				b := blocks[i]
+				fill(b.Bytes(), gen*n+i)
+				return e.Submit(engine.Transfer{Src: engine.Host(b), Dst: engine.FileAt(int64(gen*n+i) * 4096), Len: 4096, Callback: cb, User: uint64(gen*n + i)})
+			}
+			cb = func(r engine.Result) {
+				if r.Err != nil {
+					t.Errorf("transfer %d: %v", r.User, r.Err)
+				}
+				calls[r.User].Add(1)
+				done.Add(1)
+				// The next generation on this block, from the callback.
+				if gen, i := int(r.User)/n, int(r.User)%n; gen+1 < gens {
+					if _, err := submit(i, gen+1); err != nil {
+						t.Errorf("submit from a callback: %v", err)
+					}
+					if c.finish == byPanic && i == 3 {
+						panic("after submitting")
+					}
+				}
+			}
+			ids := make([]engine.ID, n)
+			for i := range blocks {
+				id, err := submit(i, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids[i] = id
+			}
+			want := int64(n * gens)
+			deadline := time.Now().Add(10 * time.Second) // liveness only
+			switch c.finish {
+			case byWaitIdle:
+				if err := e.WaitIdle(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			case byWait:
+				for _, id := range ids {
+					if err := e.Wait(t.Context(), id); err != nil {
+						t.Fatal(err)
+					}
+				}
+				fallthrough
+			case byPoll, byPanic, byReaper:
+				panics := 0
+				for done.Load() < want && time.Now().Before(deadline) {
+					switch {
+					case c.mode == engine.ModeReaper:
+						time.Sleep(time.Millisecond)
+					default:
+						func() {
+							defer func() {
+								if p := recover(); p != nil {
+									panics++
+								}
+							}()
+							e.Poll()
+						}()
+					}
+				}
+				if c.finish == byPanic && panics != gens-1 {
+					t.Errorf("Poll panicked %d times, want %d", panics, gens-1)
+				}
+			}
+			if got := done.Load(); got != want {
+				t.Fatalf("%d of %d callbacks ran: a deferred submission was stranded", got, want)
+			}
+			// Read every generation back: the data landed.
+			for k := range n * gens {
+				b := blocks[k%n]
+				clear(b.Bytes())
+				id, err := e.Submit(engine.Transfer{Src: engine.FileAt(int64(k) * 4096), Dst: engine.Host(b), Len: 4096})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := e.Wait(t.Context(), id); err != nil {
+					t.Fatal(err)
+				}
+				if !checkFill(b.Bytes(), k) {
+					t.Fatalf("block %d (generation %d) read back differs from what was written", k%n, k/n)
+				}
+			}
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for i := range calls {
+				if k := calls[i].Load(); k != 1 {
+					t.Errorf("callback of transfer %d ran %d times, want once", i, k)
+				}
+			}
+		})
+	}
+}
+
+// TestPollCarriesCallbackSubmissions: in ModePoll, the transfers that one
+// Poll's callbacks submit start with one io_uring_enter, made when that
+// Poll ends (the engine's own count of its system calls).
+func TestPollCarriesCallbackSubmissions(t *testing.T) {
+	const n = 32
+	e, blocks := fileEngine(t, directFlag(t), engine.ModePoll, n, 2*n)
+	var done atomic.Int64
+	second := false
+	cb := func(r engine.Result) {
+		if r.Err != nil {
+			t.Errorf("transfer %d: %v", r.User, r.Err)
+		}
+		done.Add(1)
+		if !second {
+			b := blocks[r.User]
+			if _, err := e.Submit(engine.Transfer{Src: engine.Host(b), Dst: engine.FileAt(int64(n+r.User) * 4096), Len: 4096}); err != nil {
+				t.Errorf("submit from a callback: %v", err)
+			}
+		}
+	}
+	ids := make([]engine.ID, n)
+	ts := make([]engine.Transfer, n)
+	for i, b := range blocks {
+		ts[i] = engine.Transfer{Src: engine.Host(b), Dst: engine.FileAt(int64(i) * 4096), Len: 4096, Callback: cb, User: uint64(i)}
+	}
+	if k, err := e.SubmitBatch(ts, ids); err != nil || k != n {
+		t.Fatalf("submitted %d of %d: %v", k, n, err)
+	}
+	// Wait (polling) for the last of the batch: the callbacks run inside
+	// its rounds; count the system calls of the Poll that runs them.
+	deadline := time.Now().Add(10 * time.Second) // liveness only
+	for done.Load() < n && time.Now().Before(deadline) {
+		before := e.Stats()
+		got := e.Poll()
+		after := e.Stats()
+		if got > 0 {
+			if enters := after.Syscalls - before.Syscalls; enters != 1 {
+				t.Errorf("a Poll whose %d callbacks submitted %d transfers made %d system calls, want 1", got, got, enters)
+			}
+		}
+	}
+	second = true
+	if done.Load() != n {
+		t.Fatalf("%d of %d completed", done.Load(), n)
+	}
+	if err := e.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.Stats(); st.Completed != 2*n {
+		t.Fatalf("%d completed, want %d", st.Completed, 2*n)
+	}
 }

@@ -52,7 +52,7 @@ func groups(o *options) []group {
 	if o.scenarios["file-4k"] {
 		for _, op := range fileOps {
 			p, at := op+"/", atName(op)
-			gs = append(gs, group{"file-4k", "4 KiB " + op + ", O_DIRECT, one file", []string{p + "engine", p + "engine-reaper", p + "engine-spin", p + "fio-io_uring", p + at + "-direct-g64",
+			gs = append(gs, group{"file-4k", "4 KiB " + op + ", O_DIRECT, one file", []string{p + "engine", p + "engine-reaper", p + "engine-wait", p + "engine-reaper-wait", p + "engine-spin", p + "fio-io_uring", p + at + "-direct-g64",
 				p + at + "-direct-qd1", p + "fio-psync", p + at + "-buffered-qd1"}, p + "fio-io_uring", unitIOPS})
 		}
 	}

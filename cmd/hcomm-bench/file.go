@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,8 +59,10 @@ func init() {
 		reg := func(v string, setup func(o *options) (*runner, error), count bool) {
 			register(&workload{scenario: "file-4k", variant: op + "/" + v, setup: setup, count: count})
 		}
-		reg("engine", func(o *options) (*runner, error) { return setupEngineFileWait(o, write, engine.ModePoll) }, true)
-		reg("engine-reaper", func(o *options) (*runner, error) { return setupEngineFileWait(o, write, engine.ModeReaper) }, true)
+		reg("engine", func(o *options) (*runner, error) { return setupEngineFilePipe(o, write, engine.ModePoll) }, true)
+		reg("engine-reaper", func(o *options) (*runner, error) { return setupEngineFilePipe(o, write, engine.ModeReaper) }, true)
+		reg("engine-wait", func(o *options) (*runner, error) { return setupEngineFileWait(o, write, engine.ModePoll) }, true)
+		reg("engine-reaper-wait", func(o *options) (*runner, error) { return setupEngineFileWait(o, write, engine.ModeReaper) }, true)
 		reg("engine-spin", func(o *options) (*runner, error) { return setupEngineFile(o, write) }, true)
 		at := atName(op)
 		reg(at+"-direct-qd1", func(o *options) (*runner, error) { return setupWriteAt(o, write, true, 1) }, true)
@@ -458,5 +461,124 @@ func setupEngineFileWait(o *options, write bool, mode engine.Mode) (*runner, err
 				}
 			}
 			return e.Drain(ctx)
+		}}, nil
+}
+
+// setupEngineFilePipe is the workload as a callback-driven pipeline, in
+// either mode: 64 reads or writes are submitted, and each completion's
+// callback submits the next I/O on its block (Submit from a callback); the
+// submitting goroutine waits for the pipeline to empty with WaitIdle —
+// and, waiting, reaps (callbacks run on it, in ModePoll always, in the
+// default mode unless the reaper got there first). A round of the waiter
+// is one io_uring_enter: the callbacks' submissions are deferred within
+// it (engine: lazyDoorbell) and started by the same system call that
+// waits for the next completions. A callback that finds the engine's
+// staging ring full (in-order release behind a straggler: it holds twice
+// the depth) parks its block; the loop submits parked blocks once WaitIdle
+// returns.
+func setupEngineFilePipe(o *options, write bool, mode engine.Mode) (*runner, error) {
+	fe, err := openFileEngineBlocks(o, engine.Config{PoolSize: 4 << 20, QueueDepth: 2 * fileQD,
+		Alignment: 4096, Mode: mode, Populate: true, Logger: quietLogger()}, fileQD)
+	if err != nil {
+		return nil, err
+	}
+	e, blocks := fe.e, fe.blocks
+	offs := offsets(o, offsRing)
+	var (
+		next, left   atomic.Int64 // offsets used; I/Os still to submit in this run
+		failed       atomic.Int64
+		firstErr     atomic.Pointer[error]
+		mu           sync.Mutex // parked (rare: the staging ring was full)
+		parked       []int
+		cb           func(engine.Result)
+		submitFailed atomic.Pointer[error]
+	)
+	transfer := func(bi int) engine.Transfer {
+		off := offs[(next.Add(1)-1)&(offsRing-1)]
+		if write {
+			return engine.Transfer{Src: engine.Host(blocks[bi]), Dst: engine.FileAt(off), Len: fileBlock, Callback: cb, User: uint64(bi)}
+		}
+		return engine.Transfer{Src: engine.FileAt(off), Dst: engine.Host(blocks[bi]), Len: fileBlock, Callback: cb, User: uint64(bi)}
+	}
+	cb = func(r engine.Result) {
+		if r.Err != nil {
+			failed.Add(1)
+			err := r.Err
+			firstErr.CompareAndSwap(nil, &err)
+		}
+		bi := int(r.User)
+		if left.Add(-1) >= 0 {
+			_, err := e.Submit(transfer(bi))
+			if err == nil {
+				return
+			}
+			next.Add(-1)
+			if !errors.Is(err, engine.ErrQueueFull) {
+				failure := err // escapes only on this path
+				submitFailed.CompareAndSwap(nil, &failure)
+			}
+		}
+		// Nothing left to submit in this run, or no room: the block waits
+		// for the loop (or the next run).
+		left.Add(1)
+		mu.Lock()
+		parked = append(parked, bi)
+		mu.Unlock()
+	}
+	ts := make([]engine.Transfer, 0, fileQD)
+	ctx := context.Background()
+	for i := range blocks {
+		parked = append(parked, i)
+	}
+	desc := "engine in the default (reaper) mode, a callback-driven pipeline: 64 I/Os in flight (io_uring, registered buffers and file, O_DIRECT), each completion's callback submits the next; the submitter waits with WaitIdle (reaping; one io_uring_enter per round starts the callbacks' submissions and waits for the next completions)"
+	if mode == engine.ModePoll {
+		desc = "engine in poll mode, the same callback-driven pipeline: callbacks (run by WaitIdle's polling on the submitter) submit the next I/O; one io_uring_enter per round starts them and waits for the next completions"
+	}
+	return &runner{per: 1, bytes: fileBlock, close: fe.close, desc: desc,
+		check: func() error {
+			if n := failed.Load(); n > 0 {
+				return fmt.Errorf("%d I/Os failed, first: %w", n, *firstErr.Load())
+			}
+			return nil
+		},
+		run: func(n int) error {
+			left.Store(int64(n))
+			for {
+				if p := submitFailed.Load(); p != nil {
+					return *p
+				}
+				mu.Lock()
+				k := min(len(parked), int(left.Load()))
+				ts = ts[:0]
+				for _, bi := range parked[len(parked)-k:] {
+					ts = append(ts, transfer(bi))
+				}
+				parked = parked[:len(parked)-k]
+				mu.Unlock()
+				if k == 0 && left.Load() == 0 {
+					return nil
+				}
+				if k == 0 && e.Stats().InFlight == 0 { // left > 0, nothing parked
+					return fmt.Errorf("%d I/Os left to submit, no block free and none in flight", left.Load())
+				}
+				left.Add(-int64(k))
+				got, err := e.SubmitBatch(ts, nil)
+				if got < k {
+					// Not taken: their blocks stay parked.
+					next.Add(-int64(k - got))
+					left.Add(int64(k - got))
+					mu.Lock()
+					for _, t := range ts[got:] {
+						parked = append(parked, int(t.User))
+					}
+					mu.Unlock()
+				}
+				if err != nil && !errors.Is(err, engine.ErrQueueFull) {
+					return err
+				}
+				if err := e.WaitIdle(ctx); err != nil {
+					return err
+				}
+			}
 		}}, nil
 }

@@ -82,13 +82,52 @@ func (u *Ring) flushSQ() uint32 {
 			// tail concurrently and must see complete SQEs.
 			atomic.StoreUint32(u.sqTail, u.sqeTail)
 		} else {
-			// Without SQPOLL the kernel reads the tail only inside
-			// io_uring_enter, which this thread makes after the store;
-			// the system call orders it. A plain store, as liburing does.
-			*u.sqTail = u.sqeTail
+			// Without SQPOLL the kernel reads the tail only inside an
+			// io_uring_enter — this thread's, after the store, or
+			// another thread's after Publish: a release store (a plain
+			// MOV on amd64), so that the SQEs' contents are visible to
+			// whichever thread's enter reads the tail.
+			storeRelease32(u.sqTail, u.sqeTail)
 		}
 	}
 	return u.sqeTail - atomic.LoadUint32(u.sqHead)
+}
+
+// Publish makes the SQEs handed out since the last flush visible to the
+// kernel — one store of the SQ tail — without a system call, and returns
+// how many published SQEs the kernel has not consumed yet. The kernel
+// takes them at the next io_uring_enter with to_submit covering them, made
+// by any thread (Submit, SubmitAndWait, or a raw enter on another thread
+// with to_submit from PublishedShared: an enter that finds fewer SQEs than
+// to_submit returns without waiting). Not for SQPOLL rings (a sleeping SQ
+// thread needs the wake-up Submit makes).
+func (u *Ring) Publish() int {
+	if u.closed {
+		return 0
+	}
+	return int(u.flushSQ())
+}
+
+// Unsubmitted is how many published SQEs the kernel has not consumed yet
+// (no system call; 0 once closed).
+func (u *Ring) Unsubmitted() int {
+	if u.closed {
+		return 0
+	}
+	// Acquire: the kernel advances the head once it has consumed an SQE.
+	return int(u.sqeHead - atomic.LoadUint32(u.sqHead))
+}
+
+// PublishedShared is how many published SQEs the kernel has not consumed
+// yet, read from the kernel-shared tail and head: unlike Unsubmitted it may
+// be called from any goroutine, concurrently with the ring's user (the
+// answer may be stale by the time it is used).
+func (u *Ring) PublishedShared() int {
+	if u.closed {
+		return 0
+	}
+	// Acquire both: the tail pairs with Publish's release store.
+	return int(atomic.LoadUint32(u.sqTail) - atomic.LoadUint32(u.sqHead))
 }
 
 // cqNeedsEnter reports kernel-side work only an enter with GETEVENTS will

@@ -3,6 +3,7 @@ package uring
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -344,6 +345,66 @@ func TestPrepHugeBuffer(t *testing.T) {
 			prep()
 			if e.s.Len != math.MaxUint32 {
 				t.Errorf("%s of %d bytes: SQE length %d, want %d", name, n, e.s.Len, uint32(math.MaxUint32))
+			}
+		}
+	}
+}
+
+// TestPublishThenEnterElsewhere: Publish makes SQEs visible without a
+// system call — the kernel consumes nothing until an io_uring_enter — and
+// an enter made on another OS thread, with to_submit read there from the
+// shared ring (PublishedShared), submits exactly what was published (the way backend/uringfile's waiter
+// carries a deferred doorbell).
+func TestPublishThenEnterElsewhere(t *testing.T) {
+	for _, cfg := range []Config{{Entries: 8}, {Entries: 8, Unbound: true, NoModernFlags: true}} {
+		u := newTestRing(t, cfg)
+		const n = 3
+		for i := range n {
+			e := u.GetSQE()
+			e.PrepNop()
+			e.SetUserData(uint64(i + 1))
+		}
+		before := u.Stats().Enters
+		if got := u.Publish(); got != n {
+			t.Fatalf("%+v: Publish = %d, want %d unsubmitted", cfg, got, n)
+		}
+		if u.Stats().Enters != before {
+			t.Fatalf("%+v: Publish made a system call", cfg)
+		}
+		if got, ready := u.Unsubmitted(), u.CQReady(); got != n || ready != 0 {
+			t.Fatalf("%+v: after Publish: %d unsubmitted (want %d), %d ready (want 0: nothing entered)", cfg, got, n, ready)
+		}
+		if cfg.Unbound {
+			// Another thread's enter: the SQEs' contents must be visible
+			// to it (release store of the tail).
+			done := make(chan error)
+			go func() {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				pub := u.PublishedShared()
+				r, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(u.Fd()), uintptr(pub), n, enterGetevents, 0, 0)
+				switch {
+				case errno != 0:
+					done <- errno
+				case pub != n || int(r) != n:
+					done <- fmt.Errorf("PublishedShared %d, submitted %d: want %d", pub, r, n)
+				default:
+					done <- nil
+				}
+			}()
+			if err := <-done; err != nil {
+				t.Fatalf("enter on another thread: %v", err)
+			}
+		} else if _, err := u.SubmitAndWait(n); err != nil {
+			t.Fatal(err)
+		}
+		if got := u.Unsubmitted(); got != 0 {
+			t.Fatalf("%+v: %d unsubmitted after the enter, want 0", cfg, got)
+		}
+		got := byUserData(t, reap(t, u, n))
+		for i := range n {
+			if c, ok := got[uint64(i+1)]; !ok || c.Res() != 0 {
+				t.Fatalf("%+v: NOP %d: completion %v res %d", cfg, i, ok, c.Res())
 			}
 		}
 	}
