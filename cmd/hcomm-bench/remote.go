@@ -78,10 +78,10 @@ func remoteSizes(quick bool) []int {
 // remoteCount is how many transfers one bandwidth measurement makes: a byte
 // budget per transport (shared memory moves tens of GB/s: a measurement of
 // a few milliseconds is one scheduling hiccup away from any figure; tcp
-// moves hundreds of MB/s, and ucx_perftest's tcp put tens), at least lo and
+// moves one to a few GB/s with remoteTCPEnv), at least lo and
 // at most hi transfers, whole batches.
 func remoteCount(quick, shm bool, size, batch int) int {
-	budget, lo, hi := 16<<20, 2, 2000
+	budget, lo, hi := 64<<20, 4, 2000
 	if shm {
 		budget, lo, hi = 128<<20, 16, 50000
 	}
@@ -152,9 +152,39 @@ func minTime(a, b time.Time) time.Time {
 
 const outOfTime = "not measured: the scenario's time budget ran out"
 
+// remoteTCPEnv is UCX's tcp tuning for the tcp transport's run, set for
+// the engine, its peers and ucx_perftest alike (through this process's
+// environment, which they inherit; a variable the user set is kept). UCX
+// 1.13's default 8 KiB send segments held its tcp put to 115-160 MiB/s at
+// 1 MiB here (ucx_perftest as much as the engine); 256 KiB segments both
+// ways gave ucx_perftest 2.4-4.7 GiB/s at 64 KiB-16 MiB, about the
+// socket's (docs/remote.md). 8 B latency does not change.
+var remoteTCPEnv = []string{"UCX_TCP_TX_SEG_SIZE=256K", "UCX_TCP_RX_SEG_SIZE=256K"}
+
+// setEnv sets each NAME=VALUE of kvs that is not set yet and returns a
+// function that unsets them again.
+func setEnv(kvs []string) func() {
+	var set []string
+	for _, kv := range kvs {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, ok := os.LookupEnv(k); !ok {
+			os.Setenv(k, v)
+			set = append(set, k)
+		}
+	}
+	return func() {
+		for _, k := range set {
+			os.Unsetenv(k)
+		}
+	}
+}
+
 func remoteTransport(o *options, name, engineTLS, perftestTLS string, deadline time.Time) ([]*remoteRow, error) {
 	os.Setenv("UCX_TLS", engineTLS)
 	defer os.Unsetenv("UCX_TLS")
+	if name == "tcp" {
+		defer setEnv(remoteTCPEnv)()
+	}
 	shm := name == "shm"
 	peer, err := startRemotePeer("passive", engineTLS, shm)
 	if err != nil {
@@ -214,8 +244,19 @@ func remoteTransport(o *options, name, engineTLS, perftestTLS string, deadline t
 			}
 			n := remoteCount(o.quick, shm, r.size, r.batch)
 			ctx, cancel := measureCtx(bwDeadline)
+			if !shm { // the tcp target must progress (see remotePeerMain)
+				if err := peer.cmd("spin"); err != nil {
+					cancel()
+					return rows, err
+				}
+			}
 			v, vt, err := engineBW(ctx, eng, pidx, blocks[r.size], r.op == "put", r.size, r.batch, n)
 			cancel()
+			if !shm {
+				if err := peer.cmd("idle"); err != nil {
+					return rows, err
+				}
+			}
 			if err != nil {
 				r.err = err.Error()
 				continue
@@ -228,11 +269,8 @@ func remoteTransport(o *options, name, engineTLS, perftestTLS string, deadline t
 					test = "ucp_get"
 				}
 				pn := n
-				switch {
-				case !shm && r.size < 64<<10:
+				if !shm && r.size < 64<<10 {
 					pn = min(n, 100) // its small tcp gets take ms each here
-				case !shm:
-					pn = max(1, min(n, (4<<20)/r.size)) // its tcp puts move 10-70 MiB/s
 				}
 				pv, pvt, err := perftest(perftestTLS, test, r.size, pn, bwDeadline)
 				if err != nil {
@@ -707,20 +745,22 @@ func (rp *remotePeer) stop() {
 func remotePeerMain(mode string) int {
 	shm := os.Getenv("HCOMM_BENCH_SHM") == "true"
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	// Over tcp the target must progress for every put and get: poll like
-	// ucx_perftest's responder. Shared memory needs no target progress.
-	spin := time.Duration(-1)
-	if shm {
-		spin = 0
-	}
-	b, err := ucx.New(ucx.Config{Listen: "127.0.0.1:0", Spin: spin, SharedMemory: shm, CallerProgress: mode == "pong", Logger: log})
+	// The peer progresses its worker itself (CallerProgress, ModePoll).
+	// Over tcp the target must progress for every put and get: while the
+	// engine's bandwidth is measured ("spin") the passive peer polls like
+	// ucx_perftest's responder; otherwise ("idle", the start) it polls
+	// every millisecond, to accept the connection and notice failures, and
+	// leaves the CPUs to ucx_perftest and the socket, which run meanwhile
+	// (a peer spinning throughout took one of this machine's two CPUs from
+	// them). Shared memory needs no target progress: never "spin".
+	b, err := ucx.New(ucx.Config{Listen: "127.0.0.1:0", SharedMemory: shm, CallerProgress: true, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "remote peer:", err)
 		return 1
 	}
-	cfg := engine.Config{Backend: b, PoolSize: remotePool, QueueDepth: 64}
+	cfg := engine.Config{Backend: b, PoolSize: remotePool, QueueDepth: 64, Mode: engine.ModePoll}
 	if mode == "pong" {
-		cfg.PoolSize, cfg.Mode = 1<<20, engine.ModePoll
+		cfg.PoolSize = 1 << 20
 	}
 	eng, err := engine.Open(cfg)
 	if err != nil {
@@ -728,6 +768,20 @@ func remotePeerMain(mode string) int {
 		return 1
 	}
 	defer eng.Close()
+	var spinning, stop atomic.Bool
+	if mode == "passive" {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for !stop.Load() {
+				eng.Poll()
+				if !spinning.Load() {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		}()
+		defer func() { stop.Store(true); <-done }()
+	}
 	ping, _ := eng.Alloc(64)
 	pong, _ := eng.Alloc(64)
 	pingOff, _ := b.Offset(ping.Addr())
@@ -742,6 +796,10 @@ func remotePeerMain(mode string) int {
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		f := strings.Fields(in.Text())
+		if len(f) == 1 && (f[0] == "spin" || f[0] == "idle") && mode == "passive" {
+			spinning.Store(f[0] == "spin")
+			fmt.Println("OK")
+		}
 		if len(f) == 3 && f[0] == "pong" && mode == "pong" {
 			off, _ := strconv.ParseUint(f[1], 10, 64)
 			iters, _ := strconv.Atoi(f[2])
