@@ -473,11 +473,15 @@ func setupEngineFileWait(o *options, write bool, mode engine.Mode) (*runner, err
 // is one io_uring_enter: the callbacks' submissions are deferred within
 // it (engine: lazyDoorbell) and started by the same system call that
 // waits for the next completions. A callback that finds the engine's
-// staging ring full (in-order release behind a straggler: it holds twice
-// the depth) parks its block; the loop submits parked blocks once WaitIdle
-// returns.
+// staging ring full (in-order release behind a straggler: it holds four
+// times the depth) parks its block; the loop submits parked blocks once
+// WaitIdle returns.
 func setupEngineFilePipe(o *options, write bool, mode engine.Mode) (*runner, error) {
-	fe, err := openFileEngineBlocks(o, engine.Config{PoolSize: 4 << 20, QueueDepth: 2 * fileQD,
+	// A callback submits before its own slot is released (the frontier
+	// moves after the callbacks), and slots are released in order: four
+	// times the depth in flight, so that a straggler rarely fills the
+	// staging ring (a full ring parks blocks and drains the pipeline).
+	fe, err := openFileEngineBlocks(o, engine.Config{PoolSize: 4 << 20, QueueDepth: 4 * fileQD,
 		Alignment: 4096, Mode: mode, Populate: true, Logger: quietLogger()}, fileQD)
 	if err != nil {
 		return nil, err
