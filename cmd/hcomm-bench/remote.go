@@ -157,7 +157,7 @@ const outOfTime = "not measured: the scenario's time budget ran out"
 // environment, which they inherit; a variable the user set is kept). UCX
 // 1.13's default 8 KiB send segments held its tcp put to 115-160 MiB/s at
 // 1 MiB here (ucx_perftest as much as the engine); 256 KiB segments both
-// ways gave ucx_perftest 2.4-4.7 GiB/s at 64 KiB-16 MiB, about the
+// ways gave ucx_perftest 2400-4700 MiB/s at 64 KiB-16 MiB, about the
 // socket's (docs/remote.md). 8 B latency does not change.
 var remoteTCPEnv = []string{"UCX_TCP_TX_SEG_SIZE=256K", "UCX_TCP_RX_SEG_SIZE=256K"}
 
