@@ -20,7 +20,7 @@
 // posted, an unknown peer HCOMM_ENXIO, a bad address HCOMM_EINVAL, nothing
 // listening HCOMM_ECONNREFUSED), and kill -9 of the peer: transfers to it
 // fail with HCOMM_ECONNRESET, the handle stays usable and connects to a new
-// peer (over tcp; docs/remote.md says why not over shm yet).
+// peer (over tcp and over shared memory).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -324,8 +324,10 @@ static void kill_peer(hcomm_handle_t h, uint32_t peer, struct peer *p, const cha
 	unsigned char *src = hcomm_alloc_host_mem(h, 4096);
 	CHECK(src != NULL, "alloc");
 	CHECK(stop_peer(p, 1) == 0, "peer did not die of SIGKILL");
-	// Until UCX notices, puts may still "complete" (tcp buffers them);
-	// the one in flight when it does fails with HCOMM_ECONNRESET (or, if
+	// Until UCX notices, puts may still "complete" (tcp buffers them;
+	// over shared memory a put is a copy into the dead peer's segment,
+	// still mapped here); the one in flight when it does fails with
+	// HCOMM_ECONNRESET (or, if
 	// UCX reports a plain transport error, HCOMM_EIO); from then on the
 	// peer is gone and submits are refused with HCOMM_ECONNRESET.
 	int rc = HCOMM_OK;
@@ -395,20 +397,9 @@ static int initiate(const char *mode) {
 		printf("%s %s/%s (%.0f ms)\n", failures == before ? "ok  " : "FAIL", tests[i].name, mode,
 		       (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6);
 	}
-	if (!shm) {
-		int before = failures;
-		kill_peer(h, peer, &p, mode);
-		printf("%s kill_peer/%s\n", failures == before ? "ok  " : "FAIL", mode);
-	} else {
-		// Over shm the first put to a new peer after a kill -9 sometimes
-		// never completes (docs/remote.md); the backend's tests cover the
-		// kill itself. Here: an orderly stop.
-		hcomm_disconnect(h, peer);
-		if (stop_peer(&p, 0) != 0) {
-			fprintf(stderr, "peer failed\n");
-			failures++;
-		}
-	}
+	int before = failures;
+	kill_peer(h, peer, &p, mode);
+	printf("%s kill_peer/%s\n", failures == before ? "ok  " : "FAIL", mode);
 	rc = hcomm_finalize(h);
 	if (rc != HCOMM_OK) {
 		fprintf(stderr, "hcomm_finalize: %s\n", hcomm_strerror(rc));
