@@ -330,6 +330,19 @@ func (e *Engine) Backend() Description { return e.desc }
 // kick makes sure freshly committed entries reach the backend; own is how
 // many entries the caller committed.
 func (e *Engine) kick(own int) {
+	// In a completion round (a callback submitting, or a submitter beside
+	// a reaping waiter) the round's holder drains what is staged — once,
+	// before it waits or leaves (roundDrain, releaseReaping) — so the
+	// round's submissions are one batch and one doorbell, carried by its
+	// wait. dirty tells the holder; if the round ended meanwhile, the
+	// protocol below drains (the holder clears inRound before its last
+	// look at dirty: one of the two sees the other).
+	if e.lazy != nil && e.inRound.Load() {
+		e.dirty.Store(1)
+		if e.inRound.Load() {
+			return
+		}
+	}
 	if e.owner.CompareAndSwap(0, 1) {
 		// Group commit: when other submitters were active a moment ago
 		// (crowd), give the runnable ones a chance to stage their

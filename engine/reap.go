@@ -350,13 +350,14 @@ func (e *Engine) waitBatch() bool {
 	// submitters ring their own (inRound false), and the lock below waits
 	// for one that read true to finish publishing, so the wait's
 	// io_uring_enter carries everything deferred so far.
+	e.lock()
 	if e.lazy != nil {
+		e.drainLocked() // in the round still: deferred (FlushDeferred)
 		e.inRound.Store(false)
 		e.lazyPending.Store(false)
 	}
-	e.lock()
 	out := e.be.Outstanding()
-	e.unlock()
+	e.unlock() // drains (at once) what was staged after the drain above
 	if out == 0 {
 		return false
 	}
@@ -408,6 +409,13 @@ type lazyDoorbell interface {
 	SubmitDeferred()
 }
 
+// roundSubmitted says whether the current completion round has
+// submissions to start: deferred doorbells, or entries staged for the
+// holder to drain (dirty).
+func (e *Engine) roundSubmitted() bool {
+	return e.lazyPending.Load() || e.lazy != nil && e.dirty.Load() != 0
+}
+
 // acquireReaping takes the reaping flag for a completion round.
 func (e *Engine) acquireReaping() bool {
 	if !e.reaping.CompareAndSwap(0, 1) {
@@ -427,6 +435,10 @@ func (e *Engine) releaseReaping() {
 	if e.lazy != nil && e.inRound.Swap(false) {
 		e.lazyPending.Store(false)
 		e.lock()
+		// What submitters staged in the round (they left it to us) goes
+		// out now, with what was deferred: one Flush submits every
+		// published SQE; SubmitDeferred covers a round with nothing new.
+		e.drainLocked()
 		e.lazy.SubmitDeferred()
 		e.unlock()
 	}
@@ -491,7 +503,7 @@ func (e *Engine) reaperCycle() (n int, busy, ok bool) {
 	}
 	e.inReaper = true
 	n, busy = e.cycle()
-	if e.lazyPending.Load() {
+	if e.roundSubmitted() {
 		// Callbacks submitted: wait for the next completions now, in
 		// the same system call that starts those (waitBatch).
 		e.waitBatch()

@@ -266,7 +266,7 @@ func (e *Engine) waitFor(ctx context.Context, cond func() bool) error {
 				// after completions, when their callbacks submitted
 				// (the wait carries those doorbells).
 				// (busy was computed before the callbacks ran.)
-				if (n == 0 && busy || e.lazyPending.Load()) && !cond() {
+				if (n == 0 && busy || e.roundSubmitted()) && !cond() {
 					waited = e.waitBatch()
 				}
 			}
@@ -305,7 +305,7 @@ func (e *Engine) pollWait(cond func() bool) (n int, waited bool) {
 	}
 	// A panicking callback lets the flag go (afterPanic), as in Poll.
 	n, busy := e.cycle()
-	if (n == 0 && busy || e.lazyPending.Load()) && e.bw != nil && !cond() {
+	if (n == 0 && busy || e.roundSubmitted()) && e.bw != nil && !cond() {
 		waited = e.waitBatch()
 	}
 	e.releaseReaping()
