@@ -119,15 +119,6 @@ type Engine struct {
 	sleeping atomic.Uint32 // the reaper is (about to be) asleep
 	readyFD  bool          // the backend has a ReadyFD (set before the reaper starts)
 	bw       batchWaiter   // the backend, when it can be waited on in batches (reap.go)
-	lazy     lazyDoorbell  // the backend, when its doorbell can be deferred (reap.go)
-	// inRound: the holder of the reaping flag is in a completion round
-	// whose doorbells are deferred (lazy); it starts what was deferred
-	// before it lets the flag go (releaseReaping) or carries it in a
-	// batched wait (waitBatch). lazyPending: a doorbell was deferred since
-	// (a hint for the holder: wait now, carrying it).
-	inRound     atomic.Bool
-	lazyPending atomic.Bool
-	yieldAt     time.Time // waitBatch's last yield (under the reaping flag)
 	// waiterCycles counts completion cycles run by others than the reaper
 	// (waiters, Poll); inReaper is true while the reaper runs one (both
 	// written under the reaping flag; reap.go).
@@ -165,6 +156,22 @@ type Engine struct {
 	unmapped  atomic.Bool // the pool is unmapped: Block.Bytes returns nil
 	cbPanic   any         // the first panic of a callback Shutdown ran
 	fallbacks []error
+
+	// The deferred doorbell (reap.go), at the end: the fields above keep
+	// the cache-line layout the device path's latency was measured with.
+	// (Put between the completion side's atomics, a sync 4 KiB
+	// host→device Submit+Wait measured p50 1.08 and 1.14 µs in two runs;
+	// here 0.33–0.70 µs, as before these fields existed: 0.33–0.71.)
+	_    [64]byte
+	lazy lazyDoorbell // the backend, when its doorbell can be deferred
+	// inRound: the holder of the reaping flag is in a completion round
+	// whose doorbells are deferred (lazy); it starts what was deferred
+	// before it lets the flag go (releaseReaping) or carries it in a
+	// batched wait (waitBatch). lazyPending: a doorbell was deferred since
+	// (a hint for the holder: wait now, carrying it).
+	inRound     atomic.Bool
+	lazyPending atomic.Bool
+	yieldAt     time.Time // waitBatch's last yield (under the reaping flag)
 }
 
 var engineSeq atomic.Uint64
