@@ -269,7 +269,10 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 		// half of them are done (or batchWait passed with some done)
 		// instead of spinning: one system call per batch and no CPU burnt
 		// between completions.
-		if bw != nil && ok && busy && e.acquireReaping() {
+		// Not while a waiter is parked: the reaper, holding the flag in
+		// the kernel, would keep it parked (a wake-up per batch), where
+		// asleep on the completion fd below it lets it reap again.
+		if bw != nil && ok && busy && e.waiters.Load() == 0 && e.acquireReaping() {
 			e.inReaper = true
 			waited := e.waitBatch()
 			e.inReaper = false
@@ -503,9 +506,12 @@ func (e *Engine) reaperCycle() (n int, busy, ok bool) {
 	}
 	e.inReaper = true
 	n, busy = e.cycle()
-	if e.roundSubmitted() {
+	if e.roundSubmitted() && e.waiters.Load() == 0 && e.reapingWaiters.Load() == 0 {
 		// Callbacks submitted: wait for the next completions now, in
-		// the same system call that starts those (waitBatch).
+		// the same system call that starts those (waitBatch) — unless a
+		// goroutine waits: then it reaps (a reaper blocked in the
+		// kernel with the flag would make it park, and wake it with a
+		// futex per round, for as long as it keeps waiting).
 		e.waitBatch()
 	}
 	e.inReaper = false
