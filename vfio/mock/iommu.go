@@ -22,12 +22,21 @@ type mapping struct {
 // never overlapping. It is guarded by Device.mu.
 type iommu struct {
 	maps []mapping
-	last int // index of the last mapping found: rings and buffers repeat
+	// The last mapping found, one hint per kind of access, as a hardware
+	// IOTLB keeps recent translations: ring entries (descriptors,
+	// completions: slice) and transfer data (check, read, write) each
+	// repeat their mapping, but alternate with each other wherever a
+	// driver keeps its rings apart from its buffers, and a translation
+	// must not cost the model a search there when it does not where they
+	// share a mapping. A hint is checked against maps on use, so mapping
+	// and unmapping (which shift indices) need not invalidate it.
+	ringHint, dataHint int
 }
 
-// find returns the index of the mapping containing iova, or -1.
-func (m *iommu) find(iova uint64) int {
-	if l := m.last; l < len(m.maps) && m.maps[l].iova <= iova && iova-m.maps[l].iova < m.maps[l].size {
+// find returns the index of the mapping containing iova, or -1; *hint is
+// where it looks first, and where it records what it found.
+func (m *iommu) find(iova uint64, hint *int) int {
+	if l := *hint; l < len(m.maps) && m.maps[l].iova <= iova && iova-m.maps[l].iova < m.maps[l].size {
 		return l
 	}
 	// First mapping whose end is above iova.
@@ -35,7 +44,7 @@ func (m *iommu) find(iova uint64) int {
 		return m.maps[i].iova+m.maps[i].size > iova
 	})
 	if i < len(m.maps) && m.maps[i].iova <= iova {
-		m.last = i
+		*hint = i
 		return i
 	}
 	return -1
@@ -49,7 +58,7 @@ func (m *iommu) check(iova, n uint64, acc vfio.Access) (fault uint64, ok bool) {
 	if iova+n < iova { // wraps: the part past 2^64 is never mapped
 		return iova, false
 	}
-	i := m.find(iova)
+	i := m.find(iova, &m.dataHint)
 	cur, end := iova, iova+n
 	for cur < end {
 		if i < 0 || i >= len(m.maps) || m.maps[i].iova > cur {
@@ -67,7 +76,7 @@ func (m *iommu) check(iova, n uint64, acc vfio.Access) (fault uint64, ok bool) {
 
 // read copies [iova, iova+len(dst)) into dst. The caller has checked the range.
 func (m *iommu) read(dst []byte, iova uint64) {
-	i := m.find(iova)
+	i := m.find(iova, &m.dataHint)
 	for len(dst) > 0 {
 		mp := &m.maps[i]
 		n := copy(dst, mp.mem[iova-mp.iova:])
@@ -79,7 +88,7 @@ func (m *iommu) read(dst []byte, iova uint64) {
 
 // write copies src to [iova, iova+len(src)). The caller has checked the range.
 func (m *iommu) write(iova uint64, src []byte) {
-	i := m.find(iova)
+	i := m.find(iova, &m.dataHint)
 	for len(src) > 0 {
 		mp := &m.maps[i]
 		n := copy(mp.mem[iova-mp.iova:], src)
@@ -96,7 +105,7 @@ func (m *iommu) slice(iova, n uint64, acc vfio.Access) ([]byte, uint64, bool) {
 	if iova+n < iova {
 		return nil, iova, false
 	}
-	i := m.find(iova)
+	i := m.find(iova, &m.ringHint)
 	if i < 0 {
 		return nil, iova, false
 	}
