@@ -196,8 +196,8 @@ func measureGroup(o *options, ws []*workload) []*result {
 		}
 	}
 	for i, r := range rs {
-		if r == nil {
-			res[i].ns, res[i].allocs, res[i].cpu, res[i].threadCPU = newStat(ns[i]), newStat(al[i]), newStat(cp[i]), newStat(tc[i])
+		res[i].ns, res[i].allocs, res[i].cpu, res[i].threadCPU = newStat(ns[i]), newStat(al[i]), newStat(cp[i]), newStat(tc[i])
+		if r == nil { // never set up, or resetup failed (it closed the last one)
 			continue
 		}
 		if res[i].err == nil && r.check != nil {
@@ -206,7 +206,6 @@ func measureGroup(o *options, ws []*workload) []*result {
 		if err := r.close(); err != nil && res[i].err == nil {
 			res[i].err = fmt.Errorf("close: %w", err)
 		}
-		res[i].ns, res[i].allocs, res[i].cpu, res[i].threadCPU = newStat(ns[i]), newStat(al[i]), newStat(cp[i]), newStat(tc[i])
 	}
 	return res
 }
