@@ -179,3 +179,60 @@ func TestTimeouts(t *testing.T) {
 		t.Fatalf("40ms wait returned after %v", el)
 	}
 }
+
+// TestBufferSurvivesStackGrowth: memory handed to the kernel stays where
+// the kernel writes it even when the submitting goroutine's stack grows
+// (and is copied elsewhere) before the completion. A counter the compiler
+// may keep on the stack is what the test gives PrepReadEventfd and
+// PrepRead; before the Prep functions made their memory escape, the kernel
+// wrote into the abandoned stack and the counter still read 0.
+func TestBufferSurvivesStackGrowth(t *testing.T) {
+	u := newTestRing(t, Config{Entries: 8})
+	efd := newEventfd(t)
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(p[0]); unix.Close(p[1]) })
+	counter, data := readAcrossStackGrowth(t, u, efd, p)
+	if counter != 9 || data != "stack" {
+		t.Fatalf("after the stack grew: counter %d, pipe data %q; want 9, %q", counter, data, "stack")
+	}
+}
+
+//go:noinline
+func readAcrossStackGrowth(t *testing.T, u *Ring, efd int, pipe [2]int) (uint64, string) {
+	counter := new(uint64)
+	buf := make([]byte, 5)
+	e, _ := u.NextSQE()
+	e.PrepReadEventfd(efd, counter)
+	e, _ = u.NextSQE()
+	e.PrepRead(pipe[0], buf, ^uint64(0))
+	if _, err := u.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	growStack(64)
+	signalEventfd(t, efd, 9)
+	if _, err := unix.Write(pipe[1], []byte("stack")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range reap(t, u, 2) {
+		if c.Err() != nil {
+			t.Fatalf("read: %v", c.Err())
+		}
+	}
+	return *counter, string(buf)
+}
+
+// growStack needs about depth KiB of stack, more than a goroutine starts
+// with, so the runtime copies the stack to a larger one.
+//
+//go:noinline
+func growStack(depth int) byte {
+	var frame [1024]byte
+	frame[depth%len(frame)] = byte(depth)
+	if depth == 0 {
+		return frame[0]
+	}
+	return growStack(depth-1) + frame[depth%len(frame)]
+}

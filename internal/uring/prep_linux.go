@@ -155,7 +155,30 @@ func (c CQE) Err() error {
 	return nil
 }
 
-func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
+// addrOf is the address of b's first byte for an SQE. The kernel reads or
+// writes that memory after the call returns, so it must never move: a
+// buffer the compiler proved local would live on the goroutine's stack,
+// which the runtime copies elsewhere when it grows, and the kernel would
+// then write into the old stack (a test saw its eventfd counter read 0
+// this way). addrOf makes the memory escape, so such buffers are
+// allocated on the heap, where Go never moves them.
+func addrOf(b []byte) uint64 { return pinAddr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// pinAddr returns p as an SQE address after making it escape (see addrOf).
+func pinAddr(p unsafe.Pointer) uint64 {
+	if escapeSink.never {
+		escapeSink.p = p
+	}
+	return uint64(uintptr(p))
+}
+
+// escapeSink is written only when never is set, which nothing does: the
+// store's mere possibility is what makes the compiler move what pinAddr
+// is given to the heap.
+var escapeSink struct {
+	never bool
+	p     unsafe.Pointer
+}
 
 // bufLen is the SQE length of buf: len(buf), capped at the largest the
 // 32-bit field holds. A buffer of 4 GiB or more (a hugepage arena can be)
@@ -212,12 +235,12 @@ func (e *SQE) PrepWriteFixed(fd int, buf []byte, off uint64, bufIndex uint16) {
 // until the SQE is submitted (IORING_FEAT_SUBMIT_STABLE), the buffers until
 // completion.
 func (e *SQE) PrepReadv(fd int, iovs []unix.Iovec, off uint64) {
-	e.prepRW(OpReadv, fd, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(iovs)))), uint32(len(iovs)), off)
+	e.prepRW(OpReadv, fd, pinAddr(unsafe.Pointer(unsafe.SliceData(iovs))), uint32(len(iovs)), off)
 }
 
 // PrepWritev prepares pwritev(fd, iovs, off).
 func (e *SQE) PrepWritev(fd int, iovs []unix.Iovec, off uint64) {
-	e.prepRW(OpWritev, fd, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(iovs)))), uint32(len(iovs)), off)
+	e.prepRW(OpWritev, fd, pinAddr(unsafe.Pointer(unsafe.SliceData(iovs))), uint32(len(iovs)), off)
 }
 
 // PrepFsync prepares fsync(fd), or fdatasync with FsyncDatasync.
@@ -268,7 +291,7 @@ func (e *SQE) PrepPollAdd(fd int, events uint32) {
 // through VFIO, for instance), with the count in *counter. counter must stay
 // valid until then (heap or arena memory, see SQE).
 func (e *SQE) PrepReadEventfd(efd int, counter *uint64) {
-	e.prepRW(OpRead, efd, uint64(uintptr(unsafe.Pointer(counter))), 8, 0)
+	e.prepRW(OpRead, efd, pinAddr(unsafe.Pointer(counter)), 8, 0)
 }
 
 // PrepCancel prepares IORING_OP_ASYNC_CANCEL (Linux 5.5) of the request
