@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hcomm-go/hcomm/hugepage"
+	"github.com/hcomm-go/hcomm/internal/atomicrel"
 	"github.com/hcomm-go/hcomm/internal/span"
 	"github.com/hcomm-go/hcomm/ring"
 )
@@ -33,8 +34,9 @@ type slot struct {
 	// ran. A transfer in flight is not in it: the slot still shows its
 	// previous occupant, and lookup tells an issued ID from an unknown one
 	// by the staging ring's reservations. Wait and the release frontier
-	// read it. Atomic: the handshake between reaper and waiters.
-	state atomic.Uint64
+	// read it. Atomic: the handshake between reaper and waiters; complete
+	// stores it with release ordering only (see there).
+	state atomicrel.Uint64
 	// res is the result of a failed transfer: status<<32 | bytes. Stored
 	// before state is marked done and failed; Wait reads state, res, state
 	// again (a seqlock of atomics).

@@ -74,7 +74,7 @@ var rules = []struct {
 }{
 	{[]string{"engine"}, []string{"backend", "vfio", "capi", "cmd", "trace", "internal/baseline"},
 		"the engine core knows no device, file or network: backends implement engine.Backend"},
-	{[]string{"hugepage", "ring", "internal/span", "internal/uring"}, []string{"engine", "backend", "vfio", "trace", "capi", "cmd"},
+	{[]string{"hugepage", "ring", "internal/span", "internal/uring", "internal/atomicrel"}, []string{"engine", "backend", "vfio", "trace", "capi", "cmd"},
 		"memory and rings know nothing of devices"},
 	{[]string{"trace"}, []string{"engine", "backend", "capi", "cmd"},
 		"trace observes processes from outside, by symbol names"},

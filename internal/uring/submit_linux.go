@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hcomm-go/hcomm/internal/atomicrel"
 )
 
 // GetSQE hands out the next free submission entry, or nil when the
@@ -87,7 +89,7 @@ func (u *Ring) flushSQ() uint32 {
 			// another thread's after Publish: a release store (a plain
 			// MOV on amd64), so that the SQEs' contents are visible to
 			// whichever thread's enter reads the tail.
-			storeRelease32(u.sqTail, u.sqeTail)
+			atomicrel.StoreUint32(u.sqTail, u.sqeTail)
 		}
 	}
 	return u.sqeTail - atomic.LoadUint32(u.sqHead)
@@ -258,7 +260,7 @@ func (u *Ring) PeekCQEs(dst []CQE) (int, error) {
 	// Release: the copies above are done before the kernel may reuse the
 	// slots. A release store, not atomic.StoreUint32's full barrier (XCHG):
 	// nothing after it needs ordering against it.
-	storeRelease32(u.cqHead, head+n)
+	atomicrel.StoreUint32(u.cqHead, head+n)
 	u.stats.Completions += uint64(n)
 	return int(n), nil
 }

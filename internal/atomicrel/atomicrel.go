@@ -1,0 +1,25 @@
+package atomicrel
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// Uint64 is a sync/atomic.Uint64 (same alignment guarantee, same Load and
+// Store) that can also be stored with release ordering.
+type Uint64 struct {
+	v atomic.Uint64
+}
+
+// Load atomically loads the value (acquire ordering and more).
+func (x *Uint64) Load() uint64 { return x.v.Load() }
+
+// Store atomically stores v, sequentially consistent.
+func (x *Uint64) Store(v uint64) { x.v.Store(v) }
+
+// StoreRelease stores v with release ordering (see the package comment for
+// when that is enough).
+func (x *Uint64) StoreRelease(v uint64) {
+	// atomic.Uint64 is its uint64 and zero-sized fields (TestLayout).
+	StoreUint64((*uint64)(unsafe.Pointer(&x.v)), v)
+}
