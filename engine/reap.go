@@ -30,7 +30,9 @@ func (e *Engine) cycle() (n int, busy bool) {
 		e.notify()
 		return len(p), true
 	}
-	if !e.inReaper {
+	if !e.inReaper && e.cfg.Mode == ModeReaper {
+		// For the reaper's spin (there is none in ModePoll, whose
+		// Poll loops would pay a locked add each for nobody).
 		e.waiterCycles.Add(1)
 	}
 	e.lock()
