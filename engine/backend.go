@@ -84,8 +84,11 @@ type Backend interface {
 	// Reap moves finished transfers into out (as many as fit) and
 	// returns how many. It must not block.
 	Reap(out []Completion) int
-	// Check runs when Reap found nothing: detect stalls and timeouts,
-	// recover from resets. Failed transfers come out of the next Reap.
+	// Check runs when Reap found nothing while transfers are outstanding
+	// in the backend or staged ones were refused by Forward: detect
+	// stalls and timeouts, recover from resets. Failed transfers come out
+	// of the next Reap. (A backend that must recover refuses Forward, so
+	// the next submission after an idle reset brings Check back.)
 	Check()
 	// Outstanding is how many forwarded transfers have not been reaped.
 	Outstanding() int

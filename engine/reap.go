@@ -42,7 +42,12 @@ func (e *Engine) cycle() (n int, busy bool) {
 	}
 	e.drainLocked()
 	n = e.collectLocked(e.batch)
-	if n == 0 {
+	// Nothing finished: let the backend look for stalls and recover —
+	// when there is something to look after: transfers in it, or staged
+	// ones it refused (a backend that needs recovery refuses). An idle
+	// poll loop (a ping-pong waiting for its peer) then makes one
+	// backend call per Poll, not three.
+	if n == 0 && (e.be.Outstanding() > 0 || e.fwd != e.head+uint64(e.stage.Len())) {
 		e.be.Check()
 		n = e.collectLocked(e.batch) // what a recovery failed
 	}
