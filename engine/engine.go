@@ -117,10 +117,10 @@ type Engine struct {
 	released atomic.Uint64
 
 	// Completion side.
-	reaping  atomic.Uint32 // one Poll/reaper cycle at a time
-	sleeping atomic.Uint32 // the reaper is (about to be) asleep
-	readyFD  bool          // the backend has a ReadyFD (set before the reaper starts)
-	bw       batchWaiter   // the backend, when it can be waited on in batches (reap.go)
+	reaping  atomicrel.Uint32 // one Poll/reaper cycle at a time
+	sleeping atomic.Uint32    // the reaper is (about to be) asleep
+	readyFD  bool             // the backend has a ReadyFD (set before the reaper starts)
+	bw       batchWaiter      // the backend, when it can be waited on in batches (reap.go)
 	// waiterCycles counts completion cycles run by others than the reaper
 	// (waiters, Poll); inReaper is true while the reaper runs one (both
 	// written under the reaping flag; reap.go).

@@ -458,6 +458,18 @@ func (e *Engine) releaseReaping() {
 		e.lazy.SubmitDeferred()
 		e.unlock()
 	}
+	if e.cfg.Mode == ModePoll {
+		// No reaper, and no parked waiters (ModePoll's poll): nobody
+		// stores a word and then looks at this one (see below), so
+		// release ordering is enough — one locked instruction fewer
+		// per Poll.
+		e.reaping.StoreRelease(0)
+		return
+	}
+	// Sequentially consistent: a waiter that leaves stores 0 here and
+	// then reads e.sleeping (waitFor); the reaper going to sleep stores
+	// e.sleeping and then tries this flag. One of the two must see the
+	// other, or the reaper sleeps blind while work is left.
 	e.reaping.Store(0)
 }
 

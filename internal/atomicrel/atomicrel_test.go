@@ -13,10 +13,18 @@ func TestLayout(t *testing.T) {
 	if s := unsafe.Sizeof(atomic.Uint64{}); s != 8 {
 		t.Fatalf("sync/atomic.Uint64 is %d bytes, not a bare uint64: StoreRelease's cast is wrong", s)
 	}
+	if s := unsafe.Sizeof(atomic.Uint32{}); s != 4 {
+		t.Fatalf("sync/atomic.Uint32 is %d bytes, not a bare uint32: StoreRelease's cast is wrong", s)
+	}
 	var x Uint64
 	x.StoreRelease(0xfeedface12345678)
 	if v := x.Load(); v != 0xfeedface12345678 {
 		t.Fatalf("Load after StoreRelease: %#x", v)
+	}
+	var y Uint32
+	y.StoreRelease(0xfeedface)
+	if v := y.Load(); v != 0xfeedface || !y.CompareAndSwap(0xfeedface, 1) || y.Load() != 1 {
+		t.Fatalf("Uint32 after StoreRelease and CompareAndSwap: %#x", y.Load())
 	}
 }
 
