@@ -8,6 +8,7 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -76,7 +77,7 @@ func (b *Backend) Attach(env engine.Env) error {
 	if env.Logger != nil && b.cfg.Logger == nil {
 		b.log = env.Logger
 	}
-	b.sq = unsafe.Slice(b.be.sq, env.QueueDepth)
+	b.sq = unsafe.Slice(b.be.sq, int(b.be.sq_mask)+1)
 	b.cq = unsafe.Slice(b.be.cq, int(b.be.cq_mask)+1)
 	return nil
 }
@@ -256,12 +257,13 @@ func (b *Backend) Execute(op *engine.Op) (uint32, engine.Status) {
 	return op.Len, engine.StatusOK
 }
 
-// Forward stages op in C memory; Flush posts the batch.
+// Forward stages op in C memory (the submission ring, past what Flush
+// published); Flush publishes the batch.
 func (b *Backend) Forward(tag uint64, op *engine.Op, last bool) bool {
-	if b.staged+b.inflight >= b.depth {
+	if b.staged+int(b.inflight.Load()) >= b.depth {
 		return false
 	}
-	s := &b.sq[b.staged]
+	s := &b.sq[(b.pub+uint32(b.staged))&uint32(b.be.sq_mask)]
 	s.tag = C.uint64_t(tag)
 	s.len = C.uint32_t(op.Len)
 	s.peer = C.uint32_t(op.Aux)
@@ -276,19 +278,45 @@ func (b *Backend) Forward(tag uint64, op *engine.Op, last bool) bool {
 	return true
 }
 
-// Flush posts every staged transfer (ucp_put_nbx / ucp_get_nbx straight
-// from/to pool memory) and one ucp_ep_flush_nbx per peer the batch put to,
-// in one call into C.
+// Flush publishes the staged transfers and posts them — ucp_put_nbx /
+// ucp_get_nbx straight from/to pool memory and one ucp_ep_flush_nbx per
+// peer the batch put to, in one call into C — unless transfers are already
+// outstanding and someone is about to progress the worker anyway: then
+// that one posts them (hc_submit, under the mutex, in order).
 func (b *Backend) Flush() {
 	if b.staged == 0 {
 		return
 	}
+	busy := b.inflight.Add(int64(b.staged)) > int64(b.staged)
+	b.pub += uint32(b.staged)
+	b.staged = 0
+	// Release: the entries written by Forward before the index.
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&b.be.sq_pub)), b.pub)
+	if b.env.Counters != nil {
+		b.env.Counters.Doorbells++
+	}
+	// Who posts a batch left here: the progress goroutine while it polls
+	// (polling: it looks again within 50 µs), or with requests in UCX
+	// whoever progresses them (that goroutine, woken by their events; with
+	// CallerProgress the engine's next Poll) — and any Reap, which posts
+	// first. Before polling goes to 0 the goroutine looks at what was
+	// published once more (sequentially consistent on both sides: one of
+	// the two posts it). The submitter then makes no call into UCX and
+	// holds the engine's owner flag through no system call: over tcp the
+	// engine's reaper spun on that flag through every post
+	// (docs/remote.md, "tcp bandwidth"). A batch that finds nothing
+	// outstanding is posted here at once.
+	if busy && (b.polling.Load() > 0 || atomic.LoadUint32((*uint32)(unsafe.Pointer(&b.be.inflight))) > 0) {
+		return
+	}
 	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
 	// hc_submit posts and then progresses the data worker (one call into
 	// C): what completes at once (shared memory) is ready for the next Reap.
-	ev := C.hc_submit(b.be, C.uint32_t(b.staged))
-	b.inflight += b.staged
-	b.staged = 0
+	ev := C.hc_submit(b.be, 1)
 	b.progressed(ev)
 	wake := b.idle && b.be.inflight > 0
 	b.idle = false
@@ -300,9 +328,6 @@ func (b *Backend) Flush() {
 		// batch; never when everything completed at posting (shared
 		// memory: a put or get is a memcpy).
 		b.wakeProgress()
-	}
-	if b.env.Counters != nil {
-		b.env.Counters.Doorbells++
 	}
 }
 
@@ -327,6 +352,10 @@ func (b *Backend) Reap(out []engine.Completion) int {
 	// give: this side's direct copies completed into the ring when they
 	// were posted, and a peer's puts into this pool are its own copies.
 	// Skip the call into C (a poll loop's common case).
+	if b.be.sq_head != C.uint32_t(b.pub) {
+		// Left by Flush to whoever progresses next: post it first.
+		b.progressed(C.hc_submit(b.be, 0))
+	}
 	if ctl || b.be.dworker == b.be.worker || b.be.inflight > 0 {
 		b.progress(ctl)
 	}
@@ -355,7 +384,7 @@ func (b *Backend) drain(out []engine.Completion) int {
 		h++
 	}
 	b.be.cq_head = h
-	b.inflight -= n
+	b.inflight.Add(-int64(n))
 	b.signaled = false
 	return n
 }
@@ -366,14 +395,14 @@ func (b *Backend) drain(out []engine.Completion) int {
 // fails here. Its transfers come out of the next Reap.
 func (b *Backend) Check() {
 	b.mu.Lock()
-	if !b.closed && b.timeout > 0 && b.inflight > 0 {
+	if !b.closed && b.timeout > 0 && b.inflight.Load() > 0 {
 		b.expire(time.Now())
 	}
 	b.mu.Unlock()
 }
 
 // Outstanding is staged + posted, not yet reaped.
-func (b *Backend) Outstanding() int { return b.staged + b.inflight }
+func (b *Backend) Outstanding() int { return b.staged + int(b.inflight.Load()) }
 
 // ReadyFD is an eventfd the progress goroutine writes when completions wait
 // in the ring (the worker's own event fd belongs to that goroutine).
@@ -390,7 +419,7 @@ func (b *Backend) ReadyFD() (int, bool) {
 func (b *Backend) Cancel(out []engine.Completion) int {
 	n := 0
 	for i := 0; i < b.staged && n < len(out); i++ {
-		out[n] = engine.Completion{Tag: uint64(b.sq[i].tag), Status: engine.StatusCanceled}
+		out[n] = engine.Completion{Tag: uint64(b.sq[(b.pub+uint32(i))&uint32(b.be.sq_mask)].tag), Status: engine.StatusCanceled}
 		n++
 	}
 	b.staged = 0

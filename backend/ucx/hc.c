@@ -289,11 +289,12 @@ int hc_attach(hc_be *be, uint32_t depth) {
 	be->nslots = ns;
 	be->ops = calloc(ns, sizeof(*be->ops));
 	be->groups = calloc(ns, sizeof(*be->groups));
-	be->sq = calloc(depth, sizeof(*be->sq));
+	be->sq = calloc(cap, sizeof(*be->sq));
 	be->cq = calloc(cap, sizeof(*be->cq));
 	if (!be->ops || !be->groups || !be->sq || !be->cq)
 		return UCS_ERR_NO_MEMORY;
 	be->cq_mask = cap - 1;
+	be->sq_mask = cap - 1;
 	for (uint32_t i = 0; i < ns; i++) {
 		be->ops[i].be = be;
 		be->ops[i].next = i + 1 < ns ? (int32_t)i + 1 : -1;
@@ -815,11 +816,14 @@ static uint64_t now_ns(void) {
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-uint32_t hc_submit(hc_be *be, uint32_t n) {
+uint32_t hc_submit(hc_be *be, int progress) {
 	int32_t open = -1; // groups opened by this submit
 	uint64_t now = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		hc_sqe *s = &be->sq[i];
+	// Go's Flush publishes entries (a release store of sq_pub, owner
+	// only); whoever holds the mutex posts them, in order.
+	uint32_t pub = __atomic_load_n(&be->sq_pub, __ATOMIC_ACQUIRE);
+	for (; be->sq_head != pub; be->sq_head++) {
+		hc_sqe *s = &be->sq[be->sq_head & be->sq_mask];
 		if (s->peer >= be->npeers || be->peers[s->peer]->state != HC_READY) {
 			cq_push(be, s->tag, 0, HC_ST_PEER_GONE);
 			continue;
@@ -931,6 +935,11 @@ uint32_t hc_submit(hc_be *be, uint32_t n) {
 		be->events = 0;
 		return ev;
 	}
+	if (!progress) {
+		uint32_t ev = be->events;
+		be->events = 0;
+		return ev;
+	}
 	return hc_progress(be, 0);
 }
 
@@ -961,6 +970,10 @@ uint32_t hc_expire(hc_be *be, uint64_t timeout_ns) {
 // with UCS_ERR_CANCELED. Returns how many posted ops are still in flight.
 uint32_t hc_cancel_all(hc_be *be) {
 	be->canceling = 1;
+	// Published, not posted: canceled before they reached UCX.
+	uint32_t pub = __atomic_load_n(&be->sq_pub, __ATOMIC_ACQUIRE);
+	for (; be->sq_head != pub; be->sq_head++)
+		cq_push(be, be->sq[be->sq_head & be->sq_mask].tag, 0, HC_ST_CANCELED_STAGED);
 	for (uint32_t i = 0; i < be->npeers; i++)
 		hc_peer_close(be, i, UCS_ERR_CANCELED);
 	hc_progress(be, 1);

@@ -123,7 +123,11 @@ struct hc_be {
 	int32_t op_free;
 	hc_group *groups;
 	int32_t grp_free;
+	// sq is a ring: Go's Forward writes entries past sq_pub, Flush
+	// publishes them (sq_pub, a release store by the engine's owner),
+	// hc_submit posts [sq_head, sq_pub) under the mutex.
 	hc_sqe *sq;
+	uint32_t sq_head, sq_pub, sq_mask;
 	hc_cqe *cq;
 	uint32_t cq_head, cq_tail, cq_mask;
 	uint32_t inflight; // posted ops whose completion is not in cq yet
@@ -164,7 +168,7 @@ void hc_peer_close(hc_be *be, uint32_t idx, int32_t status);
 int hc_peer_busy(hc_be *be, uint32_t idx);
 uint32_t hc_progress(hc_be *be, int ctl);
 int hc_arm(hc_be *be);
-uint32_t hc_submit(hc_be *be, uint32_t n);
+uint32_t hc_submit(hc_be *be, int progress);
 uint32_t hc_cancel_all(hc_be *be);
 uint32_t hc_expire(hc_be *be, uint64_t timeout_ns);
 char *hc_ep_info(hc_be *be, uint32_t idx);

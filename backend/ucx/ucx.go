@@ -136,16 +136,23 @@ type Backend struct {
 	idle       bool // the progress goroutine sleeps with no timeout (Flush wakes it)
 	exported   [engine.MaxArenas]bool
 	// local[s] is arena s's memory (MapArena; read by Execute).
-	local    [engine.MaxArenas][]byte
-	inflight int // posted, not reaped (read by the progress goroutine)
+	local [engine.MaxArenas][]byte
+	// inflight: published (Flush), not reaped. Written by the owner,
+	// read by the progress goroutine and the watchdog.
+	inflight atomic.Int64
 
 	// Owner-only (engine's owner flag): staging.
 	attached bool
 	depth    int
 	staged   int
+	pub      uint32 // sq_pub: the end of what Flush published
 	env      engine.Env
 	sq       []C.hc_sqe
 	cq       []C.hc_cqe
+
+	// polling is 1 while the progress goroutine will progress the
+	// workers again within 50 µs: Flush may leave a batch to it.
+	polling atomic.Int32
 
 	wakeFD int // eventfd the engine sleeps on (ReadyFD)
 	stopFD int // eventfd that stops the progress goroutine
@@ -482,7 +489,7 @@ func (b *Backend) progressed(ev C.uint32_t) C.uint32_t {
 // with a batch outstanding for longer than the timeout fail, and their
 // transfers complete with ErrPeerGone and engine.ErrTimeout (under mu).
 func (b *Backend) expire(now time.Time) {
-	if b.timeout <= 0 || b.inflight == 0 || now.Sub(b.lastExpire) < 100*time.Millisecond {
+	if b.timeout <= 0 || b.inflight.Load() == 0 || now.Sub(b.lastExpire) < 100*time.Millisecond {
 		return
 	}
 	b.lastExpire = now
@@ -514,7 +521,8 @@ func (b *Backend) progressLoop() {
 		// The engine's owner progresses the worker itself while it holds
 		// the mutex (Flush, Reap): do not queue behind it — on a busy
 		// machine a goroutine that takes the mutex and is preempted stalls
-		// the engine for a whole time slice. Look again shortly.
+		// the engine for a whole time slice. Look again shortly (polling
+		// stays set: Flush may leave its batch to us).
 		if !b.mu.TryLock() {
 			time.Sleep(50 * time.Microsecond)
 			continue
@@ -524,20 +532,32 @@ func (b *Backend) progressLoop() {
 			b.mu.Unlock()
 			return
 		}
+		b.polling.Store(1)
 		b.expire(time.Now())
-		ev := b.progress(true)
+		// Post what Flush left to us, then progress both workers.
+		ev := b.progressed(C.hc_submit(b.be, 0)) | b.progress(true)
 		now := time.Now()
 		if ev != 0 {
 			last = now
 		}
-		if b.inflight == 0 && (b.cfg.Spin < 0 || now.Sub(last) < b.cfg.Spin) {
+		if b.inflight.Load() == 0 && (b.cfg.Spin < 0 || now.Sub(last) < b.cfg.Spin) {
 			b.mu.Unlock()
 			runtime.Gosched()
 			continue
 		}
 		// Busy: requests are in UCX (not only completions waiting in the
-		// ring for the engine, which progress already signalled).
+		// ring for the engine, which progress already signalled). Then
+		// we look again within 50 µs, and Flush may leave batches to us;
+		// idle, we sleep until an event: Flush posts its own (polling
+		// 0 first, then a last look at what was published before).
 		busy := b.be.inflight > 0
+		if !busy {
+			b.polling.Store(0)
+			b.progressed(C.hc_submit(b.be, 0))
+			if busy = b.be.inflight > 0; busy {
+				b.polling.Store(1)
+			}
+		}
 		st := C.hc_arm(b.be)
 		b.idle = !busy && st != C.UCS_ERR_BUSY
 		b.mu.Unlock()
@@ -547,7 +567,8 @@ func (b *Backend) progressLoop() {
 		// While transfers are in flight, wake up every 50µs even without
 		// an event: UCX completes some requests (a flush over shared
 		// memory) in ucp_worker_progress without signalling the event fd,
-		// and the engine may be asleep on ReadyFD.
+		// the engine may be asleep on ReadyFD, and Flush may have left a
+		// batch to us.
 		var ts *unix.Timespec
 		if busy {
 			ts = &unix.Timespec{Nsec: 50_000}
