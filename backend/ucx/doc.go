@@ -30,10 +30,15 @@
 // host → remote is ucp_put_nbx, remote → host ucp_get_nbx, straight
 // from/to pool memory (the arena's memory handle is passed, so UCX's
 // zero-copy protocols read and write the pool). Forward only writes a
-// submission entry into C memory; Flush posts the whole batch in one call
-// into C, followed by one ucp_ep_flush_nbx per peer the batch put to. A
-// put completes when that flush does (the bytes are in the peer's memory),
-// a get when its own request does. Completions are collected by the
+// submission entry into a ring in C memory; Flush publishes the batch and
+// posts it in one call into C, followed by one ucp_ep_flush_nbx per peer
+// the batch put to — or, with transfers already outstanding, leaves it to
+// whoever progresses the worker next (the progress goroutine, which polls
+// again within 50 µs while requests are in UCX, or the engine's next
+// Reap), which posts everything published so far in order: the submitter
+// then makes no system call while it holds the engine's owner flag. A put
+// completes when a flush posted after it does (the bytes are in the peer's
+// memory), a get when its own request does. Completions are collected by the
 // request callbacks (C functions; no Go callback, no Go pointer in C
 // memory: user data are pointers into C arrays) into a C ring that Reap
 // copies out, in one call that also progresses the worker.

@@ -361,9 +361,9 @@ func remoteWarmup(n int) int { return min(n, 1000) }
 
 // engineBW moves n transfers of size bytes (batches of batch) between blk
 // and offset 0 of the peer's pool, and returns MiB/s overall and typical
-// (the median window of at least 64 transfers: submission blocks on a full
-// queue, so in steady state a window's time is its transfers' service
-// time).
+// (the median window of at least a queue's worth of transfers: submission
+// blocks on a full queue, so in steady state a window's time is its
+// transfers' service time).
 func engineBW(ctx context.Context, eng *engine.Engine, peer uint32, blk engine.Block, put bool, size, batch, n int) (float64, float64, error) {
 	ts := make([]engine.Transfer, batch)
 	ids := make([]engine.ID, batch)
@@ -394,7 +394,12 @@ func engineBW(ctx context.Context, eng *engine.Engine, peer uint32, blk engine.B
 	if err := eng.Drain(ctx); err != nil {
 		return 0, 0, err
 	}
-	window := max(64, batch)
+	// A window spans at least a queue's worth of transfers: over tcp a
+	// batch submitted while others are in flight is posted with them and
+	// shares their flush (backend/ucx), so completions come in bursts of
+	// up to QueueDepth and a shorter window times a burst, not the
+	// transfers' service time.
+	window := max(64, batch, remoteDepth)
 	var wins []float64
 	start := time.Now()
 	last, inWin := start, 0
