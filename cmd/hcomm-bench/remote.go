@@ -360,18 +360,27 @@ func remoteTransport(o *options, name, engineTLS, perftestTLS string, deadline t
 func remoteWarmup(n int) int { return min(n, 1000) }
 
 // engineBW moves n transfers of size bytes (batches of batch) between blk
-// and offset 0 of the peer's pool, and returns MiB/s overall and typical
-// (the median window of at least a queue's worth of transfers: submission
-// blocks on a full queue, so in steady state a window's time is its
-// transfers' service time).
+// and offset 0 of the peer's pool, and returns MiB/s overall and typical:
+// the median window of at least a queue's worth of *completions* (timed in
+// the callbacks; over tcp a batch submitted while others are in flight is
+// posted with them and shares their flush, so completions come in bursts
+// of up to QueueDepth, and submission can run ahead of the wire by a
+// queue's worth: neither a shorter window nor one timed at submission is
+// the transfers' service time).
 func engineBW(ctx context.Context, eng *engine.Engine, peer uint32, blk engine.Block, put bool, size, batch, n int) (float64, float64, error) {
 	ts := make([]engine.Transfer, batch)
 	ids := make([]engine.ID, batch)
-	var failed atomic.Int64
+	window := max(64, batch, remoteDepth)
+	marks := make([]int64, n/window+1) // ns since base at each window's last completion
+	var failed, done atomic.Int64
 	var firstErr atomic.Value
+	base := time.Now()
 	cb := func(r engine.Result) {
 		if r.Err != nil && failed.Add(1) == 1 {
 			firstErr.Store(r.Err)
+		}
+		if c := done.Add(1); c%int64(window) == 0 && c/int64(window) <= int64(len(marks)) {
+			marks[c/int64(window)-1] = int64(time.Since(base))
 		}
 	}
 	for i := range ts {
@@ -382,7 +391,7 @@ func engineBW(ctx context.Context, eng *engine.Engine, peer uint32, blk engine.B
 	}
 	// Untimed warm-up transfers, as many as ucx_perftest's (-w), then
 	// the timed ones.
-	for done := 0; done < remoteWarmup(n); done += batch {
+	for sent := 0; sent < remoteWarmup(n); sent += batch {
 		for k := 0; k < batch; {
 			m, err := eng.SubmitBatchContext(ctx, ts[k:], ids[k:])
 			if err != nil {
@@ -394,27 +403,17 @@ func engineBW(ctx context.Context, eng *engine.Engine, peer uint32, blk engine.B
 	if err := eng.Drain(ctx); err != nil {
 		return 0, 0, err
 	}
-	// A window spans at least a queue's worth of transfers: over tcp a
-	// batch submitted while others are in flight is posted with them and
-	// shares their flush (backend/ucx), so completions come in bursts of
-	// up to QueueDepth and a shorter window times a burst, not the
-	// transfers' service time.
-	window := max(64, batch, remoteDepth)
-	var wins []float64
+	// Drain ran every warm-up callback: the marks start over.
+	done.Store(0)
 	start := time.Now()
-	last, inWin := start, 0
-	for done := 0; done < n; done += batch {
+	t0 := int64(start.Sub(base))
+	for sent := 0; sent < n; sent += batch {
 		for k := 0; k < batch; {
 			m, err := eng.SubmitBatchContext(ctx, ts[k:], ids[k:])
 			if err != nil {
 				return 0, 0, err
 			}
 			k += m
-		}
-		if inWin += batch; inWin >= window {
-			now := time.Now()
-			wins = append(wins, now.Sub(last).Seconds()/float64(inWin))
-			last, inWin = now, 0
 		}
 	}
 	if err := eng.Drain(ctx); err != nil {
@@ -426,7 +425,15 @@ func engineBW(ctx context.Context, eng *engine.Engine, peer uint32, blk engine.B
 	}
 	overall := float64(n) * float64(size) / (1 << 20) / el.Seconds()
 	typical := overall
-	if len(wins) >= 3 {
+	if k := int(done.Load()) / window; k >= 3 {
+		wins := make([]float64, k)
+		for i := range wins {
+			prev := t0
+			if i > 0 {
+				prev = marks[i-1]
+			}
+			wins[i] = float64(marks[i]-prev) / 1e9 / float64(window)
+		}
 		typical = float64(size) / (1 << 20) / median(wins)
 	}
 	return overall, typical, nil
