@@ -258,17 +258,7 @@ func (e *Engine) waitFor(ctx context.Context, cond func() bool) error {
 		if e.acquireReaping() {
 			n, waited := 0, false
 			if !e.stop.Load() {
-				var busy bool
-				n, busy = e.cycle()
-				// A backend that can be waited on in batches (file I/O,
-				// tens of µs and more): block in the kernel rather than
-				// spin, as ReadAt would, and reap on waking — at once,
-				// after completions, when their callbacks submitted
-				// (the wait carries those doorbells).
-				// (busy was computed before the callbacks ran.)
-				if (n == 0 && busy || e.roundSubmitted()) && !cond() {
-					waited = e.waitBatch()
-				}
+				n, waited = e.cycleThenWait(cond)
 			}
 			e.releaseReaping()
 			if n > 0 || waited {
@@ -304,11 +294,23 @@ func (e *Engine) pollWait(cond func() bool) (n int, waited bool) {
 		return 0, false
 	}
 	// A panicking callback lets the flag go (afterPanic), as in Poll.
-	n, busy := e.cycle()
+	n, waited = e.cycleThenWait(cond)
+	e.releaseReaping()
+	return n, waited
+}
+
+// cycleThenWait is a waiter's completion round, under the reaping flag:
+// one cycle, then — when it completed nothing while transfers are
+// outstanding, or its callbacks submitted, and cond does not hold yet — a
+// wait in a backend that can be waited on in batches (file I/O, tens of µs
+// and more): block in the kernel rather than spin, as ReadAt would, and
+// reap on waking; after callbacks that submitted, at once (the wait
+// carries their doorbells). Without such a backend it only cycles.
+func (e *Engine) cycleThenWait(cond func() bool) (n int, waited bool) {
+	n, busy := e.cycle() // busy: computed before the callbacks ran
 	if (n == 0 && busy || e.roundSubmitted()) && e.bw != nil && !cond() {
 		waited = e.waitBatch()
 	}
-	e.releaseReaping()
 	return n, waited
 }
 
