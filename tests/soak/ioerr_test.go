@@ -86,6 +86,17 @@ func smallExt4(t *testing.T, size int64) string {
 // errno), and returns how many writes failed.
 func ioRound(t *testing.T, be engine.Backend, n, size int, allowed ...syscall.Errno) (failed int) {
 	t.Helper()
+	failed, _ = ioRoundOnce(t, be, n, size, false, allowed...)
+	return failed
+}
+
+// ioRoundOnce is ioRound. With mayRetry, a round in which the kernel
+// canceled writes nobody asked it to cancel (ECANCELED: the 6.1 guest's
+// io-wq anomaly, docs/vm-tests.md) returns at once with canceled > 0 and
+// without judging the chunks (their callbacks still ran exactly once), so
+// that the caller can run it again on a new engine and backend.
+func ioRoundOnce(t *testing.T, be engine.Backend, n, size int, mayRetry bool, allowed ...syscall.Errno) (failed, canceled int) {
+	t.Helper()
 	e, err := engine.Open(engine.Config{Backend: be, PoolSize: int64(2*n*size + 1<<20), Alignment: 4096, QueueDepth: 64,
 		Backings: []hugepage.Backing{hugepage.Backing4K}, Logger: quiet()})
 	if err != nil {
@@ -145,6 +156,16 @@ func ioRound(t *testing.T, be engine.Backend, n, size int, allowed ...syscall.Er
 		return res
 	}
 	wrote := phase(true)
+	if mayRetry {
+		for _, w := range wrote {
+			if errors.Is(w.Err, syscall.ECANCELED) {
+				canceled++
+			}
+		}
+		if canceled > 0 {
+			return 0, canceled
+		}
+	}
 	read := phase(false)
 	mem := func(b engine.Block, i int) []byte { return b.Bytes()[i*size:][:size] }
 	for i := range n {
@@ -179,7 +200,7 @@ func ioRound(t *testing.T, be engine.Backend, n, size int, allowed ...syscall.Er
 			}
 		}
 	}
-	return failed
+	return failed, 0
 }
 
 // skipInVM skips a test in the VM guest (tests/vm) that runs on the host:
@@ -269,11 +290,24 @@ func TestFileDMError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	be, err := uringfile.New(dev, uringfile.Config{})
-	if err != nil {
-		t.Fatal(err)
+	// The 6.1 guest kernel sometimes completes the first writes it hands
+	// to io-wq with ECANCELED, which nobody asked for (docs/vm-tests.md:
+	// TestFileFullFS and the tracer saw it there too; 2 of 6 full guest
+	// runs of this test on 2026-12-01): such a round is run again on a new
+	// engine, at most twice, and the third is judged whatever it holds.
+	var failed int
+	for attempt := 1; ; attempt++ {
+		be, err := uringfile.New(dev, uringfile.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var canceled int
+		failed, canceled = ioRoundOnce(t, be, 256, 64<<10, attempt < 3, syscall.EIO)
+		if canceled == 0 {
+			break
+		}
+		t.Logf("attempt %d: the kernel canceled %d of 256 writes nobody canceled (the 6.1 io-wq anomaly, docs/vm-tests.md); running the round again", attempt, canceled)
 	}
-	failed := ioRound(t, be, 256, 64<<10, syscall.EIO)
 	// 1 MiB of 16 is bad: the 16 chunks of 64 KiB inside it.
 	if failed != 16 {
 		t.Errorf("%d writes failed, want the 16 that touch the error target", failed)
