@@ -303,3 +303,46 @@ func TestAdaptivePool(t *testing.T) {
 	}
 	must(t, refusing.Free(a))
 }
+
+// batchWaitingBackend is reverseBackend with batched waits
+// (WaitCompletions) that one instance may decline (BatchWaits). It holds
+// every completion back until the engine waits in it — or, when it
+// declined, until release fires.
+type batchWaitingBackend struct {
+	*reverseBackend
+	wants bool
+	waits atomic.Int64
+}
+
+func (b *batchWaitingBackend) BatchWaits() bool { return b.wants }
+func (b *batchWaitingBackend) WaitCompletions(want int, minWait, timeout time.Duration) int {
+	b.waits.Add(1)
+	b.held.Store(false)
+	return 0
+}
+
+// TestBatchWaitsDeclined: a backend with WaitCompletions is waited on in
+// batches unless its BatchWaits says no; then the engine never calls
+// WaitCompletions and waiters and the reaper reap as for any backend.
+func TestBatchWaitsDeclined(t *testing.T) {
+	for _, mode := range []engine.Mode{engine.ModePoll, engine.ModeReaper} {
+		for _, wants := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%v/wants=%v", mode, wants), func(t *testing.T) {
+				be := &batchWaitingBackend{reverseBackend: newReverse(3, 0), wants: wants}
+				be.held.Store(true)
+				e := open(t, engine.Config{Backend: be, Mode: mode})
+				b := alloc(t, e, 4096)
+				if !wants {
+					// Nobody calls WaitCompletions: let the completions go.
+					time.AfterFunc(20*time.Millisecond, func() { be.held.Store(false) })
+				}
+				id, err := e.Submit(engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(0), Len: 4096})
+				must(t, err)
+				must(t, e.Wait(ctxT(t, 10*time.Second), id))
+				if n := be.waits.Load(); wants && n == 0 || !wants && n != 0 {
+					t.Errorf("WaitCompletions called %d times with BatchWaits %v", n, wants)
+				}
+			})
+		}
+	}
+}

@@ -602,6 +602,9 @@ func (e *Engine) wakeReaper(idleOnly bool) {
 func (e *Engine) startCompletions() {
 	// Waiters wait in a batch-waited backend in both modes (waitFor).
 	e.bw, _ = e.be.(batchWaiter)
+	if c, ok := e.be.(batchWaitChooser); ok && !c.BatchWaits() {
+		e.bw = nil
+	}
 	if e.bw != nil {
 		e.lazy, _ = e.be.(lazyDoorbell)
 	}

@@ -340,6 +340,16 @@ type batchWaiter interface {
 	WaitCompletions(want int, minWait, timeout time.Duration) (syscalls int)
 }
 
+// batchWaitChooser is an optional method beside WaitCompletions for a
+// backend whose instances differ: BatchWaits reports, once at Open,
+// whether this instance wants batched waits. A backend that completes
+// everything in Flush (backend/ucx over shared memory) says no, and the
+// engine treats it as one without WaitCompletions (the reaper stands back
+// while a waiter reaps instead of sleeping in the backend).
+type batchWaitChooser interface {
+	BatchWaits() bool
+}
+
 // batchWait is how long the reaper lets a batch of completions grow once
 // the first is ready: the most a callback waits for its neighbours.
 const batchWait = 200 * time.Microsecond
