@@ -274,7 +274,7 @@ func remoteTransport(o *options, name, engineTLS, perftestTLS string, deadline t
 				if !shm && r.size < 64<<10 {
 					pn = min(n, 100) // its small tcp gets take ms each here
 				}
-				pv, pvt, err := perftest(perftestTLS, test, r.size, pn, bwDeadline)
+				pv, pvt, err := perftest(perftestTLS, test, r.size, pn, remoteWarmup(pn), bwDeadline)
 				if err != nil {
 					r.ptErr = err.Error()
 				} else {
@@ -338,7 +338,7 @@ func remoteTransport(o *options, name, engineTLS, perftestTLS string, deadline t
 		}
 		lat.eng = append(lat.eng, v)
 		lat.engT = append(lat.engT, vt)
-		pv, pvt, err := perftest(perftestTLS, "ucp_put_lat", 8, iters, deadline)
+		pv, pvt, err := perftest(perftestTLS, "ucp_put_lat", 8, iters, remoteLatWarmup(iters, shm), deadline)
 		if err != nil {
 			lat.ptErr = err.Error()
 		} else {
@@ -358,6 +358,27 @@ func remoteTransport(o *options, name, engineTLS, perftestTLS string, deadline t
 // remoteWarmup is how many untimed iterations come before n timed ones:
 // ucx_perftest's -w, and as many for the engine (transfers, or round trips).
 func remoteWarmup(n int) int { return min(n, 1000) }
+
+// remoteLatWarmup is how many untimed round trips come before a latency
+// row's n timed ones, for the engine's ping-pong and ucx_perftest's
+// ucp_put_lat (-w) alike. Over shared memory 1000 round trips last under a
+// millisecond, and the engine's two processes come out of a wait (the
+// peer's start, the handshake) into the timed loop: each Go runtime's
+// monitor (sysmon), woken from its idle sleep, then polls every 20 µs for
+// 50 rounds before it backs off to every 10 ms (runtime/proc.go), and with
+// both CPUs of a 2-CPU machine spinning every such wake-up takes a CPU
+// from one side of the ping-pong — under the spinners the 50 rounds
+// stretch over ~10 ms, i.e. over the whole timed loop of a 10 000 round
+// trip row (bpftrace: 48-50 of them inside it; overall 1.31-1.74× against
+// 1.22-1.34× with this warm-up, docs/remote.md "Latency"). 100 000 round
+// trips (~30-70 ms) outlast that ladder; ucx_perftest gets as many. Over
+// tcp 1000 round trips already take ~40 ms.
+func remoteLatWarmup(n int, shm bool) int {
+	if shm {
+		return 100_000
+	}
+	return remoteWarmup(n)
+}
 
 // engineBW moves n transfers of size bytes (batches of batch) between blk
 // and offset 0 of the peer's pool, and returns MiB/s overall and typical:
@@ -466,7 +487,8 @@ func engineLat(ctx context.Context, tls string, shm bool, iters int) (float64, f
 	}
 	// The peer polls (and so accepts the connection) once it has the
 	// command: send it first.
-	if err := peer.cmd(fmt.Sprintf("pong %d %d", pongOff, iters+remoteWarmup(iters))); err != nil {
+	warm := remoteLatWarmup(iters, shm)
+	if err := peer.cmd(fmt.Sprintf("pong %d %d", pongOff, iters+warm)); err != nil {
 		return 0, 0, err
 	}
 	p, err := b.Connect(ctx, peer.ucxAddr)
@@ -477,9 +499,8 @@ func engineLat(ctx context.Context, tls string, shm bool, iters int) (float64, f
 	out := (*uint64)(unsafe.Pointer(&ping.Bytes()[0]))
 	tr := engine.Transfer{Src: engine.Host(ping), Dst: engine.Remote(p, peer.pingOff), Len: 8}
 	// Warm-up round trips first, as many as ucx_perftest's (-w, see
-	// perftest). One clock read per round trip (ucx_perftest reads its
-	// clock once per iteration too): its end is the next one's start.
-	warm := remoteWarmup(iters)
+	// remoteLatWarmup). One clock read per round trip (ucx_perftest reads
+	// its clock once per iteration too): its end is the next one's start.
 	var start, t0 time.Time
 	rtts := make([]float64, 0, iters)
 	for i := 1; i <= iters+warm; i++ {
@@ -608,12 +629,13 @@ func socketLat(iters, reps int) ([]float64, []float64, error) {
 	return out, typ, nil
 }
 
-// perftest runs ucx_perftest's server and client on 127.0.0.1 and returns
+// perftest runs ucx_perftest's server and client on 127.0.0.1 (n timed
+// iterations after warm untimed ones) and returns
 // bandwidth (MiB/s: ucx_perftest's MB are 2^20 bytes) or, for
 // ucp_put_lat, latency (µs): overall, and typical (its median per-operation
 // latency; for bandwidth size ÷ that). It gives up at deadline (or after
 // 30 s).
-func perftest(tls, test string, size, n int, deadline time.Time) (float64, float64, error) {
+func perftest(tls, test string, size, n, warm int, deadline time.Time) (float64, float64, error) {
 	if _, err := exec.LookPath("ucx_perftest"); err != nil {
 		return 0, 0, errors.New("ucx_perftest not installed")
 	}
@@ -623,7 +645,7 @@ func perftest(tls, test string, size, n int, deadline time.Time) (float64, float
 	}
 	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	l.Close()
-	args := []string{"-t", test, "-s", strconv.Itoa(size), "-n", strconv.Itoa(n), "-w", strconv.Itoa(remoteWarmup(n)), "-p", port, "-f", "-v"}
+	args := []string{"-t", test, "-s", strconv.Itoa(size), "-n", strconv.Itoa(n), "-w", strconv.Itoa(warm), "-p", port, "-f", "-v"}
 	env := append(os.Environ(), "UCX_TLS="+tls)
 	srv := exec.Command("ucx_perftest", args...)
 	srv.Env = env
