@@ -333,21 +333,32 @@ func (b *Backend) Flush() {
 
 // Reap progresses the worker and moves finished transfers into out.
 func (b *Backend) Reap(out []engine.Completion) int {
+	// The control worker (handshakes, peer failure) is the progress
+	// goroutine's; without one (CallerProgress), Reap looks at it every
+	// ctlEvery (the clock is read every 64th Reap: a poll loop calls Reap
+	// millions of times a second).
+	check := false
+	if b.cfg.CallerProgress {
+		b.reaps++
+		check = b.reaps&63 == 0
+		// A shared-memory data worker with nothing published or posted
+		// (inflight counts both until drained) has nothing to give: no
+		// completion can be in the ring, and the peer's puts into this
+		// pool are its own copies. Between two looks at the clock such a
+		// Reap is all of an idle poll loop's backend work (a ping-pong's
+		// every Poll but one per round trip: the transfers it submits are
+		// Inline): no mutex, no call into C. A Connect running meanwhile
+		// progresses the control worker itself.
+		if !check && b.dataWorker && b.inflight.Load() == 0 {
+			return 0
+		}
+	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return 0
 	}
-	// The control worker (handshakes, peer failure) is the progress
-	// goroutine's; without one (CallerProgress), Reap looks at it every
-	// ctlEvery (the clock is read every 64th Reap: a poll loop calls Reap
-	// millions of times a second).
-	ctl := false
-	if b.cfg.CallerProgress {
-		if b.reaps++; b.reaps&63 == 0 {
-			ctl = time.Since(b.lastCtl) >= ctlEvery
-		}
-	}
+	ctl := check && time.Since(b.lastCtl) >= ctlEvery
 	// A shared-memory data worker with nothing in flight has nothing to
 	// give: this side's direct copies completed into the ring when they
 	// were posted, and a peer's puts into this pool are its own copies.

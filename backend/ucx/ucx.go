@@ -122,15 +122,15 @@ type Backend struct {
 	cfg Config
 	log *slog.Logger
 
-	addr   string
-	peers  atomic.Pointer[[]*peer] // copy-on-write, appended under mu
-	peerEv chan struct{}           // a peer changed state
+	addr       string
+	dataWorker bool                    // a second worker carries the data (SharedMemory)
+	peers      atomic.Pointer[[]*peer] // copy-on-write, appended under mu
+	peerEv     chan struct{}           // a peer changed state
 
 	// Under mu.
 	timeout    time.Duration // Config.Timeout with its default; <= 0: none
 	lastExpire time.Time     // the watchdog's last look (expire)
 	lastCtl    time.Time     // the control worker's last progress
-	reaps      uint32        // Reap calls (CallerProgress: when to read the clock)
 	closed     bool
 	signaled   bool // wakeFD written since the last Reap
 	idle       bool // the progress goroutine sleeps with no timeout (Flush wakes it)
@@ -142,6 +142,7 @@ type Backend struct {
 	inflight atomic.Int64
 
 	// Owner-only (engine's owner flag): staging.
+	reaps    uint32 // Reap calls (CallerProgress: when to read the clock)
 	attached bool
 	depth    int
 	staged   int
@@ -200,6 +201,7 @@ func New(cfg Config) (*Backend, error) {
 	if st := C.hc_open(&b.be, shm, &cerr); st != 0 {
 		return nil, ucxErr(C.GoString(cerr), st)
 	}
+	b.dataWorker = b.be.dworker != b.be.worker
 	var err error
 	if b.wakeFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
 		b.stopFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
