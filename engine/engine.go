@@ -589,7 +589,10 @@ func (e *Engine) wakeReaper(idleOnly bool) {
 		return
 	}
 	s := e.sleeping.Load()
-	if s == awake || idleOnly && (s != sleepIdle || e.readyFD) || !e.sleeping.CompareAndSwap(s, awake) {
+	// A reaper in sleepLazy reads no eventfd: it wakes on its timer (and
+	// a waiter's cycles collect what it would), so a write would only be
+	// a system call in the submitter's path.
+	if s == awake || s == sleepLazy || idleOnly && (s != sleepIdle || e.readyFD) || !e.sleeping.CompareAndSwap(s, awake) {
 		return
 	}
 	var one = [8]byte{1}

@@ -17,3 +17,7 @@ func (e *Engine) HoldReservation() (publish func(), err error) {
 
 // Debug reports whether the package was built with -tags hcommdebug.
 const Debug = debug
+
+// ReaperStandsAside reports whether the reaper sleeps beside reaping
+// waiters (sleepLazy) at this moment.
+func (e *Engine) ReaperStandsAside() bool { return e.sleeping.Load() == sleepLazy }

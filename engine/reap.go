@@ -238,6 +238,7 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 	lazyTimer.Stop()
 	seen := e.waiterCycles.Load()
 	spinSeen, lastWaiter := seen, time.Time{}
+	var standSince time.Time // when the reaper began to stand back
 	for !e.stop.Load() {
 		// Waiters reap for themselves (a synchronous Submit+Wait): while
 		// one does, and within Spin of its last cycle, the reaper stays
@@ -247,14 +248,31 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 		// publish it, a hand-off between threads (2.6 µs instead of
 		// 0.25 µs per 4 KiB Submit+Wait on vfio-mock). Not for batch-waited
 		// backends, where the reaper stands aside asleep (below).
+		//
+		// Standing back for a whole Spin (a loop that keeps waiting, or
+		// a pipeline whose submitter reaps each time its queue fills),
+		// the reaper sleeps (sleepLazy, lazyMin at a time) instead of
+		// spinning: a thread that only yields is a busy thread, and
+		// beside a busy waiter it left nothing of a 2-CPU machine to a
+		// third — every wake-up of anything else then waited for a
+		// scheduler tick (4 ms), in the middle of the waiter's work
+		// (docs/engine.md, "The reaper beside waiters"). Not while
+		// others are parked: they count on the reaper's cycles.
 		if bw == nil && e.cfg.Spin > 0 {
 			if w := e.waiterCycles.Load(); w != spinSeen {
 				spinSeen, lastWaiter = w, time.Now()
 			}
 			if e.reapingWaiters.Load() > 0 || time.Since(lastWaiter) < e.cfg.Spin {
+				if standSince.IsZero() {
+					standSince = time.Now()
+				} else if time.Since(standSince) >= e.cfg.Spin && e.waiters.Load() == 0 {
+					e.sleepLazy(lazyTimer, lazyMin)
+					continue
+				}
 				runtime.Gosched()
 				continue
 			}
+			standSince = time.Time{}
 		}
 		n, busy, ok := e.reaperCycle()
 		if n > 0 {

@@ -63,3 +63,34 @@ func TestWaiterReapsOwn(t *testing.T) {
 		})
 	}
 }
+
+// TestReaperSleepsBesideWaiter: while a goroutine keeps waiting and
+// reaping for itself, the reaper stands aside asleep rather than yielding
+// in a loop (a busy thread beside the waiter's, on a 2-CPU machine the
+// last CPU); once the waiter is gone, the reaper delivers a callback that
+// nobody waits on.
+func TestReaperSleepsBesideWaiter(t *testing.T) {
+	e := open(t, engine.Config{Backend: hdmaBE(t, nil, hdmadev.Config{CPUThreshold: 1 << 16})})
+	b := alloc(t, e, 4096)
+	ctx := ctxT(t, 30*time.Second)
+	deadline := time.Now().Add(20 * time.Second)
+	aside := false
+	for i := 0; !aside; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d synchronous transfers the reaper never stood aside asleep", i)
+		}
+		id, err := e.Submit(engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(0), Len: 4096})
+		must(t, err)
+		must(t, e.Wait(ctx, id))
+		aside = e.ReaperStandsAside()
+	}
+	done := make(chan struct{})
+	_, err := e.Submit(engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(0), Len: 4096,
+		Callback: func(engine.Result) { close(done) }})
+	must(t, err)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("the callback of a transfer nobody waits on never ran")
+	}
+}
