@@ -12,6 +12,8 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/hugepage"
 )
@@ -374,6 +376,80 @@ func (b *Backend) Reap(out []engine.Completion) int {
 	b.mu.Unlock()
 	return n
 }
+
+// BatchWaits says whether the engine should wait on this backend in
+// batches (WaitCompletions): over UCX's tcp (no SharedMemory), yes — a
+// transfer completes tens of microseconds after it is posted, when the
+// peer's acknowledgement is progressed, and without batched waits the
+// engine's reaper stands back with runtime.Gosched while a waiter reaps,
+// tens of thousands of yields per second on the CPU the submitter needs
+// (docs/remote.md, "tcp bandwidth"). With SharedMemory, no: a put or get
+// is a copy, complete when Flush returns, and there is nothing to wait
+// for in the backend.
+func (b *Backend) BatchWaits() bool { return !b.cfg.SharedMemory }
+
+// WaitCompletions (engine batched waits, only when BatchWaits): the
+// waiter, which holds the engine's reaping flag, progresses the worker
+// itself — posting first what Flush published and left to whoever
+// progresses next — until want completions wait in the ring, or minWait
+// passed since the first one arrived, or timeout passed, or nothing is
+// left in UCX. It polls for waitSpin, then sleeps on the worker's event
+// fd between rounds (ucp_worker_arm, at most 1 ms at a time: UCX does not
+// signal every completion) — over a real network a transfer takes longer
+// than a spin should. It does not reap (the engine does, next) and writes
+// no eventfd: the reaper sleeping on ReadyFD has nothing to do that the
+// waiter will not do. Each round takes the mutex briefly: Flush and the
+// progress goroutine get it between rounds. Returns the ppoll calls; the
+// system calls UCX makes (send, recv, epoll_wait over tcp) are not
+// counted.
+func (b *Backend) WaitCompletions(want int, minWait, timeout time.Duration) int {
+	b.batchWaits.Add(1)
+	start := time.Now()
+	var first time.Time
+	sys := 0
+	for {
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			return sys
+		}
+		ev := C.hc_submit(b.be, 0) | C.hc_progress(b.be, 0)
+		if ev&^C.HC_EV_PROGRESS != 0 {
+			b.handle(ev)
+		}
+		ready := int(b.be.cq_tail - b.be.cq_head)
+		inUCX := b.be.inflight > 0
+		now := time.Now()
+		if ready > 0 && first.IsZero() {
+			first = now
+		}
+		if ready >= want || !inUCX || !first.IsZero() && now.Sub(first) >= minWait || now.Sub(start) >= timeout {
+			b.mu.Unlock()
+			return sys
+		}
+		if ev != 0 || now.Sub(start) < waitSpin {
+			b.mu.Unlock()
+			continue
+		}
+		st := C.hc_arm(b.be)
+		b.mu.Unlock()
+		if st == C.UCS_ERR_BUSY {
+			continue
+		}
+		wait := min(time.Millisecond, timeout-now.Sub(start))
+		if !first.IsZero() {
+			wait = min(wait, minWait-now.Sub(first))
+		}
+		fds := []unix.PollFd{{Fd: int32(b.be.defd), Events: unix.POLLIN}}
+		ts := unix.NsecToTimespec(max(wait, time.Microsecond).Nanoseconds())
+		_, _ = unix.Ppoll(fds, &ts, nil)
+		sys++
+	}
+}
+
+// waitSpin is how long WaitCompletions polls before it sleeps between
+// rounds: a put over tcp on one host completes within tens of µs.
+const waitSpin = 100 * time.Microsecond
 
 // ctlEvery is how often Reap progresses the control worker under
 // CallerProgress, when it is not the data worker (SharedMemory): its tcp

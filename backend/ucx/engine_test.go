@@ -250,3 +250,73 @@ func TestEngineKill(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineBatchWaits: over tcp the engine waits on the backend in
+// batches (BatchWaits, WaitCompletions: the waiter progresses the worker
+// itself), over shared memory never (a put is complete when Flush
+// returns); either way every put arrives and every Wait returns.
+func TestEngineBatchWaits(t *testing.T) {
+	for _, tls := range transports {
+		t.Run(tls, func(t *testing.T) {
+			addr, _ := startPeer(t, tls)
+			eng, b := newEngine(t, tls, 64)
+			p := connect(t, b, addr)
+			_, shm := ucxTLS(tls)
+			if b.BatchWaits() == shm {
+				t.Fatalf("BatchWaits %v with SharedMemory %v", b.BatchWaits(), shm)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			blk, err := eng.Alloc(64 << 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := eng.Alloc(64 << 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Each round: 8 puts of different bytes to 8 places, a Wait for
+			// the last (a put over tcp completes only once the peer's
+			// acknowledgement is progressed: the Wait finds it outstanding
+			// and, with batched waits, waits in the backend), then each
+			// place read back.
+			for round := 0; round < 50; round++ {
+				var last engine.ID
+				for k := 0; k < 8; k++ {
+					for i := range blk.Bytes()[:4096] {
+						blk.Bytes()[i] = byte(round*8 + k + i)
+					}
+					tr := engine.Transfer{Src: engine.Host(blk), Dst: engine.Remote(p, uint64(k)*4096), Len: 4096}
+					if last, err = eng.Submit(tr); err != nil {
+						t.Fatal(err)
+					}
+					if err := eng.Wait(ctx, last); err != nil {
+						t.Fatal(err)
+					}
+				}
+				id, err := eng.Submit(engine.Transfer{Src: engine.Remote(p, 0), Dst: engine.Host(back), Len: 8 * 4096})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := eng.Wait(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+				for k := 0; k < 8; k++ {
+					for i := 0; i < 4096; i += 511 {
+						if got, want := back.Bytes()[k*4096+i], byte(round*8+k+i); got != want {
+							t.Fatalf("round %d, put %d, byte %d: %#x, want %#x", round, k, i, got, want)
+						}
+					}
+				}
+			}
+			if err := eng.Drain(ctx); err != nil {
+				t.Fatal(err)
+			}
+			n := b.batchWaits.Load()
+			if shm && n != 0 || !shm && n == 0 {
+				t.Fatalf("%d batched waits (WaitCompletions) over %s", n, tls)
+			}
+			t.Logf("%d batched waits", n)
+		})
+	}
+}

@@ -154,6 +154,8 @@ type Backend struct {
 	// polling is 1 while the progress goroutine will progress the
 	// workers again within 50 µs: Flush may leave a batch to it.
 	polling atomic.Int32
+	// batchWaits counts WaitCompletions calls (tests).
+	batchWaits atomic.Int64
 
 	wakeFD int // eventfd the engine sleeps on (ReadyFD)
 	stopFD int // eventfd that stops the progress goroutine
