@@ -81,6 +81,12 @@
 // owner, which progresses the data worker itself. ReadyFD is an eventfd
 // written when completions wait, so an idle engine sleeps too.
 //
+// Without SharedMemory the engine waits on the backend in batches
+// (BatchWaits, WaitCompletions): a goroutine waiting for completions
+// progresses the worker itself, posting what Flush left, and sleeps on the
+// worker's event fd after 100 µs. With SharedMemory BatchWaits is false:
+// a put or get is a copy, complete when Flush returns.
+//
 // Config.SharedMemory also makes each exported arena a UCX-allocated SysV
 // segment attached over the arena's own addresses (ucp_mem_map with
 // UCP_MEM_MAP_ALLOCATE, then shmat with SHM_REMAP): a peer's put or get is
