@@ -323,7 +323,10 @@ func (b *batchWaitingBackend) WaitCompletions(want int, minWait, timeout time.Du
 
 // TestBatchWaitsDeclined: a backend with WaitCompletions is waited on in
 // batches unless its BatchWaits says no; then the engine never calls
-// WaitCompletions and waiters and the reaper reap as for any backend.
+// WaitCompletions and completions are reaped as for any backend. ModePoll:
+// the goroutine in Wait does the waiting; the default mode: the reaper
+// (nobody Waits: a parked waiter makes the reaper sleep on the backend's
+// completion signal instead, which this test backend does not have).
 func TestBatchWaitsDeclined(t *testing.T) {
 	for _, mode := range []engine.Mode{engine.ModePoll, engine.ModeReaper} {
 		for _, wants := range []bool{true, false} {
@@ -336,9 +339,19 @@ func TestBatchWaitsDeclined(t *testing.T) {
 					// Nobody calls WaitCompletions: let the completions go.
 					time.AfterFunc(20*time.Millisecond, func() { be.held.Store(false) })
 				}
-				id, err := e.Submit(engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(0), Len: 4096})
+				ctx := ctxT(t, 10*time.Second)
+				done := make(chan struct{})
+				id, err := e.Submit(engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(0), Len: 4096,
+					Callback: func(engine.Result) { close(done) }})
 				must(t, err)
-				must(t, e.Wait(ctxT(t, 10*time.Second), id))
+				if mode == engine.ModePoll {
+					must(t, e.Wait(ctx, id))
+				}
+				select {
+				case <-done:
+				case <-ctx.Done():
+					t.Fatalf("no completion (WaitCompletions called %d times)", be.waits.Load())
+				}
 				if n := be.waits.Load(); wants && n == 0 || !wants && n != 0 {
 					t.Errorf("WaitCompletions called %d times with BatchWaits %v", n, wants)
 				}
