@@ -361,14 +361,14 @@ func (b *Backend) Reap(out []engine.Completion) int {
 		return 0
 	}
 	ctl := check && time.Since(b.lastCtl) >= ctlEvery
-	// A shared-memory data worker with nothing in flight has nothing to
-	// give: this side's direct copies completed into the ring when they
-	// were posted, and a peer's puts into this pool are its own copies.
-	// Skip the call into C (a poll loop's common case).
 	if b.be.sq_head != C.uint32_t(b.pub) {
 		// Left by Flush to whoever progresses next: post it first.
 		b.progressed(C.hc_submit(b.be, 0))
 	}
+	// A shared-memory data worker with nothing in flight has nothing to
+	// give: this side's direct copies completed into the ring when they
+	// were posted, and a peer's puts into this pool are its own copies.
+	// Skip the call into C (a poll loop's common case).
 	if ctl || b.be.dworker == b.be.worker || b.be.inflight > 0 {
 		b.progress(ctl)
 	}

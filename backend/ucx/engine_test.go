@@ -275,11 +275,11 @@ func TestEngineBatchWaits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Each round: 8 puts of different bytes to 8 places, a Wait for
-			// the last (a put over tcp completes only once the peer's
+			// Each round: 8 puts of different bytes to 8 places, each
+			// waited for (a put over tcp completes only once the peer's
 			// acknowledgement is progressed: the Wait finds it outstanding
-			// and, with batched waits, waits in the backend), then each
-			// place read back.
+			// and, with batched waits, waits in the backend), then the 8
+			// places read back with one get.
 			for round := 0; round < 50; round++ {
 				var last engine.ID
 				for k := 0; k < 8; k++ {
