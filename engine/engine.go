@@ -173,7 +173,8 @@ type Engine struct {
 	// (a hint for the holder: wait now, carrying it).
 	inRound     atomic.Bool
 	lazyPending atomic.Bool
-	yieldAt     time.Time // waitBatch's last yield (under the reaping flag)
+	yieldAt     time.Time // last yield of Poll or waitBatch (under the reaping flag)
+	polls       uint64    // Polls that held the reaping flag (under it)
 }
 
 var engineSeq atomic.Uint64

@@ -1,5 +1,7 @@
 package engine
 
+import "time"
+
 // HoldReservation reserves one staging entry by hand and returns the
 // function that publishes it as a no-op, as a submitter preempted between
 // Reserve and Commit would (TestDrainBehindReservation).
@@ -21,3 +23,7 @@ const Debug = debug
 // ReaperStandsAside reports whether the reaper sleeps beside reaping
 // waiters (sleepLazy) at this moment.
 func (e *Engine) ReaperStandsAside() bool { return e.sleeping.Load() == sleepLazy }
+
+// LastYield is when Poll or a batched wait last yielded to the Go
+// scheduler (yieldEvery); read it on the goroutine that polls.
+func (e *Engine) LastYield() time.Time { return e.yieldAt }

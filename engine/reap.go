@@ -191,8 +191,40 @@ func (e *Engine) Poll() int {
 		return 0
 	}
 	n, _ := e.cycle() // a panicking callback lets the flag go (afterPanic)
+	e.polls++
+	yield := e.polls%pollClockEvery == 0 && e.yieldDue()
 	e.releaseReaping()
+	if yield {
+		// A poll loop never enters the Go scheduler by itself. After
+		// 10 ms on one scheduling tick the runtime's monitor (sysmon)
+		// preempts it, and when that finds the loop inside a system call
+		// or a call into C (a backend that progresses UCX over tcp does
+		// both in every Poll) it retakes the P and starts over at its
+		// shortest sleep: a nanosleep(20 µs) and a wake-up, for a
+		// millisecond and more, every 10 ms — on a machine whose CPUs
+		// are all polling, each wake-up takes one of them from a poll
+		// loop (docs/engine.md, "Poll loops and the runtime's monitor").
+		// A yield every yieldEvery gives the monitor its new tick first,
+		// after the flag is let go (another goroutine may take it).
+		runtime.Gosched()
+	}
 	return n
+}
+
+// pollClockEvery: Poll reads the clock (yieldDue) once every this many
+// calls; an empty Poll is tens of nanoseconds, a clock read about as much.
+const pollClockEvery = 64
+
+// yieldDue reports, under the reaping flag, whether yieldEvery passed
+// since the last yield of a goroutine holding it (Poll, waitBatch), and
+// if so starts the next period.
+func (e *Engine) yieldDue() bool {
+	now := time.Now()
+	if now.Sub(e.yieldAt) <= yieldEvery {
+		return false
+	}
+	e.yieldAt = now
+	return true
 }
 
 // reaper is the background completion goroutine (ModeReaper). It reaps
@@ -414,8 +446,7 @@ func (e *Engine) waitBatch() bool {
 	// (nanosleep), waking threads (futex): 0.02–0.05 system calls per
 	// I/O in hcomm-bench's file pipeline. A yield every yieldEvery gives
 	// the monitor its new tick for the price of one idle-P wake-up.
-	if now := time.Now(); now.Sub(e.yieldAt) > yieldEvery {
-		e.yieldAt = now
+	if e.yieldDue() {
 		runtime.Gosched()
 	}
 	if e.lazy != nil {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"bytes"
+	"errors"
 	"runtime"
 	"testing"
 	"time"
@@ -92,5 +93,37 @@ func TestReaperSleepsBesideWaiter(t *testing.T) {
 	case <-done:
 	case <-ctx.Done():
 		t.Fatal("the callback of a transfer nobody waits on never ran")
+	}
+}
+
+// TestPollYields: a goroutine that only polls yields to the Go scheduler
+// every yieldEvery, so that the runtime's monitor never finds it on one
+// scheduling tick for 10 ms — inside a backend's system call that would
+// put the monitor back to polling every 20 µs (docs/engine.md, "Poll loops
+// and the runtime's monitor"). Without the yield LastYield stays zero.
+func TestPollYields(t *testing.T) {
+	e := open(t, engine.Config{Mode: engine.ModePoll})
+	b := alloc(t, e, 4096)
+	deadline := time.Now().Add(20 * time.Second)
+	var seen []time.Time
+	for len(seen) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a poll loop of 20 s yielded %d times, want 3 (every 8 ms)", len(seen))
+		}
+		// Something to reap now and then, as a real poll loop has.
+		if _, err := e.Submit(engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(0), Len: 4096}); err != nil && !errors.Is(err, engine.ErrQueueFull) {
+			t.Fatal(err)
+		}
+		for i := 0; i < 1000; i++ {
+			e.Poll()
+		}
+		if y := e.LastYield(); !y.IsZero() && (len(seen) == 0 || !y.Equal(seen[len(seen)-1])) {
+			seen = append(seen, y)
+		}
+	}
+	for i := 1; i < len(seen); i++ {
+		if gap := seen[i].Sub(seen[i-1]); gap < 8*time.Millisecond {
+			t.Errorf("yields %v apart, want at least yieldEvery (8 ms)", gap)
+		}
 	}
 }
