@@ -318,7 +318,7 @@ func (b *Backend) Flush() {
 	}
 	// hc_submit posts and then progresses the data worker (one call into
 	// C): what completes at once (shared memory) is ready for the next Reap.
-	ev := C.hc_submit(b.be, 1)
+	ev := C.hc_submit(b.be, b.pollRounds())
 	b.progressed(ev)
 	wake := b.idle && b.be.inflight > 0
 	b.idle = false
@@ -369,8 +369,17 @@ func (b *Backend) Reap(out []engine.Completion) int {
 	// give: this side's direct copies completed into the ring when they
 	// were posted, and a peer's puts into this pool are its own copies.
 	// Skip the call into C (a poll loop's common case).
-	if ctl || b.be.dworker == b.be.worker || b.be.inflight > 0 {
-		b.progress(ctl)
+	//
+	// With CallerProgress, the Reap the engine makes right after Check
+	// (its cycle found nothing while transfers are outstanding: Reap,
+	// Check, Reap) does not progress the worker again: the one before
+	// Check just did, Check's failures are in the ring already, and the
+	// caller polls again — a second progress would be one more epoll_wait
+	// over tcp in every empty Poll.
+	again := b.checked
+	b.checked = false
+	if ctl || (!again && (b.be.dworker == b.be.worker || b.be.inflight > 0)) {
+		b.progress(ctl, b.pollRounds())
 	}
 	n := b.drain(out)
 	b.mu.Unlock()
@@ -413,7 +422,7 @@ func (b *Backend) WaitCompletions(want int, minWait, timeout time.Duration) int 
 			b.mu.Unlock()
 			return sys
 		}
-		ev := C.hc_submit(b.be, 0) | C.hc_progress(b.be, 0)
+		ev := C.hc_submit(b.be, 0) | C.hc_progress(b.be, 0, C.HC_ROUNDS)
 		if ev&^C.HC_EV_PROGRESS != 0 {
 			b.handle(ev)
 		}
@@ -485,6 +494,7 @@ func (b *Backend) Check() {
 	if !b.closed && b.timeout > 0 && b.inflight.Load() > 0 {
 		b.expire(time.Now())
 	}
+	b.checked = b.cfg.CallerProgress
 	b.mu.Unlock()
 }
 
@@ -522,7 +532,7 @@ func (b *Backend) Cancel(out []engine.Completion) int {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for b.be.inflight > 0 && time.Now().Before(deadline) {
-		b.progress(true)
+		b.progress(true, C.HC_ROUNDS)
 	}
 	n += b.drain(out[n:])
 	return n

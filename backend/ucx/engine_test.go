@@ -320,3 +320,71 @@ func TestEngineBatchWaits(t *testing.T) {
 		})
 	}
 }
+
+// TestCallerProgressPolls: with CallerProgress over tcp, a Poll progresses
+// the data worker once — one ucp_worker_progress, an epoll_wait over tcp —
+// and a Submit that posts at once once more: not until a call finds
+// nothing (one system call more per Poll), and not again in the Reap the
+// engine makes right after Check when its cycle found nothing while a put
+// is outstanding (docs/remote.md, "Latency"). Every put still completes.
+func TestCallerProgressPolls(t *testing.T) {
+	addr, _ := startPeer(t, "tcp")
+	env, _ := ucxTLS("tcp")
+	t.Setenv("UCX_TLS", env)
+	b, err := New(Config{CallerProgress: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.Open(engine.Config{Backend: b, PoolSize: 16 << 20, QueueDepth: 64, Mode: engine.ModePoll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := eng.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	p := connect(t, b, addr)
+	blk, err := eng.Alloc(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done atomic.Int64
+	tr := engine.Transfer{Src: engine.Host(blk), Dst: engine.Remote(p, 0), Len: 4096,
+		Callback: func(r engine.Result) {
+			if r.Err != nil {
+				t.Error(r.Err)
+			}
+			done.Add(1)
+		}}
+	b.mu.Lock()
+	before := uint64(b.be.nprogress)
+	b.mu.Unlock()
+	const puts = 200
+	polls, empty := 0, 0
+	deadline := time.Now().Add(time.Minute)
+	for i := 1; i <= puts; i++ {
+		if _, err := eng.Submit(tr); err != nil {
+			t.Fatal(err)
+		}
+		for done.Load() < int64(i) {
+			if time.Now().After(deadline) {
+				t.Fatalf("put %d did not complete in a minute", i)
+			}
+			if eng.Poll() == 0 {
+				empty++
+			}
+			polls++
+		}
+	}
+	b.mu.Lock()
+	calls := uint64(b.be.nprogress) - before
+	b.mu.Unlock()
+	t.Logf("%d puts, %d polls (%d empty), %d ucp_worker_progress calls", puts, polls, empty, calls)
+	if empty < puts {
+		t.Skipf("only %d empty polls: every put completed at once, nothing to count", empty)
+	}
+	if calls > uint64(polls+puts) {
+		t.Errorf("%d ucp_worker_progress calls for %d polls and %d submits: want at most one each", calls, polls, puts)
+	}
+}

@@ -787,12 +787,20 @@ int hc_peer_busy(hc_be *be, uint32_t idx) {
 	return p->hello_req != NULL || p->close_req != NULL || p->dclose_req != NULL;
 }
 
-// hc_progress progresses the data worker, and the control worker too when
-// ctl is set (or when they are one), and returns the events Go must look at.
-uint32_t hc_progress(hc_be *be, int ctl) {
+// hc_progress progresses the data worker — up to rounds calls of
+// ucp_worker_progress while they report events; each call over tcp is an
+// epoll_wait, and the last one, which finds nothing, is a system call for
+// nothing: a caller that polls again passes 1 — and the control worker too
+// when ctl is set (or when they are one), and returns the events Go must
+// look at.
+uint32_t hc_progress(hc_be *be, int ctl, int rounds) {
 	uint32_t ev = 0;
-	for (int i = 0; i < 64 && ucp_worker_progress(be->dworker) != 0; i++)
+	for (int i = 0; i < rounds; i++) {
+		be->nprogress++;
+		if (ucp_worker_progress(be->dworker) == 0)
+			break;
 		ev = HC_EV_PROGRESS;
+	}
 	if (ctl && be->worker != be->dworker)
 		for (int i = 0; i < 64 && ucp_worker_progress(be->worker) != 0; i++)
 			ev = HC_EV_PROGRESS;
@@ -816,7 +824,7 @@ static uint64_t now_ns(void) {
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-uint32_t hc_submit(hc_be *be, int progress) {
+uint32_t hc_submit(hc_be *be, int rounds) {
 	int32_t open = -1; // groups opened by this submit
 	uint64_t now = 0;
 	// Go's Flush publishes entries (a release store of sq_pub, owner
@@ -935,12 +943,12 @@ uint32_t hc_submit(hc_be *be, int progress) {
 		be->events = 0;
 		return ev;
 	}
-	if (!progress) {
+	if (rounds == 0) {
 		uint32_t ev = be->events;
 		be->events = 0;
 		return ev;
 	}
-	return hc_progress(be, 0);
+	return hc_progress(be, 0, rounds);
 }
 
 // hc_expire declares failed (UCS_ERR_TIMED_OUT) every peer with a batch
@@ -976,7 +984,7 @@ uint32_t hc_cancel_all(hc_be *be) {
 		cq_push(be, be->sq[be->sq_head & be->sq_mask].tag, 0, HC_ST_CANCELED_STAGED);
 	for (uint32_t i = 0; i < be->npeers; i++)
 		hc_peer_close(be, i, UCS_ERR_CANCELED);
-	hc_progress(be, 1);
+	hc_progress(be, 1, HC_ROUNDS);
 	return be->inflight;
 }
 
@@ -986,7 +994,7 @@ void hc_destroy(hc_be *be) {
 	}
 	for (int spin = 0; spin < 100000; spin++) {
 		int busy = 0;
-		hc_progress(be, 1);
+		hc_progress(be, 1, HC_ROUNDS);
 		for (uint32_t i = 0; i < be->npeers; i++)
 			busy |= hc_peer_busy(be, i);
 		if (!busy)

@@ -26,6 +26,10 @@ enum {
 	HC_ST_NO_SLOT = -1003, // every slot held by requests UCX never completed
 };
 
+// HC_ROUNDS: hc_progress's calls of ucp_worker_progress for a caller that
+// does not poll again at once (the progress goroutine, a waiter, Close).
+#define HC_ROUNDS 64
+
 // Events hc_progress reports (hc_be.events): what Go must look at.
 enum { HC_EV_CONNREQ = 1, HC_EV_HELLO = 2, HC_EV_FAIL = 4, HC_EV_PROGRESS = 8 };
 
@@ -132,6 +136,7 @@ struct hc_be {
 	uint32_t cq_head, cq_tail, cq_mask;
 	uint32_t inflight; // posted ops whose completion is not in cq yet
 	uint64_t ndirect;  // transfers hc_submit copied itself (peer memory mapped here)
+	uint64_t nprogress; // ucp_worker_progress calls on the data worker
 
 	// Local arenas. memh registers the arena's range for this side's own
 	// transfers; xmemh (shared memory only) is the UCX-allocated SysV
@@ -166,9 +171,9 @@ int hc_accept(hc_be *be, uint32_t *idx);
 int hc_import(hc_be *be, uint32_t idx);
 void hc_peer_close(hc_be *be, uint32_t idx, int32_t status);
 int hc_peer_busy(hc_be *be, uint32_t idx);
-uint32_t hc_progress(hc_be *be, int ctl);
+uint32_t hc_progress(hc_be *be, int ctl, int rounds);
 int hc_arm(hc_be *be);
-uint32_t hc_submit(hc_be *be, int progress);
+uint32_t hc_submit(hc_be *be, int rounds);
 uint32_t hc_cancel_all(hc_be *be);
 uint32_t hc_expire(hc_be *be, uint64_t timeout_ns);
 char *hc_ep_info(hc_be *be, uint32_t idx);

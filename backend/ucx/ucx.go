@@ -143,6 +143,7 @@ type Backend struct {
 
 	// Owner-only (engine's owner flag): staging.
 	reaps    uint32 // Reap calls (CallerProgress: when to read the clock)
+	checked  bool   // CallerProgress: Check ran since the last Reap (under mu)
 	attached bool
 	depth    int
 	staged   int
@@ -312,7 +313,7 @@ func (b *Backend) Connect(ctx context.Context, addr string) (uint32, error) {
 		if b.cfg.CallerProgress {
 			b.mu.Lock()
 			if !b.closed {
-				b.progress(true)
+				b.progress(true, C.HC_ROUNDS)
 			}
 			b.mu.Unlock()
 		}
@@ -464,13 +465,27 @@ func (b *Backend) handle(ev C.uint32_t) {
 
 // progress drives the data worker (and the control worker with ctl) and
 // acts on their events (under mu).
-func (b *Backend) progress(ctl bool) C.uint32_t {
+func (b *Backend) progress(ctl bool, rounds C.int) C.uint32_t {
 	var c C.int
 	if ctl {
 		c = 1
 		b.lastCtl = time.Now()
 	}
-	return b.progressed(C.hc_progress(b.be, c))
+	return b.progressed(C.hc_progress(b.be, c, rounds))
+}
+
+// pollRounds is how many ucp_worker_progress calls a Reap or Flush makes
+// while they report events: with CallerProgress one, as ucx_perftest's
+// loop makes one per look at its memory — the caller polls again, and over
+// tcp the call after the last event is an epoll_wait that finds nothing
+// (about a microsecond here), which a ping-pong's answer would wait behind
+// (docs/remote.md, "Latency"); otherwise HC_ROUNDS (the progress goroutine
+// or a waiter sleeps after it).
+func (b *Backend) pollRounds() C.int {
+	if b.cfg.CallerProgress {
+		return 1
+	}
+	return C.HC_ROUNDS
 }
 
 // progressed acts on what a progress call reported (under mu): connection
@@ -539,7 +554,7 @@ func (b *Backend) progressLoop() {
 		b.polling.Store(1)
 		b.expire(time.Now())
 		// Post what Flush left to us, then progress both workers.
-		ev := b.progressed(C.hc_submit(b.be, 0)) | b.progress(true)
+		ev := b.progressed(C.hc_submit(b.be, 0)) | b.progress(true, C.HC_ROUNDS)
 		now := time.Now()
 		if ev != 0 {
 			last = now
