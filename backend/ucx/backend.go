@@ -376,9 +376,16 @@ func (b *Backend) Reap(out []engine.Completion) int {
 	// Check just did, Check's failures are in the ring already, and the
 	// caller polls again — a second progress would be one more epoll_wait
 	// over tcp in every empty Poll.
+	// (The control worker, when it is due and a worker of its own, is
+	// progressed then all the same.)
 	again := b.checked
 	b.checked = false
-	if ctl || (!again && (b.be.dworker == b.be.worker || b.be.inflight > 0)) {
+	switch {
+	case again:
+		if ctl && b.be.dworker != b.be.worker {
+			b.progress(true, 0)
+		}
+	case ctl || b.be.dworker == b.be.worker || b.be.inflight > 0:
 		b.progress(ctl, b.pollRounds())
 	}
 	n := b.drain(out)

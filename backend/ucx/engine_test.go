@@ -381,8 +381,8 @@ func TestCallerProgressPolls(t *testing.T) {
 	calls := uint64(b.be.nprogress) - before
 	b.mu.Unlock()
 	t.Logf("%d puts, %d polls (%d empty), %d ucp_worker_progress calls", puts, polls, empty, calls)
-	if empty < puts {
-		t.Skipf("only %d empty polls: every put completed at once, nothing to count", empty)
+	if empty == 0 {
+		t.Fatal("no Poll found a put outstanding: over tcp a put completes when the peer's acknowledgement arrives, and the loop counts nothing")
 	}
 	if calls > uint64(polls+puts) {
 		t.Errorf("%d ucp_worker_progress calls for %d polls and %d submits: want at most one each", calls, polls, puts)
