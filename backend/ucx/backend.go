@@ -365,27 +365,26 @@ func (b *Backend) Reap(out []engine.Completion) int {
 		// Left by Flush to whoever progresses next: post it first.
 		b.progressed(C.hc_submit(b.be, 0))
 	}
-	// A shared-memory data worker with nothing in flight has nothing to
-	// give: this side's direct copies completed into the ring when they
-	// were posted, and a peer's puts into this pool are its own copies.
-	// Skip the call into C (a poll loop's common case).
-	//
-	// With CallerProgress, the Reap the engine makes right after Check
-	// (its cycle found nothing while transfers are outstanding: Reap,
-	// Check, Reap) does not progress the worker again: the one before
-	// Check just did, Check's failures are in the ring already, and the
-	// caller polls again — a second progress would be one more epoll_wait
-	// over tcp in every empty Poll.
-	// (The control worker, when it is due and a worker of its own, is
-	// progressed then all the same.)
 	again := b.checked
 	b.checked = false
 	switch {
 	case again:
+		// With CallerProgress, the Reap the engine makes right after
+		// Check (its cycle found nothing while transfers are outstanding:
+		// Reap, Check, Reap) does not progress the data worker again: the
+		// one before Check just did, Check's failures are in the ring
+		// already, and the caller polls again — a second progress would
+		// be one more epoll_wait over tcp in every empty Poll. A control
+		// worker of its own that is due is progressed all the same.
 		if ctl && b.be.dworker != b.be.worker {
 			b.progress(true, 0)
 		}
 	case ctl || b.be.dworker == b.be.worker || b.be.inflight > 0:
+		// Otherwise a shared-memory data worker with nothing in flight
+		// has nothing to give — this side's direct copies completed into
+		// the ring when they were posted, and a peer's puts into this
+		// pool are its own copies — and the call into C is skipped (a
+		// poll loop's common case).
 		b.progress(ctl, b.pollRounds())
 	}
 	n := b.drain(out)
@@ -423,6 +422,7 @@ func (b *Backend) WaitCompletions(want int, minWait, timeout time.Duration) int 
 	start := time.Now()
 	var first time.Time
 	sys := 0
+	fds := []unix.PollFd{{Fd: int32(b.be.defd), Events: unix.POLLIN}}
 	for {
 		b.mu.Lock()
 		if b.closed {
@@ -456,7 +456,6 @@ func (b *Backend) WaitCompletions(want int, minWait, timeout time.Duration) int 
 		if !first.IsZero() {
 			wait = min(wait, minWait-now.Sub(first))
 		}
-		fds := []unix.PollFd{{Fd: int32(b.be.defd), Events: unix.POLLIN}}
 		ts := unix.NsecToTimespec(max(wait, time.Microsecond).Nanoseconds())
 		_, _ = unix.Ppoll(fds, &ts, nil)
 		sys++

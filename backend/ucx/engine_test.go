@@ -16,13 +16,23 @@ import (
 // newEngine opens an engine over a fresh Backend under UCX_TLS for tls.
 func newEngine(t *testing.T, tls string, depth int) (*engine.Engine, *Backend) {
 	t.Helper()
+	return newEngineConfig(t, tls, Config{}, engine.Config{QueueDepth: depth})
+}
+
+// newEngineConfig is newEngine with the backend's and the engine's
+// configurations (SharedMemory, the Backend and a 16 MiB pool are filled
+// in).
+func newEngineConfig(t *testing.T, tls string, bcfg Config, ecfg engine.Config) (*engine.Engine, *Backend) {
+	t.Helper()
 	env, shm := ucxTLS(tls)
 	t.Setenv("UCX_TLS", env)
-	b, err := New(Config{SharedMemory: shm})
+	bcfg.SharedMemory = shm
+	b, err := New(bcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.Open(engine.Config{Backend: b, PoolSize: 16 << 20, QueueDepth: depth})
+	ecfg.Backend, ecfg.PoolSize = b, 16<<20
+	eng, err := engine.Open(ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,21 +339,7 @@ func TestEngineBatchWaits(t *testing.T) {
 // is outstanding (docs/remote.md, "Latency"). Every put still completes.
 func TestCallerProgressPolls(t *testing.T) {
 	addr, _ := startPeer(t, "tcp")
-	env, _ := ucxTLS("tcp")
-	t.Setenv("UCX_TLS", env)
-	b, err := New(Config{CallerProgress: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.Open(engine.Config{Backend: b, PoolSize: 16 << 20, QueueDepth: 64, Mode: engine.ModePoll})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := eng.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	eng, b := newEngineConfig(t, "tcp", Config{CallerProgress: true}, engine.Config{QueueDepth: 64, Mode: engine.ModePoll})
 	p := connect(t, b, addr)
 	blk, err := eng.Alloc(4096)
 	if err != nil {

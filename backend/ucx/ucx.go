@@ -143,7 +143,7 @@ type Backend struct {
 
 	// Owner-only (engine's owner flag): staging.
 	reaps    uint32 // Reap calls (CallerProgress: when to read the clock)
-	checked  bool   // CallerProgress: Check ran since the last Reap (under mu)
+	checked  bool   // CallerProgress: Check ran since the last Reap
 	attached bool
 	depth    int
 	staged   int
