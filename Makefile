@@ -10,7 +10,10 @@
 #   make install    libhcomm.so.0, hcomm.h and hcomm.pc under PREFIX (/usr/local);
 #                   make uninstall removes them (DESTDIR is honoured)
 #
-# Targets that need packages install them when missing (apt-get, as root).
+# Targets that need Debian packages name their group of scripts/deps.sh (the one
+# list): as root it installs what is missing; as any other user a missing
+# package stops the run at once with the apt-get install line to run as root
+# (optional ones: a skip with the reason).
 
 GO        ?= go
 PKGS      ?= ./...
@@ -21,18 +24,24 @@ STATICCHECK_VERSION := v0.8.2
 
 all: build
 
-build:
+# make deps-GROUP: scripts/deps.sh GROUP (build generate vm test bench demo).
+DEPS := scripts/deps.sh
+deps-%:
+	@$(DEPS) $*
+
+build: deps-build
 	$(GO) build $(PKGS)
 	mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-# The README's test command. Everything CI runs hangs off this target.
-test: lint-vet test-unit test-engine test-soak capi-test python-test test-vm
+# The README's test command. Everything CI runs hangs off this target
+# (.ci/run is this with HCOMM_REQUIRE_PRIVILEGED=1).
+test: deps-test check-generate lint-vet test-unit test-engine test-soak capi-test python-test test-vm
 
-lint-vet:
+lint-vet: deps-build
 	$(GO) vet $(PKGS)
 
-test-unit:
+test-unit: deps-build
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 # engine/: the exactly-once stress at full size (10^6 transfers; -race runs
@@ -82,7 +91,7 @@ define capi_lib
 	ln -sf libhcomm.so.$(HCOMM_SOMAJOR) $(1)/libhcomm.so
 endef
 
-capi:
+capi: deps-build
 	$(call capi_lib,$(CAPI),,)
 	cp capi/hcomm.h $(CAPI)/hcomm.h
 
@@ -143,7 +152,7 @@ VM_PKGS ?= ./hugepage/... ./ring/... ./vfio ./vfio/edu ./vfio/hdma ./vfio/nvme .
 
 # tests/soak is here for its device-mapper error test, which needs dm-mod (this
 # host's kernel lacks it); its other tests skip in the guest and run on the host.
-test-vm:
+test-vm: deps-vm
 	tests/vm/run.sh $(VM_PKGS)
 
 # The measured VM table (docs/nvme.md): 4 KiB random I/O at queue depth 32
@@ -158,12 +167,12 @@ bench-vm:
 test-long:
 	HCOMM_LONG=1 $(GO) test -count=1 -timeout 60m -v -run 'Stress' ./ring/...
 
-bench: bench-uring-nop bench-hcomm
+bench: deps-bench bench-uring-nop bench-hcomm
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 # io_uring NOPs: Go (internal/uring BenchmarkNop) vs C liburing (internal/uring/testdata/uring_nop.c,
 # liburing-dev installed when missing), interleaved rounds, medians and Go/C ratios.
-bench-uring-nop:
+bench-uring-nop: deps-bench
 	GO=$(GO) RUNS=$${RUNS:-5} internal/uring/testdata/bench_uring_nop.sh
 
 # Side-by-side scenarios, engine vs traditional path vs peers (cmd/hcomm-bench,
@@ -172,9 +181,7 @@ bench-uring-nop:
 # -timeout (default 20 minutes; BENCH_FLAGS=-quick: 8, usually about five); one that runs
 # out of its share is stopped and its rows marked, the run goes on. fio and ucx_perftest
 # (ucx-utils) are installed when missing (as root); without them their rows say why.
-bench-hcomm:
-	@command -v fio >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && apt-get install -y -qq fio; }
-	@command -v ucx_perftest >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && apt-get install -y -qq ucx-utils; }
+bench-hcomm: deps-bench
 	$(GO) run ./cmd/hcomm-bench $(BENCH_FLAGS)
 
 # The run BENCHMARKS.md carries: tables and goals on stdout, the JSON and the SVG charts in
@@ -182,7 +189,7 @@ bench-hcomm:
 bench-report:
 	$(MAKE) bench-hcomm BENCH_FLAGS='-plot docs/bench -json-out docs/bench/run.json $(BENCH_FLAGS)'
 
-demo:
+demo: deps-demo
 	$(GO) run ./cmd/hcomm-demo
 
 lint: lint-vet
@@ -194,22 +201,15 @@ generate: bpf-tools godefs-tools
 
 # Kernel ABI files (internal/uring/zuring_*, vfio/zvfio_*): internal/cmd/godefs
 # runs `go tool cgo -godefs` over each package's types_linux.go, which needs a
-# C compiler and the kernel UAPI headers. Installed when missing (as root).
-GODEFS_APT := gcc linux-libc-dev
+# C compiler and the kernel UAPI headers (scripts/deps.sh generate).
 GODEFS_PKGS := internal/uring vfio
 
-godefs-tools:
-	@missing=""; for p in $(GODEFS_APT); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+godefs-tools: deps-generate
 
 # eBPF toolchain (internal/bpf/, trace/): clang-14 compiles, llvm-14 strips, libbpf-dev
 # has bpf_helpers.h, bpftool dumps vmlinux.h, linux-libc-dev has the syscall
-# numbers. Installed when missing (as root).
-BPF_APT := clang-14 llvm-14 libbpf-dev bpftool linux-libc-dev
-
-bpf-tools:
-	@missing=""; for p in $(BPF_APT); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+# numbers (scripts/deps.sh generate).
+bpf-tools: deps-generate
 
 # Regenerate internal/bpf/vmlinux.h from this machine's kernel BTF. Deliberately not
 # part of generate: the objects must rebuild identically from the committed
