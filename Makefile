@@ -129,13 +129,15 @@ uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libhcomm.so.$(HCOMM_VERSION) $(DESTDIR)$(LIBDIR)/libhcomm.so.$(HCOMM_SOMAJOR) \
 		$(DESTDIR)$(LIBDIR)/libhcomm.so $(DESTDIR)$(INCLUDEDIR)/hcomm.h $(DESTDIR)$(PCDIR)/hcomm.pc
 
-# Python package (python/, docs/python.md) over bin/capi/libhcomm.so, with
-# Debian's python3-pytest, python3-numpy and python3-torch (.ci/run installs
-# them; tests that need numpy or torch skip with the reason without them).
-PYTHON ?= /usr/bin/python3
+# Python package (python/, docs/python.md): installed with pip (offline, its
+# own build backend) into a venv of PYTHON (the python3 on PATH unless told
+# otherwise), then python/tests run with pytest against the installed
+# package and bin/capi/libhcomm.so (python/tests/run.sh; tests that need
+# numpy or torch skip with the reason without them).
+PYTHON ?=
 
 python-test: capi
-	cd python && PYTHONDONTWRITEBYTECODE=1 HCOMM_LIBRARY=$(abspath $(CAPI))/libhcomm.so $(PYTHON) -m pytest -q -p no:cacheprovider tests
+	PYTHON=$(PYTHON) HCOMM_LIBRARY=$(abspath $(CAPI))/libhcomm.so python/tests/run.sh
 
 bench-capi: capi
 	mkdir -p $(CAPI)/tests

@@ -1,13 +1,15 @@
 import os
-import sys
 
 import pytest
 
-# Tests run against the source tree's package (make python-test sets
-# HCOMM_LIBRARY to bin/capi/libhcomm.so).
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import hcomm
 
-import hcomm  # noqa: E402
+# make python-test runs these tests against the package installed into a
+# virtual environment (python/tests/run.sh), never the source tree; it sets
+# HCOMM_TEST_INSTALLED=1 and HCOMM_LIBRARY (bin/capi/libhcomm.so).
+SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "hcomm"))
+if os.environ.get("HCOMM_TEST_INSTALLED") == "1" and os.path.dirname(os.path.abspath(hcomm.__file__)) == SOURCE:
+    raise RuntimeError(f"hcomm imported from the source tree ({hcomm.__file__}), not the installed package")
 
 
 @pytest.fixture

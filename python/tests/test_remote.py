@@ -39,8 +39,8 @@ def _peer_main():
 class _Peer:
     def __init__(self, tls, shm):
         self.tls, self.shm = tls, shm
-        env = dict(os.environ, UCX_TLS=tls, HCOMM_TEST_SHM="1" if shm else "0",
-                   PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+        # The peer imports the same (installed) hcomm as the tests.
+        env = dict(os.environ, UCX_TLS=tls, HCOMM_TEST_SHM="1" if shm else "0")
         self.proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=env)
         line = self.proc.stdout.readline()
