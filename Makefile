@@ -178,8 +178,8 @@ bench-uring-nop: deps-bench
 	GO=$(GO) RUNS=$${RUNS:-5} internal/uring/testdata/bench_uring_nop.sh
 
 # Side-by-side scenarios, engine vs traditional path vs peers (cmd/hcomm-bench,
-# BENCHMARKS.md, docs/benchmarks.md): the tables, then every goal of issues 18 and 16 as
-# met/missed with its measured ratio. Each scenario runs as a child process with a share of
+# BENCHMARKS.md, docs/benchmarks.md): the tables, then every goal (cmd/hcomm-bench/goals.go)
+# as met/missed with its measured ratio. Each scenario runs as a child process with a share of
 # -timeout (default 20 minutes; BENCH_FLAGS=-quick: 8, usually about five); one that runs
 # out of its share is stopped and its rows marked, the run goes on. fio and ucx_perftest
 # (ucx-utils) are installed when missing (as root); without them their rows say why.

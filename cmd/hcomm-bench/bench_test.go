@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -192,7 +193,7 @@ func TestGoalsVerdicts(t *testing.T) {
 	}
 	var out bytes.Buffer
 	printGoals(&out, gs, 5)
-	for _, want := range []string{"issue 18, goal 2", "want ≤ 1.25×", "MISSED", "not measured", "1.2× [1–1.5]"} {
+	for _, want := range []string{"device.b64_inline.cpu_vs_driver", "the device path's overhead", "want ≤ 1.25×", "MISSED", "not measured", "1.2× [1–1.5]"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
@@ -425,5 +426,35 @@ func TestGoalsDriverThreadCPU(t *testing.T) {
 				t.Errorf("goal %+v: want label %q, verdict %q, detail with %q", *g, tc.label, tc.verdict, tc.detail)
 			}
 		})
+	}
+}
+
+// Every goal has a stable, unique ID of the documented shape, a known group
+// and a measurement to judge it on.
+func TestGoalTable(t *testing.T) {
+	id := regexp.MustCompile(`^[a-z0-9]+(\.[a-zA-Z0-9_]+){1,3}$`)
+	seen := map[string]bool{}
+	for _, s := range goalTable() {
+		if !id.MatchString(s.ID) {
+			t.Errorf("goal ID %q: want dot-separated lower-case words", s.ID)
+		}
+		if seen[s.ID] {
+			t.Errorf("goal ID %q twice", s.ID)
+		}
+		seen[s.ID] = true
+		if groupTitle(s.Group) == s.Group {
+			t.Errorf("goal %s: group %q has no title in goalGroups", s.ID, s.Group)
+		}
+		if (s.Parts == nil) == (s.Ref == ref{}) {
+			t.Errorf("goal %s: want exactly one of Ref and Parts", s.ID)
+		}
+		if s.Unit == "" || s.Limit.op == "" || s.What == "" || s.Scenario == "" {
+			t.Errorf("goal %s: incomplete: %+v", s.ID, s)
+		}
+	}
+	for _, want := range []string{"file.randread.iops_vs_fio.poll", "remote.tcp.put_latency_8b_vs_ucx_perftest", "idle.cpu_percent"} {
+		if !seen[want] {
+			t.Errorf("no goal %s", want)
+		}
 	}
 }

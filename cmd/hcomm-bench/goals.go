@@ -9,12 +9,11 @@ import (
 	"text/tabwriter"
 )
 
-// goal is one target of the issues (issue 18's goals 1–5, issue 16's
-// benchmark targets, and hcomm-bench's earlier ones) checked against this
-// run's entries: the summary, the JSON's "goals" and the CSV's goal rows.
+// goal is one goal of goalTable judged against this run's entries: the
+// summary, the JSON's "goals" and the CSV's goal rows.
 type goal struct {
-	Issue    int      `json:"issue"` // 18, 16; 0: an earlier target of hcomm-bench
-	Goal     string   `json:"goal"`  // the issue's goal number ("1" … "5"; "bench" for issue 16)
+	ID       string   `json:"id"`    // stable, names what is measured: "file.randread.iops_vs_fio.poll"
+	Group    string   `json:"group"` // a key of goalGroups
 	Scenario string   `json:"scenario"`
 	What     string   `json:"what"`
 	Value    *float64 `json:"value"`         // the measured value (a ratio when unit is "×"); null when not measured
@@ -57,6 +56,275 @@ func (l limit) worse(x, y float64) bool {
 	return x > y
 }
 
+// ref names one entry: scenario, variant, baseline variant, metric.
+type ref struct{ name, variant, base, metric string }
+
+// entries finds the entry a ref names.
+type entries []entry
+
+func (es entries) find(r ref) *entry {
+	for i := range es {
+		e := &es[i]
+		if e.Name == r.name && e.Variant == r.variant && e.BaselineVariant == r.base && e.Metric == r.metric {
+			return e
+		}
+	}
+	return nil
+}
+
+// part is one measurement of a combined goal.
+type part struct {
+	label string
+	e     *entry
+}
+
+// goalSpec is one goal as data: what it measures, on which entry, and its
+// target. The generic code (goals) judges every spec the same way: a ratio
+// (Unit "×") on the entry's ratio, a count on the engine's own value, a
+// combined goal (Parts) on its worst part; Amend adds what one goal's
+// verdict also rests on.
+type goalSpec struct {
+	ID       string // stable: <scenario>.<what>.<measure>_vs_<peer>[.<mode>]
+	Group    string // a key of goalGroups
+	Scenario string // the scenario that measures it
+	What     string
+	Unit     string // "×" for a ratio; else the unit of a count
+	Limit    limit
+	Ref      ref    // the measurement
+	Alt      *ref   // measured instead when Ref is not (What becomes AltWhat)
+	AltWhat  string // see Alt
+	Detail   string // a fixed detail, shown when measured
+	// Parts: the measurements of a combined goal (Ref unused).
+	Parts func(es entries) []part
+	// Amend: a goal's extra detail or verdict condition.
+	Amend func(g *goal, s goalSpec, es entries)
+}
+
+// goalGroups head the summary's groups, in order.
+var goalGroups = []struct{ key, title string }{
+	{"file", "the file backend against fio io_uring: ≥ its IOPS and ≤ 1/32 system calls per I/O, in both modes"},
+	{"device", "the device path's overhead, device model inline (the whole path's CPU cost)"},
+	{"latency", "latency of one synchronous 4 KiB transfer (Submit then Wait), default mode"},
+	{"cpu", "CPU: ≤ 0.5× fio's CPU per I/O at equal or better IOPS; the idle engine < 1% of a CPU"},
+	{"footprint", "memory footprint with N reads in flight: ≤ 1× a buffer per request"},
+	{"remote", "remote over UCX: put bandwidth ≥ 0.9× ucx_perftest at ≥ 64 KiB, 8 B latency ≤ 1.5× its, both ≥ the TCP socket"},
+	{"traditional", "against the traditional path, concurrent O_DIRECT calls and Go's copy()"},
+}
+
+func groupTitle(key string) string {
+	for _, g := range goalGroups {
+		if g.key == key {
+			return g.title
+		}
+	}
+	return key
+}
+
+// fileModes are the engine's two modes in the file goals: variant suffix,
+// ID suffix, label.
+var fileModes = []struct{ v, id, label string }{
+	{"engine", "poll", "poll mode"},
+	{"engine-reaper", "default", "default (reaper) mode"},
+}
+
+// goalTable is every goal, in the summary's order.
+func goalTable() []goalSpec {
+	var t []goalSpec
+	fileRef := func(op, v, base, metric string) ref { return ref{"file-4k", op + "/" + v, op + "/" + base, metric} }
+	for _, op := range fileOps {
+		for _, m := range fileModes {
+			t = append(t, goalSpec{ID: "file." + op + ".iops_vs_fio." + m.id, Group: "file", Scenario: "file-4k",
+				What: fmt.Sprintf("file 4 KiB %s, %s: IOPS ÷ fio io_uring", op, m.label), Unit: "×", Limit: limit{"≥", 1},
+				Ref: fileRef(op, m.v, "fio-io_uring", "iops")})
+		}
+	}
+	for _, op := range fileOps {
+		for _, m := range fileModes {
+			t = append(t, goalSpec{ID: "file." + op + ".syscalls_per_io." + m.id, Group: "file", Scenario: "file-4k",
+				What: fmt.Sprintf("file 4 KiB %s, %s: syscalls per I/O (eBPF)", op, m.label), Unit: "/I/O", Limit: limit{"≤", 1.0 / 32},
+				Ref: fileRef(op, m.v, "fio-io_uring", "syscalls"), Amend: amendSyscalls})
+		}
+	}
+	t = append(t, driverGoal(64, 1.25),
+		goalSpec{ID: "device.b64_inline.time_vs_traditional", Group: "device", Scenario: "device-small",
+			What: "device 4 KiB batch 64, inline: engine ÷ traditional", Unit: "×", Limit: limit{"≤", 0.10},
+			Ref: ref{"device-small", "4096-inline/engine-b64", "4096-inline/traditional", "time"}},
+		driverGoal(1, 2),
+		goalSpec{ID: "latency.h2d_4k.p50_vs_traditional", Group: "latency", Scenario: "latency",
+			What: "sync 4 KiB host→device, default mode: p50 ÷ traditional", Unit: "×", Limit: limit{"≤", 0.1},
+			Ref: ref{"latency", "traditional→engine", "traditional", "p50"}},
+		goalSpec{ID: "latency.h2d_4k.p99_vs_traditional", Group: "latency", Scenario: "latency",
+			What: "sync 4 KiB host→device, default mode: p99 ÷ traditional", Unit: "×", Limit: limit{"≤", 0.33},
+			Ref: ref{"latency", "traditional→engine", "traditional", "p99"}},
+		goalSpec{ID: "latency.read_4k.p50_vs_readat", Group: "latency", Scenario: "latency",
+			What: "sync 4 KiB O_DIRECT read, default mode: p50 ÷ ReadAt", Unit: "×", Limit: limit{"≤", 1.1},
+			Ref: ref{"latency", "readat→engine", "readat", "p50"}})
+	for _, op := range fileOps {
+		for _, m := range fileModes {
+			t = append(t, goalSpec{ID: "file." + op + ".cpu_per_io_vs_fio." + m.id, Group: "cpu", Scenario: "file-4k",
+				What: fmt.Sprintf("file 4 KiB %s, %s: CPU per I/O ÷ fio io_uring, at IOPS ≥ fio's", op, m.label), Unit: "×", Limit: limit{"≤", 0.5},
+				Ref: fileRef(op, m.v, "fio-io_uring", "cpu"), Amend: amendCPUAtIOPS})
+		}
+	}
+	t = append(t, goalSpec{ID: "idle.cpu_percent", Group: "cpu", Scenario: "idle",
+		What: "idle engine, default mode: % of one CPU", Unit: "%", Limit: limit{"<", 1},
+		Ref: ref{"idle", "engine-reaper", "", "cpu_percent"}, Detail: "process CPU over 1 s after traffic stopped"})
+	for _, n := range footprintNs {
+		t = append(t, goalSpec{ID: fmt.Sprintf("footprint.inflight_%d.rss_vs_buffer_per_request", n), Group: "footprint", Scenario: "footprint",
+			What: fmt.Sprintf("RSS with %d reads in flight: engine ÷ a buffer per request", n), Unit: "×", Limit: limit{"≤", 1},
+			Ref: ref{"footprint", fmt.Sprintf("inflight=%d/engine", n), fmt.Sprintf("inflight=%d/traditional", n), "rss"}})
+	}
+	for _, tls := range []string{"tcp", "shm"} {
+		t = append(t, remoteGoals(tls)...)
+	}
+	t = append(t,
+		goalSpec{ID: "device.b64.time_vs_traditional", Group: "traditional", Scenario: "device-small",
+			What: "device 4 KiB batch 64, device model on its own thread: engine ÷ traditional", Unit: "×", Limit: limit{"≤", 0.10},
+			Ref: ref{"device-small", "4096/engine-b64", "4096/traditional", "time"}},
+		goalSpec{ID: "device.b64.syscalls_per_op", Group: "traditional", Scenario: "device-small",
+			What: "device 4 KiB batch 64: syscalls per transfer", Unit: "/op", Limit: limit{"<", 0.005},
+			Ref: ref{"device-small", "4096/engine-b64", "4096/traditional", "syscalls"}},
+		goalSpec{ID: "device.b64.copies_per_op", Group: "traditional", Scenario: "device-small",
+			What: "device 4 KiB batch 64: CPU copies per transfer", Unit: "/op", Limit: limit{"<", 0.005},
+			Ref: ref{"device-small", "4096/engine-b64", "4096/traditional", "copies"}})
+	for _, op := range fileOps {
+		at := atName(op)
+		for _, m := range fileModes {
+			t = append(t, goalSpec{ID: "file." + op + ".iops_vs_" + at + "_g64." + m.id, Group: "traditional", Scenario: "file-4k",
+				What: fmt.Sprintf("file 4 KiB %s, %s: IOPS ÷ %s O_DIRECT, 64 goroutines", op, m.label, at), Unit: "×", Limit: limit{"≥", 3},
+				Ref: fileRef(op, m.v, at+"-direct-g64", "iops")})
+		}
+	}
+	for _, s := range bulkSizes {
+		l := sizeLabel(s)
+		t = append(t,
+			goalSpec{ID: "bulk." + l + ".host_to_host_vs_copy", Group: "traditional", Scenario: "bulk",
+				What: "bulk " + l + " host→host: engine ÷ copy()", Unit: "×", Limit: limit{"≥", 0.9},
+				Ref: ref{"bulk", "memory-" + l + "/engine", "memory-" + l + "/copy", "bandwidth"}},
+			goalSpec{ID: "bulk." + l + ".host_to_device_inline_vs_copy", Group: "traditional", Scenario: "bulk",
+				What: "bulk " + l + " host→device, inline: engine ÷ copy()", Unit: "×", Limit: limit{"≥", 0.9},
+				Ref: ref{"bulk", "device-" + l + "-inline/engine", "device-" + l + "-inline/copy", "bandwidth"}})
+	}
+	return t
+}
+
+// driverGoal: the engine against the bare driver, device model inline. With
+// the device model inline and poll mode, each side's whole path runs on one
+// OS thread, and that thread's CPU time is the cost the goal is about; wall
+// time (in the detail) also carries whatever else the machine ran, and is
+// the measure only when the run has no thread CPU time.
+func driverGoal(batch int, lim float64) goalSpec {
+	v, b := fmt.Sprintf("4096-inline/engine-b%d", batch), fmt.Sprintf("4096-inline/floor-driver-b%d", batch)
+	wall := ref{"device-small", v, b, "time"}
+	label := fmt.Sprintf("device 4 KiB batch %d, inline: engine ÷ bare HDMA driver, ", batch)
+	return goalSpec{ID: fmt.Sprintf("device.b%d_inline.cpu_vs_driver", batch), Group: "device", Scenario: "device-small",
+		What: label + "CPU time of the thread", Unit: "×", Limit: limit{"≤", lim},
+		Ref: ref{"device-small", v, b, "thread_cpu"}, Alt: &wall, AltWhat: label + "wall time",
+		Amend: func(g *goal, _ goalSpec, es entries) {
+			e := es.find(ref{"device-small", v, b, "thread_cpu"})
+			if e == nil || e.Engine == nil || e.Baseline == nil || g.Value == nil {
+				return
+			}
+			g.Detail = fmt.Sprintf("CPU ns per transfer %.0f vs %.0f", *e.Engine, *e.Baseline)
+			if w := es.find(wall); w != nil && w.Ratio != nil {
+				g.Detail += fmt.Sprintf("; wall time ÷ driver %.3g×", *w.Ratio)
+			}
+		}}
+}
+
+// amendSyscalls adds fio's count and the engine's futex calls.
+func amendSyscalls(g *goal, s goalSpec, es entries) {
+	e := es.find(s.Ref)
+	if g.Value == nil || e == nil || e.Baseline == nil {
+		return
+	}
+	g.Detail = fmt.Sprintf("fio io_uring: %.3f", *e.Baseline)
+	if f, ok := e.EngineByName["futex"]; ok {
+		g.Detail += fmt.Sprintf("; engine futex %.4f", f)
+	}
+}
+
+// amendCPUAtIOPS: the CPU goal is met only at IOPS ≥ fio's.
+func amendCPUAtIOPS(g *goal, s goalSpec, es entries) {
+	if g.Value == nil {
+		return
+	}
+	r := s.Ref
+	e := es.find(r)
+	g.Detail = fmt.Sprintf("CPU µs per I/O %.3g vs fio %.3g", *e.Engine/1e3, *e.Baseline/1e3)
+	r.metric = "iops"
+	io := es.find(r)
+	if io == nil || io.Ratio == nil {
+		g.Verdict = "not measured"
+		g.Detail += "; IOPS not measured"
+		return
+	}
+	g.Detail += fmt.Sprintf("; IOPS ÷ fio %.3g×", *io.Ratio)
+	if g.Verdict == "met" && *io.Ratio < 1 {
+		g.Verdict = "missed"
+		g.Detail += " (the CPU is, but at fewer IOPS than fio)"
+	}
+}
+
+// remoteGoals: put bandwidth at ≥ 64 KiB (every size and batch, judged on
+// the worst) and the 8 B put latency, against ucx_perftest and the TCP
+// socket, over one UCX transport.
+func remoteGoals(tls string) []goalSpec {
+	lat := func(peer string) ref {
+		return ref{"remote", tls + "/put-latency/8/engine", tls + "/put-latency/8/" + peer, "latency"}
+	}
+	return []goalSpec{
+		{ID: "remote." + tls + ".put_bandwidth_vs_ucx_perftest", Group: "remote", Scenario: "remote",
+			What: tls + ": put bandwidth at ≥ 64 KiB ÷ ucx_perftest (worst size/batch)", Unit: "×", Limit: limit{"≥", 0.9},
+			Parts: func(es entries) []part { return remoteParts(es, tls, "/ucx_perftest") }},
+		{ID: "remote." + tls + ".put_bandwidth_vs_socket", Group: "remote", Scenario: "remote",
+			What: tls + ": put bandwidth at ≥ 64 KiB ÷ TCP socket (worst size/batch)", Unit: "×", Limit: limit{"≥", 1},
+			Parts: func(es entries) []part { return remoteParts(es, tls, "/tcp-socket") },
+			// The detail also says where UCX itself (ucx_perftest, same
+			// run) stands against the socket.
+			Amend: func(g *goal, _ goalSpec, es entries) {
+				var vs []string
+				for _, q := range remoteParts(es, tls, "/tcp-socket") {
+					for _, r := range remoteParts(es, tls, "/ucx_perftest") {
+						if r.label == q.label && q.e.Baseline != nil && r.e.Baseline != nil && *q.e.Baseline > 0 {
+							vs = append(vs, fmt.Sprintf("%s %.3g×", q.label, *r.e.Baseline / *q.e.Baseline))
+						}
+					}
+				}
+				if len(vs) > 0 {
+					g.Detail += "; ucx_perftest ÷ socket: " + strings.Join(vs, "; ")
+				}
+			}},
+		{ID: "remote." + tls + ".put_latency_8b_vs_ucx_perftest", Group: "remote", Scenario: "remote",
+			What: tls + ": 8 B put latency ÷ ucx_perftest's", Unit: "×", Limit: limit{"≤", 1.5}, Ref: lat("ucx_perftest")},
+		{ID: "remote." + tls + ".put_latency_8b_vs_socket", Group: "remote", Scenario: "remote",
+			What: tls + ": 8 B put latency ÷ TCP socket's", Unit: "×", Limit: limit{"≤", 1}, Ref: lat("tcp-socket"),
+			Amend: func(g *goal, _ goalSpec, es entries) {
+				p, q := es.find(lat("ucx_perftest")), es.find(lat("tcp-socket"))
+				if p != nil && q != nil && p.Baseline != nil && q.Baseline != nil && *q.Baseline > 0 {
+					g.Detail = strings.TrimPrefix(g.Detail+fmt.Sprintf("; ucx_perftest ÷ socket %.3g×", *p.Baseline / *q.Baseline), "; ")
+				}
+			}},
+	}
+}
+
+// remoteParts: the remote put bandwidth entries of tls at ≥ 64 KiB whose
+// baseline variant ends in peer, labelled "<size> b<batch>".
+func remoteParts(es entries, tls, peer string) []part {
+	var ps []part
+	for i := range es {
+		e := &es[i]
+		f := strings.Split(e.Variant, "/")
+		if e.Name != "remote" || e.Metric != "bandwidth" || len(f) != 5 || f[0] != tls || f[1] != "put" || !strings.HasSuffix(e.BaselineVariant, peer) {
+			continue
+		}
+		if size, _ := strconv.Atoi(f[2]); size >= 64<<10 {
+			ps = append(ps, part{sizeName(size) + " " + f[3], e})
+		}
+	}
+	return ps
+}
+
 // ratioRange is an entry's ratio over the repetitions: each repetition's
 // engine value over the same repetition's baseline value (they run
 // interleaved), or, without paired runs, the extremes' ratios.
@@ -78,275 +346,115 @@ func ratioRange(e *entry) (lo, hi *float64) {
 	return nil, nil
 }
 
-// goals checks every goal whose scenario ran against the entries; unfinished
-// names the units that did not finish (scenario, or remote/<tls>) and why,
-// for the goals they leave unmeasured.
+// goals judges every goal of goalTable whose scenario ran against the
+// entries; unfinished names the units that did not finish (scenario, or
+// remote/<tls>) and why, for the goals they leave unmeasured.
 func goals(es []entry, ran map[string]bool, unfinished map[string]string) []goal {
-	find := func(name, variant, base, metric string) *entry {
-		for i := range es {
-			e := &es[i]
-			if e.Name == name && e.Variant == variant && e.BaselineVariant == base && e.Metric == metric {
-				return e
-			}
-		}
-		return nil
-	}
 	var out []goal
-	add := func(g goal) {
-		if !ran[g.Scenario] && !(g.Scenario == "idle" && ran["latency"]) {
-			return
+	for _, s := range goalTable() {
+		// The idle measurement is part of the latency scenario.
+		unit := s.Scenario
+		if unit == "idle" {
+			unit = "latency"
 		}
+		if !ran[unit] {
+			continue
+		}
+		g := judge(s, entries(es))
 		if g.Value == nil {
-			u := g.Scenario
-			if u == "idle" {
-				u = "latency"
+			if tls, _, ok := strings.Cut(g.What, ":"); ok && unit == "remote" {
+				unit = "remote/" + tls
 			}
-			if tls, _, ok := strings.Cut(g.What, ":"); ok && u == "remote" {
-				u = "remote/" + tls
-			}
-			if why, ok := unfinished[u]; ok {
-				g.Detail = u + " did not finish: " + why
+			if why, ok := unfinished[unit]; ok {
+				g.Detail = unit + " did not finish: " + why
 			}
 		}
 		out = append(out, g)
 	}
-	notMeasured := func(g goal, why string) goal {
-		g.Verdict, g.Detail = "not measured", why
-		return g
-	}
-	// ratio: the entry's ratio against l.
-	ratio := func(issue int, num, scen, what string, e *entry, l limit, detail string) goal {
-		g := goal{Issue: issue, Goal: num, Scenario: scen, What: what, Unit: "×", Target: l.String("×")}
-		switch {
-		case e == nil:
-			return notMeasured(g, "no such measurement in this run")
-		case e.Ratio == nil:
-			return notMeasured(g, e.Note)
-		}
-		g.Value = e.Ratio
-		g.Min, g.Max = ratioRange(e)
-		g.Verdict = verdict(l.ok(*e.Ratio))
-		g.Detail = detail
-		return g
-	}
-	// count: the engine's own value (a count per op, one traced run).
-	count := func(issue int, num, scen, what string, e *entry, l limit, unit, detail string) goal {
-		g := goal{Issue: issue, Goal: num, Scenario: scen, What: what, Unit: unit, Target: l.String(unit)}
-		switch {
-		case e == nil:
-			return notMeasured(g, "no such measurement in this run")
-		case e.Engine == nil:
-			return notMeasured(g, e.Note)
-		}
-		g.Value = e.Engine
-		g.Verdict = verdict(l.ok(*e.Engine))
-		g.Detail = detail
-		return g
-	}
-	// worst: several measurements under one target; the value is the
-	// furthest from it, met only when every part is.
-	type part struct {
-		label string
-		e     *entry
-	}
-	worst := func(issue int, num, scen, what string, parts []part, l limit) goal {
-		g := goal{Issue: issue, Goal: num, Scenario: scen, What: what, Unit: "×", Target: l.String("×")}
-		var ds []string
-		all := true
-		var w *entry
-		for _, p := range parts {
-			if p.e == nil || p.e.Ratio == nil {
-				all = false
-				why := "not measured"
-				if p.e != nil && p.e.Note != "" {
-					why += ": " + firstLine(p.e.Note)
-				}
-				ds = append(ds, p.label+" "+why)
-				continue
-			}
-			s := fmt.Sprintf("%s %.3g×", p.label, *p.e.Ratio)
-			if lo, hi := ratioRange(p.e); lo != nil {
-				s += fmt.Sprintf(" [%.3g–%.3g]", *lo, *hi)
-			}
-			ds = append(ds, s)
-			if !l.ok(*p.e.Ratio) {
-				all = false
-			}
-			if w == nil || l.worse(*p.e.Ratio, *w.Ratio) {
-				w = p.e
-			}
-		}
-		g.Detail = strings.Join(ds, "; ")
-		if w == nil {
-			if len(parts) == 0 {
-				g.Detail = "no such measurement in this run"
-			}
-			g.Verdict = "not measured"
-			return g
-		}
-		g.Value = w.Ratio
-		g.Min, g.Max = ratioRange(w)
-		g.Verdict = verdict(all)
-		if all {
-			return g
-		}
-		for _, p := range parts {
-			if p.e == nil || p.e.Ratio == nil {
-				g.Verdict = "missed (parts not measured)"
-				if l.ok(*w.Ratio) {
-					return g
-				}
-			}
-		}
-		g.Verdict = "missed"
-		return g
-	}
-
-	// Issue 18, goal 1: the file backend against fio io_uring, both modes.
-	modes := []struct{ v, label string }{{"engine", "poll mode"}, {"engine-reaper", "default (reaper) mode"}}
-	for _, op := range fileOps {
-		for _, m := range modes {
-			add(ratio(18, "1", "file-4k", fmt.Sprintf("file 4 KiB %s, %s: IOPS ÷ fio io_uring", op, m.label),
-				find("file-4k", op+"/"+m.v, op+"/fio-io_uring", "iops"), limit{"≥", 1}, ""))
-		}
-	}
-	for _, op := range fileOps {
-		for _, m := range modes {
-			e := find("file-4k", op+"/"+m.v, op+"/fio-io_uring", "syscalls")
-			d := ""
-			if e != nil && e.Baseline != nil {
-				d = fmt.Sprintf("fio io_uring: %.3f", *e.Baseline)
-				if f, ok := e.EngineByName["futex"]; ok {
-					d += fmt.Sprintf("; engine futex %.4f", f)
-				}
-			}
-			add(count(18, "1", "file-4k", fmt.Sprintf("file 4 KiB %s, %s: syscalls per I/O (eBPF)", op, m.label), e, limit{"≤", 1.0 / 32}, "/I/O", d))
-		}
-	}
-	// Goal 2: the device path's overhead, the device model inline.
-	// Engine against the bare driver: with the device model inline and
-	// poll mode, each side's whole path runs on one OS thread, and that
-	// thread's CPU time is the cost the goal is about; wall time (shown in
-	// the detail) also carries whatever else the shared machine ran.
-	vsDriver := func(batch int, lim float64) goal {
-		v, b := fmt.Sprintf("4096-inline/engine-b%d", batch), fmt.Sprintf("4096-inline/floor-driver-b%d", batch)
-		label := fmt.Sprintf("device 4 KiB batch %d, inline: engine ÷ bare HDMA driver, CPU time of the thread", batch)
-		e, wall := find("device-small", v, b, "thread_cpu"), find("device-small", v, b, "time")
-		if e == nil {
-			e = wall
-			label = fmt.Sprintf("device 4 KiB batch %d, inline: engine ÷ bare HDMA driver, wall time", batch)
-		}
-		g := ratio(18, "2", "device-small", label, e, limit{"≤", lim}, "")
-		if e != wall && e != nil && e.Engine != nil && e.Baseline != nil {
-			g.Detail = fmt.Sprintf("CPU ns per transfer %.0f vs %.0f", *e.Engine, *e.Baseline)
-			if wall != nil && wall.Ratio != nil {
-				g.Detail += fmt.Sprintf("; wall time ÷ driver %.3g×", *wall.Ratio)
-			}
-		}
-		return g
-	}
-	add(vsDriver(64, 1.25))
-	add(ratio(18, "2", "device-small", "device 4 KiB batch 64, inline: engine ÷ traditional",
-		find("device-small", "4096-inline/engine-b64", "4096-inline/traditional", "time"), limit{"≤", 0.10}, ""))
-	add(vsDriver(1, 2))
-	// Goal 3: latency of one synchronous transfer, default mode.
-	add(ratio(18, "3", "latency", "sync 4 KiB host→device, default mode: p50 ÷ traditional",
-		find("latency", "traditional→engine", "traditional", "p50"), limit{"≤", 0.1}, ""))
-	add(ratio(18, "3", "latency", "sync 4 KiB host→device, default mode: p99 ÷ traditional",
-		find("latency", "traditional→engine", "traditional", "p99"), limit{"≤", 0.33}, ""))
-	add(ratio(18, "3", "latency", "sync 4 KiB O_DIRECT read, default mode: p50 ÷ ReadAt",
-		find("latency", "readat→engine", "readat", "p50"), limit{"≤", 1.1}, ""))
-	// Goal 4: CPU per I/O against fio at equal or better IOPS; idle cost.
-	for _, op := range fileOps {
-		for _, m := range modes {
-			e := find("file-4k", op+"/"+m.v, op+"/fio-io_uring", "cpu")
-			io := find("file-4k", op+"/"+m.v, op+"/fio-io_uring", "iops")
-			g := ratio(18, "4", "file-4k", fmt.Sprintf("file 4 KiB %s, %s: CPU per I/O ÷ fio io_uring, at IOPS ≥ fio's", op, m.label), e, limit{"≤", 0.5}, "")
-			if g.Value != nil {
-				g.Detail = fmt.Sprintf("CPU µs per I/O %.3g vs fio %.3g", *e.Engine/1e3, *e.Baseline/1e3)
-				switch {
-				case io == nil || io.Ratio == nil:
-					g.Verdict = "not measured"
-					g.Detail += "; IOPS not measured"
-				default:
-					g.Detail += fmt.Sprintf("; IOPS ÷ fio %.3g×", *io.Ratio)
-					if g.Verdict == "met" && *io.Ratio < 1 {
-						g.Verdict = "missed"
-						g.Detail += " (the CPU is, but at fewer IOPS than fio)"
-					}
-				}
-			}
-			add(g)
-		}
-	}
-	add(count(18, "4", "idle", "idle engine, default mode: % of one CPU", find("idle", "engine-reaper", "", "cpu_percent"), limit{"<", 1}, "%", "process CPU over 1 s after traffic stopped"))
-	// Goal 5: memory footprint.
-	for _, n := range footprintNs {
-		add(ratio(18, "5", "footprint", fmt.Sprintf("RSS with %d reads in flight: engine ÷ a buffer per request", n),
-			find("footprint", fmt.Sprintf("inflight=%d/engine", n), fmt.Sprintf("inflight=%d/traditional", n), "rss"), limit{"≤", 1}, ""))
-	}
-	// Issue 16: remote, per transport.
-	for _, t := range []string{"tcp", "shm"} {
-		scen := "remote"
-		var pt, sock []part
-		for i := range es {
-			e := &es[i]
-			f := strings.Split(e.Variant, "/")
-			if e.Name != "remote" || e.Metric != "bandwidth" || len(f) != 5 || f[0] != t || f[1] != "put" {
-				continue
-			}
-			size, _ := strconv.Atoi(f[2])
-			if size < 64<<10 {
-				continue
-			}
-			label := sizeName(size) + " " + f[3]
-			if strings.HasSuffix(e.BaselineVariant, "/ucx_perftest") {
-				pt = append(pt, part{label, e})
-			} else {
-				sock = append(sock, part{label, e})
-			}
-		}
-		add(worst(16, "bench", scen, t+": put bandwidth at ≥ 64 KiB ÷ ucx_perftest (worst size/batch)", pt, limit{"≥", 0.9}))
-		// Against the socket, the detail also says where UCX itself
-		// (ucx_perftest, same run) stands against it.
-		gs := worst(16, "bench", scen, t+": put bandwidth at ≥ 64 KiB ÷ TCP socket (worst size/batch)", sock, limit{"≥", 1})
-		var vs []string
-		for _, q := range sock {
-			for _, r := range pt {
-				if r.label == q.label && q.e != nil && r.e != nil && q.e.Baseline != nil && r.e.Baseline != nil && *q.e.Baseline > 0 {
-					vs = append(vs, fmt.Sprintf("%s %.3g×", q.label, *r.e.Baseline / *q.e.Baseline))
-				}
-			}
-		}
-		if len(vs) > 0 {
-			gs.Detail += "; ucx_perftest ÷ socket: " + strings.Join(vs, "; ")
-		}
-		add(gs)
-		add(ratio(16, "bench", scen, t+": 8 B put latency ÷ ucx_perftest's", find("remote", t+"/put-latency/8/engine", t+"/put-latency/8/ucx_perftest", "latency"), limit{"≤", 1.5}, ""))
-		gl := ratio(16, "bench", scen, t+": 8 B put latency ÷ TCP socket's", find("remote", t+"/put-latency/8/engine", t+"/put-latency/8/tcp-socket", "latency"), limit{"≤", 1}, "")
-		if p, q := find("remote", t+"/put-latency/8/engine", t+"/put-latency/8/ucx_perftest", "latency"), find("remote", t+"/put-latency/8/engine", t+"/put-latency/8/tcp-socket", "latency"); p != nil && q != nil && p.Baseline != nil && q.Baseline != nil && *q.Baseline > 0 {
-			gl.Detail = strings.TrimPrefix(gl.Detail+fmt.Sprintf("; ucx_perftest ÷ socket %.3g×", *p.Baseline / *q.Baseline), "; ")
-		}
-		add(gl)
-	}
-	// hcomm-bench's earlier targets.
-	add(ratio(0, "", "device-small", "device 4 KiB batch 64, device model on its own thread: engine ÷ traditional",
-		find("device-small", "4096/engine-b64", "4096/traditional", "time"), limit{"≤", 0.10}, ""))
-	add(count(0, "", "device-small", "device 4 KiB batch 64: syscalls per transfer", find("device-small", "4096/engine-b64", "4096/traditional", "syscalls"), limit{"<", 0.005}, "/op", ""))
-	add(count(0, "", "device-small", "device 4 KiB batch 64: CPU copies per transfer", find("device-small", "4096/engine-b64", "4096/traditional", "copies"), limit{"<", 0.005}, "/op", ""))
-	for _, op := range fileOps {
-		at := atName(op)
-		for _, m := range modes {
-			add(ratio(0, "", "file-4k", fmt.Sprintf("file 4 KiB %s, %s: IOPS ÷ %s O_DIRECT, 64 goroutines", op, m.label, at),
-				find("file-4k", op+"/"+m.v, op+"/"+at+"-direct-g64", "iops"), limit{"≥", 3}, ""))
-		}
-	}
-	for _, s := range bulkSizes {
-		l := sizeLabel(s)
-		add(ratio(0, "", "bulk", "bulk "+l+" host→host: engine ÷ copy()", find("bulk", "memory-"+l+"/engine", "memory-"+l+"/copy", "bandwidth"), limit{"≥", 0.9}, ""))
-		add(ratio(0, "", "bulk", "bulk "+l+" host→device, inline: engine ÷ copy()", find("bulk", "device-"+l+"-inline/engine", "device-"+l+"-inline/copy", "bandwidth"), limit{"≥", 0.9}, ""))
-	}
 	return out
+}
+
+// judge measures one spec against the entries.
+func judge(s goalSpec, es entries) goal {
+	g := goal{ID: s.ID, Group: s.Group, Scenario: s.Scenario, What: s.What, Unit: s.Unit, Target: s.Limit.String(s.Unit)}
+	if s.Parts != nil {
+		judgeWorst(&g, s.Parts(es), s.Limit)
+	} else {
+		e := es.find(s.Ref)
+		if e == nil && s.Alt != nil {
+			if e = es.find(*s.Alt); e != nil {
+				g.What = s.AltWhat
+			}
+		}
+		v := func(e *entry) *float64 { return e.Engine }
+		if s.Unit == "×" {
+			v = func(e *entry) *float64 { return e.Ratio }
+		}
+		switch {
+		case e == nil:
+			g.Verdict, g.Detail = "not measured", "no such measurement in this run"
+		case v(e) == nil:
+			g.Verdict, g.Detail = "not measured", e.Note
+		default:
+			g.Value = v(e)
+			if s.Unit == "×" {
+				g.Min, g.Max = ratioRange(e)
+			}
+			g.Verdict = verdict(s.Limit.ok(*g.Value))
+			g.Detail = s.Detail
+		}
+	}
+	if s.Amend != nil {
+		s.Amend(&g, s, es)
+	}
+	return g
+}
+
+// judgeWorst judges a combined goal: its value is the part furthest from
+// the target, met only when every part is.
+func judgeWorst(g *goal, parts []part, l limit) {
+	var ds []string
+	all, gaps := true, false
+	var w *entry
+	for _, p := range parts {
+		if p.e == nil || p.e.Ratio == nil {
+			all, gaps = false, true
+			why := "not measured"
+			if p.e != nil && p.e.Note != "" {
+				why += ": " + firstLine(p.e.Note)
+			}
+			ds = append(ds, p.label+" "+why)
+			continue
+		}
+		s := fmt.Sprintf("%s %.3g×", p.label, *p.e.Ratio)
+		if lo, hi := ratioRange(p.e); lo != nil {
+			s += fmt.Sprintf(" [%.3g–%.3g]", *lo, *hi)
+		}
+		ds = append(ds, s)
+		if !l.ok(*p.e.Ratio) {
+			all = false
+		}
+		if w == nil || l.worse(*p.e.Ratio, *w.Ratio) {
+			w = p.e
+		}
+	}
+	g.Detail = strings.Join(ds, "; ")
+	switch {
+	case w == nil:
+		if len(parts) == 0 {
+			g.Detail = "no such measurement in this run"
+		}
+		g.Verdict = "not measured"
+		return
+	case all:
+		g.Verdict = "met"
+	case gaps && l.ok(*w.Ratio):
+		g.Verdict = "missed (parts not measured)"
+	default:
+		g.Verdict = "missed"
+	}
+	g.Value = w.Ratio
+	g.Min, g.Max = ratioRange(w)
 }
 
 func verdict(ok bool) string {
@@ -356,48 +464,24 @@ func verdict(ok bool) string {
 	return "missed"
 }
 
-// goalTitles head the summary's groups.
-var goalTitles = map[string]string{
-	"18/1":     "issue 18, goal 1: the file backend ≥ fio io_uring's IOPS and ≤ 1/32 syscalls per I/O, in both modes",
-	"18/2":     "issue 18, goal 2: the device path's overhead, device model inline (the whole path's CPU cost)",
-	"18/3":     "issue 18, goal 3: latency of one synchronous 4 KiB transfer (Submit then Wait), default mode",
-	"18/4":     "issue 18, goal 4: CPU — ≤ 0.5× fio's CPU per I/O at equal or better IOPS; the idle engine < 1% of a CPU",
-	"18/5":     "issue 18, goal 5: memory footprint with N reads in flight (no fixed target in the issue: ≤ 1× a buffer per request)",
-	"16/bench": "issue 16: remote over UCX — put bandwidth ≥ 0.9× ucx_perftest at ≥ 64 KiB, 8 B latency ≤ 1.5× its, both ≥ the TCP socket",
-	"0/":       "earlier targets of hcomm-bench",
-}
-
-// printGoals prints the goals grouped by issue and goal, with their
-// ratios' ranges, targets and verdicts, and a count of each verdict.
+// printGoals prints the goals by group, with their ratios' ranges, targets
+// and verdicts, and a count of each verdict.
 func printGoals(w io.Writer, gs []goal, reps int) {
 	fmt.Fprintf(w, "\n== Goals, from this run (ratio = engine ÷ baseline; [range] = each of the %d repetitions' own ratio)\n", reps)
-	key := ""
+	group := ""
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	n := map[string]int{}
 	for _, g := range gs {
-		k := fmt.Sprintf("%d/%s", g.Issue, g.Goal)
-		if k != key {
+		if g.Group != group {
 			tw.Flush()
-			key = k
-			fmt.Fprintf(w, "\n   %s\n", goalTitles[k])
-		}
-		v := "—"
-		if g.Value != nil {
-			v = fmt.Sprintf("%.4g", *g.Value)
-			if g.Unit == "×" {
-				v += "×"
-			} else {
-				v += " " + g.Unit
-			}
-			if g.Min != nil && g.Max != nil {
-				v += fmt.Sprintf(" [%.3g–%.3g]", *g.Min, *g.Max)
-			}
+			group = g.Group
+			fmt.Fprintf(w, "\n   %s\n", groupTitle(group))
 		}
 		verd := g.Verdict
 		if strings.HasPrefix(verd, "missed") {
 			verd = strings.Replace(verd, "missed", "MISSED", 1)
 		}
-		fmt.Fprintf(tw, "   %s\t%s\twant %s\t%s\t%s\n", g.What, v, g.Target, verd, g.Detail)
+		fmt.Fprintf(tw, "   %s\t%s\t%s\twant %s\t%s\t%s\n", g.ID, g.What, goalValue(g), g.Target, verd, g.Detail)
 		switch {
 		case strings.HasPrefix(g.Verdict, "missed"):
 			n["missed"]++
@@ -407,9 +491,26 @@ func printGoals(w io.Writer, gs []goal, reps int) {
 	}
 	tw.Flush()
 	if len(gs) > 0 {
-		fmt.Fprintf(w, "\n   issue 18, goal 6 (code complexity) is text: BENCHMARKS.md, \"Code complexity\"\n")
+		fmt.Fprintf(w, "\n   code complexity is not a number: BENCHMARKS.md, \"Code complexity\"\n")
 	}
 	fmt.Fprintf(w, "   %d met, %d missed, %d not measured\n", n["met"], n["missed"], n["not measured"])
+}
+
+// goalValue is a goal's value with its unit and range, "—" when not measured.
+func goalValue(g goal) string {
+	if g.Value == nil {
+		return "—"
+	}
+	v := fmt.Sprintf("%.4g", *g.Value)
+	if g.Unit == "×" {
+		v += "×"
+	} else {
+		v += " " + g.Unit
+	}
+	if g.Min != nil && g.Max != nil {
+		v += fmt.Sprintf(" [%.3g–%.3g]", *g.Min, *g.Max)
+	}
+	return v
 }
 
 // remoteEntries turns the remote scenario's rows into entries: bandwidth

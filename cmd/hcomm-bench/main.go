@@ -21,8 +21,8 @@
 //	hcomm-bench [-quick] [-json | -csv] [-json-out FILE] [-plot DIR] [-timeout 20m] [-scenarios latency,device-small,file-4k,bulk,alloc,footprint,pages,remote] [-reps 5] [-dir DIR] [-keep]
 //	hcomm-bench -strace-check   # compare the eBPF counts with strace -c -f of the same workloads
 //
-// The run ends with the goals of issues 18 and 16, each met/missed with its
-// measured ratio and range. Each scenario (each remote transport) runs as a
+// The run ends with the goals (goals.go: goalTable), each named by a stable
+// ID, met/missed with its measured ratio and range. Each scenario (each remote transport) runs as a
 // child process with a share of -timeout and is stopped, its rows marked,
 // when it runs out: the run never hangs.
 package main

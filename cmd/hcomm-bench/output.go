@@ -50,8 +50,9 @@ type entry struct {
 // away (2: schema_version itself, latency/cpu/footprint entries, readat
 // rows, file ratios against fio; 3: "goals", remote entries, per-repetition
 // runs on latency and footprint entries, the CSV's kind/target/verdict
-// columns).
-const schemaVersion = 3
+// columns; 4: goals named by "id" and "group", not "issue" and "goal"; a
+// goal row of the CSV has its id as variant and what it measures as metric).
+const schemaVersion = 4
 
 func ptr(v float64) *float64 { return &v }
 
@@ -67,17 +68,13 @@ func writeCSV(w io.Writer, rep report) error {
 		return strconv.FormatFloat(*p, 'g', 6, 64)
 	}
 	for _, g := range rep.Goals {
-		id := fmt.Sprintf("issue %d goal %s", g.Issue, g.Goal)
-		if g.Issue == 0 {
-			id = "earlier target"
-		}
 		var eng, ratio string
 		if g.Unit == "×" {
 			ratio = f(g.Value)
 		} else {
 			eng = f(g.Value)
 		}
-		_ = cw.Write([]string{"goal", g.Scenario, id + ": " + g.What, "", "goal", g.Unit, eng, "", ratio, "", "", f(g.Min), f(g.Max), g.Detail, g.Target, g.Verdict})
+		_ = cw.Write([]string{"goal", g.Scenario, g.ID, "", g.What, g.Unit, eng, "", ratio, "", "", f(g.Min), f(g.Max), g.Detail, g.Target, g.Verdict})
 	}
 	for _, e := range rep.Scenarios {
 		_ = cw.Write([]string{"measurement", e.Name, e.Variant, e.BaselineVariant, e.Metric, e.Unit, f(e.Engine), f(e.Baseline), f(e.Ratio), e.Better,

@@ -6,10 +6,9 @@ import (
 	"testing"
 )
 
-// TestParseArgs (issue 14, item 6): what the command line cannot honour is
-// refused with a message, not silently changed or ignored. Before the fix
-// `hcomm-demo extra -n 64` stopped parsing at "extra" and ran 6400 round
-// trips, and `-n 0` became 64.
+// TestParseArgs: what the command line cannot honour is refused with a
+// message, not silently changed or ignored: `hcomm-demo extra -n 64` must
+// not stop parsing at "extra" and run 6400 round trips, nor `-n 0` become 64.
 func TestParseArgs(t *testing.T) {
 	for _, c := range []struct {
 		args []string
