@@ -24,10 +24,12 @@ import (
 // TestMain export peerArenas arenas of peerArena bytes each (filled with
 // pattern), print "ADDR ip:port", and serve until stdin closes.
 const (
-	peerEnv    = "HCOMM_UCX_PEER"
-	peerArena  = 4 << 20
-	peerArenas = 2
-	peerWindow = peerArena * peerArenas
+	peerEnv = "HCOMM_UCX_PEER"
+	// peerListenEnv overrides the peer's listener address (127.0.0.1:0).
+	peerListenEnv = "HCOMM_UCX_PEER_LISTEN"
+	peerArena     = 4 << 20
+	peerArenas    = 2
+	peerWindow    = peerArena * peerArenas
 )
 
 func pattern(i int) byte { return byte((uint32(i) * 2654435761) >> 13) }
@@ -40,7 +42,11 @@ func TestMain(m *testing.M) {
 }
 
 func servePeer() int {
-	b, err := New(Config{Listen: "127.0.0.1:0", Spin: -1, SharedMemory: os.Getenv("HCOMM_UCX_SHM") == "true"})
+	listen := "127.0.0.1:0"
+	if v := os.Getenv(peerListenEnv); v != "" {
+		listen = v // TestNetNamespace: the peer's end of the veth pair
+	}
+	b, err := New(Config{Listen: listen, Spin: -1, SharedMemory: os.Getenv("HCOMM_UCX_SHM") == "true"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "peer:", err)
 		return 1
@@ -401,83 +407,90 @@ func TestBadAddress(t *testing.T) {
 func TestPeerKilled(t *testing.T) {
 	for _, tls := range transports {
 		t.Run(tls, func(t *testing.T) {
-			addr, cmd := startPeer(t, tls)
-			r := newRig(t, tls, 64)
-			p := connect(t, r.b, addr)
-			got := map[uint64]engine.Completion{}
-			var tag uint64
-			killed := false
-			var op engine.Op
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				if time.Now().After(deadline) {
-					t.Fatalf("the peer's death was not noticed in 30s: %d completed of %d, outstanding %d, peers %+v", len(got), tag, r.b.Outstanding(), r.b.Peers())
-				}
-				if tag >= 200 && !killed {
-					cmd.Process.Kill()
-					killed = true
-				}
-				if killed && r.b.Peers()[p].Failed != nil {
-					goto dead
-				}
-				// Keep the queue full of 256 KiB transfers.
-				for r.outstanding() < 64 {
-					x := xfer{put: tag%2 == 0, peer: p, local: (tag % 16) * (256 << 10), remote: (tag % 16) * (256 << 10), n: 256 << 10}
-					op = engine.Op{}
-					if err := r.prepare(x, &op); err != nil {
-						if !killed || !errors.Is(err, ErrPeerGone) {
-							t.Fatalf("Prepare: %v", err)
-						}
-						goto dead
-					}
-					if !r.post(tag, &op, true) {
-						t.Fatal("Forward refused below depth")
-					}
-					tag++
-				}
-				r.b.Flush()
-				for _, c := range r.reap() {
-					if _, dup := got[c.Tag]; dup {
-						t.Fatalf("tag %d completed twice", c.Tag)
-					}
-					got[c.Tag] = c
-				}
-			}
-		dead:
-			r.b.Flush()
-			r.wait(got, int(tag))
-			failed := 0
-			for _, c := range got {
-				if c.Status != engine.StatusOK {
-					failed++
-					if err := r.b.Err(c.Status); !errors.Is(err, engine.ErrIO) && !errors.Is(err, engine.ErrTimeout) {
-						t.Fatalf("tag %d: %v wraps neither ErrIO nor ErrTimeout", c.Tag, err)
-					}
-				}
-			}
-			t.Logf("%d transfers, %d failed after kill -9; peer: %v", tag, failed, r.b.Peers()[p].Failed)
-			if !errors.Is(r.b.Peers()[p].Failed, ErrPeerGone) {
-				t.Fatalf("peer %d not marked gone: %+v", p, r.b.Peers()[p])
-			}
-			// Nothing more completes: Reap finds nothing for a while.
-			time.Sleep(50 * time.Millisecond)
-			if n := len(r.reap()); n != 0 || r.outstanding() != 0 {
-				t.Fatalf("after all completed: %d more, %d outstanding", n, r.outstanding())
-			}
-			// Reconnect to a new peer process.
-			addr2, _ := startPeer(t, tls)
-			p2 := connect(t, r.b, addr2)
-			if p2 == p {
-				t.Fatalf("peer index %d reused", p)
-			}
-			copy(r.mem[:4], "ping")
-			xs := []xfer{{put: true, peer: p2, local: 0, remote: 100, n: 4}, {peer: p2, local: 8, remote: 100, n: 4}}
-			r.mustOK(r.run(xs[:1]), xs[:1])
-			r.mustOK(r.run(xs[1:]), xs[1:])
-			if string(r.mem[8:12]) != "ping" {
-				t.Fatalf("after reconnect: got %q", r.mem[8:12])
-			}
+			peerKilled(t, newRig(t, tls, 64), func() (string, *exec.Cmd) { return startPeer(t, tls) })
 		})
+	}
+}
+
+// peerKilled is TestPeerKilled's body over r, with start starting a peer:
+// kill -9 mid-stream, every transfer once, then a new peer and a round
+// trip.
+func peerKilled(t *testing.T, r *rig, start func() (string, *exec.Cmd)) {
+	t.Helper()
+	addr, cmd := start()
+	p := connect(t, r.b, addr)
+	got := map[uint64]engine.Completion{}
+	var tag uint64
+	killed := false
+	var op engine.Op
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("the peer's death was not noticed in 30s: %d completed of %d, outstanding %d, peers %+v", len(got), tag, r.b.Outstanding(), r.b.Peers())
+		}
+		if tag >= 200 && !killed {
+			cmd.Process.Kill()
+			killed = true
+		}
+		if killed && r.b.Peers()[p].Failed != nil {
+			goto dead
+		}
+		// Keep the queue full of 256 KiB transfers.
+		for r.outstanding() < 64 {
+			x := xfer{put: tag%2 == 0, peer: p, local: (tag % 16) * (256 << 10), remote: (tag % 16) * (256 << 10), n: 256 << 10}
+			op = engine.Op{}
+			if err := r.prepare(x, &op); err != nil {
+				if !killed || !errors.Is(err, ErrPeerGone) {
+					t.Fatalf("Prepare: %v", err)
+				}
+				goto dead
+			}
+			if !r.post(tag, &op, true) {
+				t.Fatal("Forward refused below depth")
+			}
+			tag++
+		}
+		r.b.Flush()
+		for _, c := range r.reap() {
+			if _, dup := got[c.Tag]; dup {
+				t.Fatalf("tag %d completed twice", c.Tag)
+			}
+			got[c.Tag] = c
+		}
+	}
+dead:
+	r.b.Flush()
+	r.wait(got, int(tag))
+	failed := 0
+	for _, c := range got {
+		if c.Status != engine.StatusOK {
+			failed++
+			if err := r.b.Err(c.Status); !errors.Is(err, engine.ErrIO) && !errors.Is(err, engine.ErrTimeout) {
+				t.Fatalf("tag %d: %v wraps neither ErrIO nor ErrTimeout", c.Tag, err)
+			}
+		}
+	}
+	t.Logf("%d transfers, %d failed after kill -9; peer: %v", tag, failed, r.b.Peers()[p].Failed)
+	if !errors.Is(r.b.Peers()[p].Failed, ErrPeerGone) {
+		t.Fatalf("peer %d not marked gone: %+v", p, r.b.Peers()[p])
+	}
+	// Nothing more completes: Reap finds nothing for a while.
+	time.Sleep(50 * time.Millisecond)
+	if n := len(r.reap()); n != 0 || r.outstanding() != 0 {
+		t.Fatalf("after all completed: %d more, %d outstanding", n, r.outstanding())
+	}
+	// Reconnect to a new peer process.
+	addr2, _ := start()
+	p2 := connect(t, r.b, addr2)
+	if p2 == p {
+		t.Fatalf("peer index %d reused", p)
+	}
+	copy(r.mem[:4], "ping")
+	xs := []xfer{{put: true, peer: p2, local: 0, remote: 100, n: 4}, {peer: p2, local: 8, remote: 100, n: 4}}
+	r.mustOK(r.run(xs[:1]), xs[:1])
+	r.mustOK(r.run(xs[1:]), xs[1:])
+	if string(r.mem[8:12]) != "ping" {
+		t.Fatalf("after reconnect: got %q", r.mem[8:12])
 	}
 }
 
