@@ -12,6 +12,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
 	"github.com/hcomm-go/hcomm/backend/memory"
 	"github.com/hcomm-go/hcomm/engine"
@@ -74,7 +75,7 @@ func benchCallback(r engine.Result) {
 }
 
 func benchEngine(b *testing.B, batch, mem bool) {
-	var be engine.Backend = memory.New()
+	var be backend.Backend = memory.New()
 	if !mem {
 		dev, err := mock.New(mock.Config{Logger: logger})
 		if err != nil {

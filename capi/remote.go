@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/backend/ucx"
 	"github.com/hcomm-go/hcomm/engine"
 )
@@ -32,7 +33,7 @@ func remoteDecode(p uintptr) (uint32, uint64) {
 // newRemote creates the remote target's UCX backend: a context and worker
 // (UCX reads UCX_TLS and its other variables now) and, with target_path, a
 // listener on that address.
-func (s *state) newRemote(c config) (engine.Backend, int32, error) {
+func (s *state) newRemote(c config) (backend.Backend, int32, error) {
 	b, err := ucx.New(ucx.Config{Listen: c.Path, SharedMemory: c.Flags&remoteShm != 0, Logger: logger})
 	if err != nil {
 		return nil, noDevice(codeOf(err)), err
@@ -57,10 +58,10 @@ func (s *state) remoteHint() string {
 // be called from any goroutine), so that a batch with a bad entry is
 // refused whole, before any of it is submitted.
 func (s *state) checkRemote(src, dst uintptr, sk, dk int, n uintptr) int32 {
-	var hostEP, remEP engine.Endpoint
+	var hostEP, remEP backend.Endpoint
 	hostEP.Kind, remEP.Kind = engine.LocHost, engine.LocRemote
 	var p uintptr
-	var sEP, dEP *engine.Endpoint
+	var sEP, dEP *backend.Endpoint
 	switch {
 	case sk == locHost && dk == locRemote:
 		p, sEP, dEP = dst, &hostEP, &remEP
@@ -70,7 +71,7 @@ func (s *state) checkRemote(src, dst uintptr, sk, dk int, n uintptr) int32 {
 		return fail(codeEOPNOTSUPP, "the remote target moves data between host memory and a peer's window (hcomm_remote_addr) only")
 	}
 	remEP.Peer, remEP.Off = remoteDecode(p)
-	var op engine.Op
+	var op backend.Op
 	if err := s.ucx.Prepare(*sEP, *dEP, uint32(n), &op); err != nil {
 		if detail != nil {
 			detail(fmt.Sprintf("remote address %#x (peer %d, offset %#x) + %d bytes: %v", p, remEP.Peer, remEP.Off, n, err))

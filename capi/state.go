@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
 	"github.com/hcomm-go/hcomm/backend/memory"
 	"github.com/hcomm-go/hcomm/backend/ucx"
@@ -199,8 +200,8 @@ func (c config) check() (int32, error) {
 }
 
 // newBackend opens the target's device or file and its engine backend.
-func (s *state) newBackend(c config) (engine.Backend, int32, error) {
-	bad := func(format string, args ...any) (engine.Backend, int32, error) {
+func (s *state) newBackend(c config) (backend.Backend, int32, error) {
+	bad := func(format string, args ...any) (backend.Backend, int32, error) {
 		return nil, codeEINVAL, fmt.Errorf(format, args...)
 	}
 	var dev vfio.Device
@@ -273,7 +274,7 @@ func noDevice(code int32) int32 {
 
 // openEngine opens the engine over be (which it then owns) and reads the
 // limits the C side checks before the engine sees a transfer.
-func (s *state) openEngine(c config, be engine.Backend) (int32, error) {
+func (s *state) openEngine(c config, be backend.Backend) (int32, error) {
 	var err error
 	s.eng, err = engine.Open(engine.Config{
 		Backend:  be,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/backend/memory"
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/hugepage"
@@ -22,7 +23,7 @@ import (
 // seeded random share of transfers with its own status, and can hold every
 // completion back (gate) to fill the queue.
 type reverseBackend struct {
-	ctr      *engine.Counters
+	ctr      *backend.Counters
 	devMem   []byte
 	arenas   [engine.MaxArenas][]byte
 	queued   []pending // forwarded, not yet flushed
@@ -36,11 +37,11 @@ type reverseBackend struct {
 
 type pending struct {
 	tag uint64
-	op  engine.Op
+	op  backend.Op
 }
 
 const (
-	statusInjected = engine.StatusBackend + iota
+	statusInjected = backend.StatusBackend + iota
 	opH2D          = 1
 )
 
@@ -50,27 +51,29 @@ func newReverse(seed uint64, failRate float64) *reverseBackend {
 	return &reverseBackend{devMem: make([]byte, 1<<20), rng: rand.New(rand.NewPCG(seed, seed)), failRate: failRate}
 }
 
-func (b *reverseBackend) Describe() engine.Description {
-	return engine.Description{Name: "reverse", Device: "test", Locs: 1 << engine.LocDevice, DeviceMemory: uint64(len(b.devMem)), CPUThreshold: -1}
+func (b *reverseBackend) Describe() backend.Description {
+	return backend.Description{Name: "reverse", Device: "test", Locs: 1 << engine.LocDevice, DeviceMemory: uint64(len(b.devMem)), CPUThreshold: -1}
 }
-func (b *reverseBackend) Attach(env engine.Env) error { b.ctr = env.Counters; return nil }
+func (b *reverseBackend) Attach(env backend.Env) error { b.ctr = env.Counters; return nil }
 func (b *reverseBackend) MapArena(slot int, a *hugepage.Arena) (uint64, error) {
 	b.arenas[slot] = a.Bytes()
 	return uint64(slot) << 40, nil
 }
 func (b *reverseBackend) UnmapArena(slot int) error { b.arenas[slot] = nil; return nil }
-func (b *reverseBackend) Prepare(src, dst engine.Endpoint, n uint32, op *engine.Op) error {
+func (b *reverseBackend) Prepare(src, dst backend.Endpoint, n uint32, op *backend.Op) error {
 	if src.Kind != engine.LocHost || dst.Kind != engine.LocDevice {
 		return fmt.Errorf("reverse: host→device only: %w", engine.ErrBadTransfer)
 	}
 	if dst.Off+uint64(n) > uint64(len(b.devMem)) {
 		return fmt.Errorf("reverse: beyond device memory: %w", engine.ErrOutOfBounds)
 	}
-	*op = engine.Op{Code: opH2D, Path: engine.PathDMA, Src: src.Addr, Dst: dst.Off, HostArena: uint16(src.Arena)}
+	*op = backend.Op{Code: opH2D, Path: engine.PathDMA, Src: src.Addr, Dst: dst.Off, HostArena: uint16(src.Arena)}
 	return nil
 }
-func (b *reverseBackend) Execute(*engine.Op) (uint32, engine.Status) { return 0, engine.StatusCanceled }
-func (b *reverseBackend) Forward(tag uint64, op *engine.Op, last bool) bool {
+func (b *reverseBackend) Execute(*backend.Op) (uint32, backend.Status) {
+	return 0, backend.StatusCanceled
+}
+func (b *reverseBackend) Forward(tag uint64, op *backend.Op, last bool) bool {
 	b.queued = append(b.queued, pending{tag, *op})
 	return true
 }
@@ -80,7 +83,7 @@ func (b *reverseBackend) Flush() {
 	b.maxOut = max(b.maxOut, len(b.issued))
 	b.ctr.Doorbells++
 }
-func (b *reverseBackend) Reap(out []engine.Completion) int {
+func (b *reverseBackend) Reap(out []backend.Completion) int {
 	if b.held.Load() {
 		return 0
 	}
@@ -88,7 +91,7 @@ func (b *reverseBackend) Reap(out []engine.Completion) int {
 	for n < len(out) && len(b.issued) > 0 {
 		p := b.issued[len(b.issued)-1] // newest first
 		b.issued = b.issued[:len(b.issued)-1]
-		c := engine.Completion{Tag: p.tag, N: p.op.Len}
+		c := backend.Completion{Tag: p.tag, N: p.op.Len}
 		if b.rng.Float64() < b.failRate {
 			c.Status, c.N = statusInjected, 0
 			b.injected.Add(1)
@@ -104,16 +107,16 @@ func (b *reverseBackend) Reap(out []engine.Completion) int {
 func (b *reverseBackend) Check()               {}
 func (b *reverseBackend) Outstanding() int     { return len(b.issued) + len(b.queued) }
 func (b *reverseBackend) ReadyFD() (int, bool) { return -1, false }
-func (b *reverseBackend) Cancel(out []engine.Completion) int {
+func (b *reverseBackend) Cancel(out []backend.Completion) int {
 	n := 0
 	for ; n < len(out) && len(b.issued) > 0; n++ {
-		out[n] = engine.Completion{Tag: b.issued[0].tag, Status: engine.StatusCanceled}
+		out[n] = backend.Completion{Tag: b.issued[0].tag, Status: backend.StatusCanceled}
 		b.issued = b.issued[1:]
 	}
 	return n
 }
 func (b *reverseBackend) Close() error { return nil }
-func (b *reverseBackend) Err(s engine.Status) error {
+func (b *reverseBackend) Err(s backend.Status) error {
 	if s == statusInjected {
 		return errInjected
 	}

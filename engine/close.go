@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hcomm-go/hcomm/backend"
 )
 
 // Close closes the engine at once: transfers still in flight are canceled
@@ -183,7 +185,7 @@ func (e *Engine) runPending() {
 
 // runCallbacks completes batch on the caller, every callback once even when
 // some panic.
-func (e *Engine) runCallbacks(batch []Completion) {
+func (e *Engine) runCallbacks(batch []backend.Completion) {
 	if e.safely(func() { e.complete(batch) }) {
 		e.runPending()
 	}
@@ -292,7 +294,7 @@ func (e *Engine) tearDownStaging() (end uint64) {
 // the canceled backend reports, then the rest (ErrCanceled); it counts them
 // and returns them for the caller to complete. It is entered holding the
 // owner flag and lets it go.
-func (e *Engine) cancelOutstanding(end uint64) []Completion {
+func (e *Engine) cancelOutstanding(end uint64) []backend.Completion {
 	n := e.collectLocked(e.batch)
 	n += e.be.Cancel(e.batch[n:])
 	seen := make([]bool, e.depth)
@@ -301,7 +303,7 @@ func (e *Engine) cancelOutstanding(end uint64) []Completion {
 	}
 	for pos := e.head; pos != end; pos++ {
 		if !seen[pos&e.mask] && e.slots[pos&e.mask].state.Load()&^stateFailed != (pos+1)<<1|1 && n < len(e.batch) {
-			e.batch[n] = Completion{Tag: pos, Status: StatusCanceled}
+			e.batch[n] = backend.Completion{Tag: pos, Status: backend.StatusCanceled}
 			n++
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/hugepage"
 )
 
@@ -59,7 +60,7 @@ type Config struct {
 	// (backend/uringfile), host memory (backend/memory), or any other
 	// implementation of Backend. Open takes ownership: Close, or a failed
 	// Open, closes it.
-	Backend Backend
+	Backend backend.Backend
 
 	// PoolSize is the initial size of the host memory pool in bytes
 	// (default 256 MiB; MinPoolSize..MaxPoolSize). It is mapped once at

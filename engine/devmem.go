@@ -11,7 +11,7 @@ type DeviceRange struct {
 	Off, Len uint64
 }
 
-// Device memory (Description.DeviceMemory: an HDMA device's BAR2, as much
+// Device memory (backend.Description.DeviceMemory: an HDMA device's BAR2, as much
 // of it as is both reported and mapped) is handed out first fit, aligned to
 // max(Config.Alignment, 64). Transfers address device memory by offset and
 // need no allocation; the allocator is for callers that share device

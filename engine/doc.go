@@ -1,7 +1,8 @@
 // Package engine is hcomm's public transfer API and its core: a pool of host
 // memory, one backend to move it to and from, and batched, zero-allocation
 // submission with exactly-once completion callbacks. The core owns ordering,
-// backpressure, IDs and completion; a Backend (backend.go) owns its device:
+// backpressure, IDs and completion; a backend (the contract: package
+// github.com/hcomm-go/hcomm/backend) owns its device:
 // backend/hdmadev (an HDMA device over vfio: kernel VFIO or vfio-mock),
 // backend/uringfile (a file through io_uring), backend/memory (host copies),
 // or any implementation of the interface. The engine is given its backend

@@ -11,17 +11,18 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/hugepage"
 	"github.com/hcomm-go/hcomm/internal/atomicrel"
 	"github.com/hcomm-go/hcomm/internal/span"
 	"github.com/hcomm-go/hcomm/ring"
 )
 
-// Staged entries (Op.done): forwarded to the backend, completed by the
+// Staged entries (entry.done): forwarded to the backend, completed by the
 // submitter (Inline), or a no-op.
 const (
 	opForward = 0
-	opDone    = 1 // completed at submit time: Op.res holds the result
+	opDone    = 1 // completed at submit time: entry.res holds the result
 	opNoop    = 2 // a reservation made after Close began, or the rest of a refused batch
 )
 
@@ -47,22 +48,22 @@ type slot struct {
 	_    [30]byte
 }
 
-func packRes(s Status, n uint32) uint64 { return uint64(s)<<32 | uint64(n) }
+func packRes(s backend.Status, n uint32) uint64 { return uint64(s)<<32 | uint64(n) }
 
 // stateFailed marks a done slot state whose transfer failed: only then
-// does slot.res hold its result (a successful transfer's is StatusOK).
+// does slot.res hold its result (a successful transfer's is backend.StatusOK).
 const stateFailed = 1 << 63
 
 // doneState is slot pos's done state for a transfer that ended with st.
-func doneState(pos uint64, st Status) uint64 {
+func doneState(pos uint64, st backend.Status) uint64 {
 	s := (pos+1)<<1 | 1
-	if st != StatusOK {
+	if st != backend.StatusOK {
 		s |= stateFailed
 	}
 	return s
 }
 
-func resOf(c Completion) uint64 { return packRes(c.Status, c.N) }
+func resOf(c backend.Completion) uint64 { return packRes(c.Status, c.N) }
 
 // Engine moves data between its pool of host memory and one backend. All
 // methods are safe for concurrent use.
@@ -72,16 +73,16 @@ type Engine struct {
 	tag     uint64
 	pool    *hugepage.Pool
 	blocks  *blockTable
-	be      Backend
-	desc    Description // the backend's, after Attach
-	devMem  *span.Space // AllocDevice's ranges of device memory (nil: none)
+	be      backend.Backend
+	desc    backend.Description // the backend's, after Attach
+	devMem  *span.Space         // AllocDevice's ranges of device memory (nil: none)
 	arenas  arenaTable
 	reg     registry         // caller memory (Register)
 	backing hugepage.Backing // the first arena's
 
 	// The staging ring: submitters Reserve and Commit; the owner drains.
 	stage *ring.MPSC
-	ops   []Op
+	ents  []entry
 	slots []slot
 	mask  uint64
 	depth int
@@ -110,17 +111,17 @@ type Engine struct {
 	own       int    // entries the kicking submitter committed itself (kick sets it for its drain)
 	intr      bool   // ask the backend for an interrupt per batch (ModeReaper: someone may sleep)
 	ctr       counters
-	bctr      Counters // the backend's (Env.Counters)
+	bctr      backend.Counters // the backend's (backend.Env.Counters)
 
 	// released mirrors head for Drain and blocked submitters (atomic: read
 	// without the owner).
 	released atomic.Uint64
 
-	// Completion side.
-	reaping  atomicrel.Uint32 // one Poll/reaper cycle at a time
-	sleeping atomic.Uint32    // the reaper is (about to be) asleep
-	readyFD  bool             // the backend has a ReadyFD (set before the reaper starts)
-	bw       batchWaiter      // the backend, when it can be waited on in batches (reap.go)
+	// backend.Completion side.
+	reaping  atomicrel.Uint32    // one Poll/reaper cycle at a time
+	sleeping atomic.Uint32       // the reaper is (about to be) asleep
+	readyFD  bool                // the backend has a ReadyFD (set before the reaper starts)
+	bw       backend.BatchWaiter // the backend, when it can be waited on in batches (reap.go)
 	// waiterCycles counts completion cycles run by others than the reaper
 	// (waiters, Poll); inReaper is true while the reaper runs one (both
 	// written under the reaping flag; reap.go).
@@ -130,12 +131,12 @@ type Engine struct {
 	// (not parked), in reaper mode: while there are any, a reaper that
 	// would spin stands back instead of taking completions from them.
 	reapingWaiters atomic.Int32
-	lazyWake       chan struct{} // wakes a reaper in sleepLazy (Close)
-	wakeFd         int           // eventfd that wakes the reaper
-	batch          []Completion  // the cycle's completions (reaper/Poll private)
+	lazyWake       chan struct{}        // wakes a reaper in sleepLazy (Close)
+	wakeFd         int                  // eventfd that wakes the reaper
+	batch          []backend.Completion // the cycle's completions (reaper/Poll private)
 	// A callback panicked: the rest of its batch, delivered first by the
 	// next cycle (reaper/Poll private, as batch). pendBuf is its array.
-	pend, pendBuf []Completion
+	pend, pendBuf []backend.Completion
 	cbAt          int           // the index in the batch complete is at
 	cycling       bool          // complete runs inside cycle (reaping flag held)
 	inCallback    atomic.Bool   // complete is running callbacks
@@ -165,7 +166,7 @@ type Engine struct {
 	// host→device Submit+Wait measured p50 1.08 and 1.14 µs in two runs;
 	// here 0.33–0.70 µs, as before these fields existed: 0.33–0.71.)
 	_    [64]byte
-	lazy lazyDoorbell // the backend, when its doorbell can be deferred
+	lazy backend.LazyDoorbell // the backend, when its doorbell can be deferred
 	// inRound: the holder of the reaping flag is in a completion round
 	// whose doorbells are deferred (lazy); it starts what was deferred
 	// before it lets the flag go (releaseReaping) or carries it in a
@@ -239,11 +240,11 @@ func newEngine(cfg Config) *Engine {
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, tag: tag, depth: cfg.QueueDepth, be: cfg.Backend,
 		blocks:    new(blockTable),
-		ops:       make([]Op, cfg.QueueDepth),
+		ents:      make([]entry, cfg.QueueDepth),
 		slots:     make([]slot, cfg.QueueDepth),
 		mask:      uint64(cfg.QueueDepth - 1),
-		batch:     make([]Completion, cfg.QueueDepth),
-		pendBuf:   make([]Completion, 0, cfg.QueueDepth),
+		batch:     make([]backend.Completion, cfg.QueueDepth),
+		pendBuf:   make([]backend.Completion, 0, cfg.QueueDepth),
 		localDone: make([]uint64, cfg.QueueDepth),
 		probe:     probeMin,
 		intr:      cfg.Mode == ModeReaper,
@@ -254,15 +255,15 @@ func newEngine(cfg Config) *Engine {
 		stuckCh:   make(chan struct{}),
 		done:      make(chan struct{}),
 	}
-	mem := unsafe.Slice((*byte)(unsafe.Pointer(&e.ops[0])), len(e.ops)*int(unsafe.Sizeof(Op{})))
-	// Cannot fail: QueueDepth is a validated power of two and Op is 64 bytes.
-	e.stage, _ = ring.NewMPSC(mem, int(unsafe.Sizeof(Op{})))
+	mem := unsafe.Slice((*byte)(unsafe.Pointer(&e.ents[0])), len(e.ents)*int(unsafe.Sizeof(entry{})))
+	// Cannot fail: QueueDepth is a validated power of two and an entry is 64 bytes.
+	e.stage, _ = ring.NewMPSC(mem, int(unsafe.Sizeof(entry{})))
 	return e
 }
 
 // attach hands the backend its environment and reads its description.
 func (e *Engine) attach() error {
-	err := e.be.Attach(Env{QueueDepth: e.depth, Alignment: e.cfg.Alignment, Counters: &e.bctr, Logger: e.log})
+	err := e.be.Attach(backend.Env{QueueDepth: e.depth, Alignment: e.cfg.Alignment, Counters: &e.bctr, Logger: e.log})
 	if err != nil {
 		return fmt.Errorf("engine: attach backend: %w", err)
 	}
@@ -320,7 +321,7 @@ func (e *Engine) Fallbacks() []error { return append([]error(nil), e.fallbacks..
 func (e *Engine) Config() Config { return e.cfg }
 
 // Backend describes the engine's backend (name, limits, features).
-func (e *Engine) Backend() Description { return e.desc }
+func (e *Engine) Backend() backend.Description { return e.desc }
 
 // ---------------------------------------------------------------------
 // Ownership: the group-commit protocol.
@@ -447,18 +448,19 @@ func (e *Engine) drainLocked() {
 	lastFwd := ^uint64(0)
 	if e.intr {
 		for p := e.fwd; p != end; p++ {
-			if e.ops[p&e.mask].done == opForward {
+			if e.ents[p&e.mask].done == opForward {
 				lastFwd = p
 			}
 		}
 	}
-	var count [nPaths]uint32
-	var bytes [nPaths]uint64
+	var count [backend.NumPaths]uint32
+	var bytes [backend.NumPaths]uint64
 	local, forwarded := false, uint32(0)
 	for e.fwd != end {
 		pos := e.fwd
-		op := &e.ops[pos&e.mask]
-		done, path, n := op.done, op.Path&(nPaths-1), op.Len
+		ent := &e.ents[pos&e.mask]
+		op := &ent.op
+		done, path, n := ent.done, op.Path&(backend.NumPaths-1), op.Len
 		if done == opForward {
 			if !e.be.Forward(pos, op, pos == lastFwd) {
 				break
@@ -546,14 +548,14 @@ func (e *Engine) advanceLocked() {
 
 // collectLocked gathers finished transfers: those completed at submit
 // time, then the backend's.
-func (e *Engine) collectLocked(out []Completion) int {
+func (e *Engine) collectLocked(out []backend.Completion) int {
 	n := 0
 	for e.ldLen > 0 && n < len(out) {
 		pos := e.localDone[e.ldHead]
 		e.ldHead = (e.ldHead + 1) % len(e.localDone)
 		e.ldLen--
-		res := e.ops[pos&e.mask].res
-		out[n] = Completion{Tag: pos, N: uint32(res), Status: Status(res >> 32)}
+		res := e.ents[pos&e.mask].res
+		out[n] = backend.Completion{Tag: pos, N: uint32(res), Status: backend.Status(res >> 32)}
 		n++
 	}
 	if n < len(out) {
@@ -605,12 +607,12 @@ func (e *Engine) wakeReaper(idleOnly bool) {
 // application's Poll calls do its work.
 func (e *Engine) startCompletions() {
 	// Waiters wait in a batch-waited backend in both modes (waitFor).
-	e.bw, _ = e.be.(batchWaiter)
-	if c, ok := e.be.(batchWaitChooser); ok && !c.BatchWaits() {
+	e.bw, _ = e.be.(backend.BatchWaiter)
+	if c, ok := e.be.(backend.BatchWaitChooser); ok && !c.BatchWaits() {
 		e.bw = nil
 	}
 	if e.bw != nil {
-		e.lazy, _ = e.be.(lazyDoorbell)
+		e.lazy, _ = e.be.(backend.LazyDoorbell)
 	}
 	if e.cfg.Mode != ModeReaper {
 		close(e.done)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
 	"github.com/hcomm-go/hcomm/backend/uringfile"
 	"github.com/hcomm-go/hcomm/engine"
@@ -106,7 +107,7 @@ func hdmaBE(t testing.TB, dev vfio.Device, cfg hdmadev.Config) *hdmadev.Backend 
 }
 
 // fileBE is a file backend over f.
-func fileBE(t testing.TB, f *os.File) engine.Backend {
+func fileBE(t testing.TB, f *os.File) backend.Backend {
 	t.Helper()
 	be, err := uringfile.New(f, uringfile.Config{})
 	if err != nil {

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"testing"
 
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
 	"github.com/hcomm-go/hcomm/backend/memory"
 	"github.com/hcomm-go/hcomm/engine"
@@ -17,7 +18,7 @@ import (
 func BenchmarkSubmitPoll(b *testing.B) {
 	for _, name := range []string{"memory", "cpu"} {
 		b.Run(name, func(b *testing.B) {
-			var be engine.Backend = memory.New()
+			var be backend.Backend = memory.New()
 			if name == "cpu" {
 				be = hdmaBE(b, nil, hdmadev.Config{CPUThreshold: 4096})
 			}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hcomm-go/hcomm/backend"
 )
 
 // cycle is one round of the completion side, shared by the reaper and
@@ -81,22 +83,22 @@ func (e *Engine) cycle() (n int, busy bool) {
 // through the completion path to free their slots but are not transfers:
 // they are not counted, as drainLocked does not count them either. A
 // successful completion that moved fewer bytes than asked becomes
-// StatusShort here, for every backend. Owner only (the entries are not yet
+// backend.StatusShort here, for every backend. Owner only (the entries are not yet
 // released).
-func (e *Engine) countLocked(batch []Completion) (count int, bytes uint64, errs uint32) {
+func (e *Engine) countLocked(batch []backend.Completion) (count int, bytes uint64, errs uint32) {
 	for i := range batch {
 		c := &batch[i]
-		op := &e.ops[c.Tag&e.mask]
-		if op.done == opNoop {
+		ent := &e.ents[c.Tag&e.mask]
+		if ent.done == opNoop {
 			c.Status = statusNoop
 			continue
 		}
-		if c.Status == StatusOK && c.N != op.Len {
-			c.Status = StatusShort
+		if c.Status == backend.StatusOK && c.N != ent.op.Len {
+			c.Status = backend.StatusShort
 		}
 		count++
 		bytes += uint64(c.N)
-		if c.Status != StatusOK {
+		if c.Status != backend.StatusOK {
 			errs++
 			e.ctr.countErr(e.statusErr(c.Status))
 		}
@@ -113,7 +115,7 @@ func (e *Engine) countLocked(batch []Completion) (count int, bytes uint64, errs 
 // and the frontier moves on; then the panic goes on up to whoever called
 // Poll (or crashes the program on the reaper goroutine, as any panic on a
 // goroutine does). The engine is never left half-way through a batch.
-func (e *Engine) complete(batch []Completion) {
+func (e *Engine) complete(batch []backend.Completion) {
 	// inCallback tells Shutdown that the completion side is running
 	// application code, which may block: Shutdown waits for it only until
 	// its context ends. Two stores per batch, not per transfer.
@@ -128,7 +130,7 @@ func (e *Engine) complete(batch []Completion) {
 	for i, c := range batch {
 		e.cbAt = i
 		s := &e.slots[c.Tag&e.mask]
-		if c.Status != StatusOK {
+		if c.Status != backend.StatusOK {
 			s.res.Store(resOf(c)) // before the done state (seqlock)
 		}
 		if s.reg != 0 {
@@ -158,7 +160,7 @@ func (e *Engine) complete(batch []Completion) {
 // over what is done. Inside a cycle it lets the reaping flag go, which
 // whoever ran the cycle (Poll, a waiter, the reaper) holds and, the panic
 // going up past it, would not release.
-func (e *Engine) afterPanic(batch []Completion) {
+func (e *Engine) afterPanic(batch []backend.Completion) {
 	if e.cycling {
 		e.cycling = false
 		defer e.releaseReaping()
@@ -381,25 +383,6 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 	}
 }
 
-// batchWaiter is an optional Backend method: block until want
-// completions are ready (or minWait passed with some ready, or timeout),
-// without the owner flag and without reaping; it returns the system calls
-// made. backend/uringfile has it (io_uring_enter with min_complete and
-// min_wait_usec).
-type batchWaiter interface {
-	WaitCompletions(want int, minWait, timeout time.Duration) (syscalls int)
-}
-
-// batchWaitChooser is an optional method beside WaitCompletions for a
-// backend whose instances differ: BatchWaits reports, once at Open,
-// whether this instance wants batched waits. A backend that completes
-// everything in Flush (backend/ucx over shared memory) says no, and the
-// engine treats it as one without WaitCompletions (the reaper stands back
-// while a waiter reaps instead of sleeping in the backend).
-type batchWaitChooser interface {
-	BatchWaits() bool
-}
-
 // batchWait is how long the reaper lets a batch of completions grow once
 // the first is ready: the most a callback waits for its neighbours.
 const batchWait = 200 * time.Microsecond
@@ -416,7 +399,7 @@ func (e *Engine) tick() time.Duration {
 }
 
 // waitBatch blocks in the backend until about half of what is outstanding
-// has completed (batchWaiter), and reports whether it waited. Called with
+// has completed (backend.BatchWaiter), and reports whether it waited. Called with
 // the reaping flag held, so that completions are reaped by whoever waited.
 func (e *Engine) waitBatch() bool {
 	if e.bw == nil {
@@ -462,27 +445,6 @@ func (e *Engine) waitBatch() bool {
 // yieldEvery is how often a goroutine that waits in the backend yields
 // (waitBatch): well within the runtime's 10 ms preemption slice.
 const yieldEvery = 8 * time.Millisecond
-
-// lazyDoorbell is an optional Backend interface (backend/uringfile): a
-// batch's doorbell — its system call — deferred to the next batched wait.
-// FlushDeferred is Flush without the system call: the batch is published
-// to the backend but not started; SubmitDeferred starts what is published
-// and not yet started (nothing when there is none); WaitCompletions starts
-// it in the same system call as it waits. Owner only, except
-// WaitCompletions.
-//
-// The rule: a drain defers its doorbell only while a goroutine holds the
-// reaping flag in a completion round (inRound: a waiter in Wait, Drain or
-// SubmitContext, Poll, the reaper) — a callback that submits, or a
-// submitter beside a reaping waiter. That holder starts it: its batched
-// wait carries it (waitBatch), or it calls SubmitDeferred before it lets
-// the flag go (releaseReaping). So a deferred transfer starts within the
-// round it was submitted in, at the latest when the round's holder goes to
-// sleep or leaves; outside rounds every drain rings at once.
-type lazyDoorbell interface {
-	FlushDeferred()
-	SubmitDeferred()
-}
 
 // roundSubmitted says whether the current completion round has
 // submissions to start: deferred doorbells, or entries staged for the
@@ -618,7 +580,7 @@ func (e *Engine) Wait(ctx context.Context, id ID) error {
 			return true
 		}
 		if done {
-			res = e.statusErr(Status(r >> 32))
+			res = e.statusErr(backend.Status(r >> 32))
 		}
 		return done
 	})
@@ -635,7 +597,7 @@ func (e *Engine) lookup(id ID) (done bool, res uint64, err error) {
 	s := &e.slots[(want-1)&e.mask]
 	for {
 		s1 := s.state.Load()
-		var r uint64 // StatusOK unless the state says failed
+		var r uint64 // backend.StatusOK unless the state says failed
 		if s1&stateFailed != 0 {
 			r = s.res.Load()
 		}
@@ -690,7 +652,7 @@ func (e *Engine) Drain(ctx context.Context) error {
 // submit the next transfers waits for its end with it. Like Wait, it reaps
 // on the caller meanwhile; with callbacks that submit, on a file backend,
 // each round's submissions start in the same system call as its wait for
-// the next completions (see lazyDoorbell).
+// the next completions (see backend.LazyDoorbell).
 func (e *Engine) WaitIdle(ctx context.Context) error {
 	return e.waitFor(ctx, func() bool { return e.stage.Len() == 0 })
 }

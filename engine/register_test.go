@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
 	"github.com/hcomm-go/hcomm/backend/memory"
 	"github.com/hcomm-go/hcomm/engine"
@@ -44,11 +45,11 @@ func TestRegisterRoundTrip(t *testing.T) {
 	const n = 64 << 10
 	for _, tc := range []struct {
 		name string
-		be   func(t *testing.T) engine.Backend
+		be   func(t *testing.T) backend.Backend
 	}{
-		{"memory", func(t *testing.T) engine.Backend { return memory.New() }},
-		{"hdma", func(t *testing.T) engine.Backend { return hdmaBE(t, nil, hdmadev.Config{}) }},
-		{"file", func(t *testing.T) engine.Backend {
+		{"memory", func(t *testing.T) backend.Backend { return memory.New() }},
+		{"hdma", func(t *testing.T) backend.Backend { return hdmaBE(t, nil, hdmadev.Config{}) }},
+		{"file", func(t *testing.T) backend.Backend {
 			f, err := os.OpenFile(filepath.Join(t.TempDir(), "data"), os.O_RDWR|os.O_CREATE, 0o600)
 			must(t, err)
 			t.Cleanup(func() { f.Close() })

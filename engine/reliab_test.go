@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
 	"github.com/hcomm-go/hcomm/backend/memory"
 	"github.com/hcomm-go/hcomm/engine"
@@ -266,13 +267,13 @@ type holdingBackend struct {
 	closed atomic.Bool
 }
 
-func (b *holdingBackend) Reap(out []engine.Completion) int {
+func (b *holdingBackend) Reap(out []backend.Completion) int {
 	if !b.free.Load() {
 		return 0
 	}
 	return b.reverseBackend.Reap(out)
 }
-func (b *holdingBackend) Cancel(out []engine.Completion) int { return b.Reap(out) }
+func (b *holdingBackend) Cancel(out []backend.Completion) int { return b.Reap(out) }
 func (b *holdingBackend) Close() error {
 	if b.Outstanding() > 0 {
 		panic("holdingBackend closed with transfers outstanding: the engine unmapped memory they use")

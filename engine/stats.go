@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/hugepage"
 )
 
@@ -12,8 +13,8 @@ import (
 // flag to read them. The only atomics are for rare events (queue full,
 // reaper sleeps and wake-ups).
 type counters struct {
-	transfers   [nPaths]uint64
-	bytes       [nPaths]uint64
+	transfers   [backend.NumPaths]uint64
+	bytes       [backend.NumPaths]uint64
 	batches     uint64
 	completed   uint64
 	reapBatches uint64
@@ -45,12 +46,12 @@ type PathStats struct {
 
 // Stats is a snapshot of an engine's counters.
 type Stats struct {
-	// Backend is the backend's name (Description.Name).
+	// Backend is the backend's name (backend.Description.Name).
 	Backend string
 	// Transfers and Bytes handed to the backend (all paths), and by path
 	// (index: PathDMA, PathCPU, PathFile, PathMemory, PathNVMe, PathRemote).
 	Transfers, Bytes uint64
-	Paths            [nPaths]PathStats
+	Paths            [backend.NumPaths]PathStats
 	// Batches handed to the backend (one hookSubmitBatch call per path each).
 	Batches uint64
 	// Doorbells the backend rang: SQ_TAIL writes (device) or batches

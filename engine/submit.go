@@ -35,12 +35,12 @@ func (e *Engine) Submit(t Transfer) (ID, error) {
 	// backend's Prepare takes a pointer to it without an allocation). An
 	// invalid transfer becomes a no-op, released without a callback.
 	pos := b.Start()
-	op := &e.ops[pos&e.mask]
+	ent := &e.ents[pos&e.mask]
 	var id ID
-	if err = e.validate(&t, op); err != nil {
+	if err = e.validate(&t, ent); err != nil {
 		e.fillNoop(pos)
 	} else {
-		id, err = e.fill(pos, &t, op)
+		id, err = e.fill(pos, &t, ent)
 	}
 	// Release: the entry and its slot are written before this CAS; the
 	// drainer's Peek (acquire) sees them.
@@ -49,10 +49,10 @@ func (e *Engine) Submit(t Transfer) (ID, error) {
 	return id, err
 }
 
-// fill completes staged entry pos, whose op (e.ops[pos&mask]) validate
+// fill completes staged entry pos, whose ent (e.ents[pos&mask]) validate
 // built: the Go slot (callback, state), executing an Inline transfer on the
 // way. After Close began it stages a no-op instead and reports ErrClosed.
-func (e *Engine) fill(pos uint64, t *Transfer, op *Op) (ID, error) {
+func (e *Engine) fill(pos uint64, t *Transfer, ent *entry) (ID, error) {
 	s := &e.slots[pos&e.mask]
 	// The slot was released by the frontier (its previous transfer done);
 	// nobody else touches it until Commit publishes it. Its state keeps
@@ -74,9 +74,9 @@ func (e *Engine) fill(pos uint64, t *Transfer, op *Op) (ID, error) {
 		e.fillNoop(pos)
 		return 0, errUnregistering
 	}
-	if op.done == opDone {
-		n, st := e.be.Execute(op)
-		op.res = packRes(st, n)
+	if ent.done == opDone {
+		n, st := e.be.Execute(&ent.op)
+		ent.res = packRes(st, n)
 	}
 	return e.makeID(pos), nil
 }
@@ -86,7 +86,7 @@ func (e *Engine) fillNoop(pos uint64) {
 	s := &e.slots[pos&e.mask]
 	s.state.Store((pos + 1) << 1)
 	s.cb, s.user = nil, 0
-	e.ops[pos&e.mask] = Op{done: opNoop, res: packRes(statusNoop, 0)}
+	e.ents[pos&e.mask] = entry{done: opNoop, res: packRes(statusNoop, 0)}
 }
 
 // SubmitBatch stages ts with one reservation and one doorbell and writes
@@ -143,7 +143,7 @@ func (e *Engine) fillBatch(b ring.Batch, ts []Transfer, ids []ID) (int, error) {
 	start := b.Start()
 	for i := range ts {
 		pos := start + uint64(i)
-		r := &e.ops[pos&e.mask]
+		r := &e.ents[pos&e.mask]
 		t := &ts[i]
 		err := e.validate(t, r)
 		var id ID

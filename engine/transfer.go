@@ -5,7 +5,7 @@ import "fmt"
 // Loc is one end of a transfer: bytes of a host block, of device memory, of
 // the backend's file, or of a remote peer's pool. Build it with Host,
 // HostAt, DeviceAt, FileAt or Remote; which kinds a backend accepts is its
-// Description.Locs.
+// backend.Description.Locs.
 type Loc struct {
 	kind LocKind
 	peer uint32
@@ -95,28 +95,4 @@ const idPosBits = 48
 
 func (e *Engine) makeID(pos uint64) ID {
 	return ID(e.tag<<idPosBits | (pos+1)&(1<<idPosBits-1))
-}
-
-// Path is how a transfer was carried out; backends set it in Prepare, and
-// Stats and the hook functions report by it. The numbers are part of the
-// hook interface (docs/engine.md): new paths are appended, never renumbered.
-type Path uint8
-
-const (
-	PathDMA    Path = 0 // a device's DMA engine (HDMA)
-	PathCPU    Path = 1 // the CPU, straight into device memory (BAR2)
-	PathFile   Path = 2 // io_uring to a file
-	PathMemory Path = 3 // host→host copy
-	PathNVMe   Path = 4 // an NVMe controller's queues
-	PathRemote Path = 5 // another host's pool (put/get)
-	nPaths          = 8
-)
-
-var pathNames = [nPaths]string{"dma", "cpu", "file", "memory", "nvme", "remote"}
-
-func (p Path) String() string {
-	if int(p) < len(pathNames) && pathNames[p] != "" {
-		return pathNames[p]
-	}
-	return fmt.Sprintf("path(%d)", uint8(p))
 }

@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"math"
+
+	"github.com/hcomm-go/hcomm/backend"
 )
 
 // validate checks t and builds its staging entry op (an entry of the
@@ -12,12 +14,12 @@ import (
 // call; it allocates only on error.
 //
 // The fast path resolves each end into plain values and builds the two
-// Endpoints as literals in Prepare's argument slots: an Endpoint built
+// Endpoints as literals in Prepare's argument slots: a backend.Endpoint built
 // field by field in a local and then copied to the arguments (16-byte
 // loads of 8- and 1-byte stores still in the store buffer) stalled on
 // store forwarding, ~3 ns a transfer. Anything refused goes to the slow
 // path (endpoint), which says why.
-func (e *Engine) validate(t *Transfer, op *Op) error {
+func (e *Engine) validate(t *Transfer, ent *entry) error {
 	n := t.Len
 	if n <= 0 || n > math.MaxUint32 || e.desc.MaxTransfer != 0 && uint64(n) > uint64(e.desc.MaxTransfer) {
 		return e.badLen(t)
@@ -27,7 +29,7 @@ func (e *Engine) validate(t *Transfer, op *Op) error {
 	// its stack argument: built early, its stores have left the store
 	// buffer by the time the copy (16-byte loads) reads them. Built just
 	// before the call, the copy stalled on store forwarding (~4 ns).
-	dst := Endpoint{Kind: d.kind, Off: d.off, Peer: d.peer}
+	dst := backend.Endpoint{Kind: d.kind, Off: d.off, Peer: d.peer}
 	if d.kind == LocHost {
 		// A live block of this engine (one atomic load of its
 		// generation, no lock) and n bytes of it from d.off.
@@ -49,14 +51,15 @@ func (e *Engine) validate(t *Transfer, op *Op) error {
 	} else if s.kind == LocNone || e.desc.Locs&(1<<s.kind) == 0 {
 		return e.badEnd(s, n, "source")
 	}
-	*op = Op{}
+	*ent = entry{}
+	op := &ent.op
 	// src travels in registers (Go's register ABI), dst on the stack.
-	if err := e.be.Prepare(Endpoint{Kind: s.kind, Off: sOff, Addr: sAddr, Arena: sArena, Peer: s.peer}, dst, uint32(n), op); err != nil {
+	if err := e.be.Prepare(backend.Endpoint{Kind: s.kind, Off: sOff, Addr: sAddr, Arena: sArena, Peer: s.peer}, dst, uint32(n), op); err != nil {
 		return err
 	}
 	op.Len = uint32(n)
 	if op.Inline {
-		op.done = opDone
+		ent.done = opDone
 	}
 	return nil
 }
@@ -71,7 +74,7 @@ func (e *Engine) badLen(t *Transfer) error {
 
 // badEnd is validate's error for an end the fast path refused.
 func (e *Engine) badEnd(l *Loc, n int, what string) error {
-	var ep Endpoint
+	var ep backend.Endpoint
 	if err := e.endpoint(l, n, what, &ep); err != nil {
 		return err
 	}
@@ -81,7 +84,7 @@ func (e *Engine) badEnd(l *Loc, n int, what string) error {
 // endpoint resolves l for the backend. A host Loc must name n live bytes of
 // one of this engine's blocks: one atomic load of the block's generation,
 // no lock.
-func (e *Engine) endpoint(l *Loc, n int, what string, ep *Endpoint) error {
+func (e *Engine) endpoint(l *Loc, n int, what string, ep *backend.Endpoint) error {
 	ep.Kind, ep.Off, ep.Peer = l.kind, l.off, l.peer
 	switch {
 	case l.kind == LocNone:

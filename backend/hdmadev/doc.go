@@ -16,9 +16,9 @@
 // resets and stalls are recovered (hdma.Driver.Recover) and every transfer
 // they catch fails once.
 //
-// Completion errors wrap engine.ErrDevice and the driver's cause
+// Completion errors wrap backend.ErrDevice and the driver's cause
 // (hdma.ErrIOMMUFault, hdma.ErrDevMemBounds, hdma.ErrBadDescriptor,
-// hdma.ErrDeviceReset, hdma.ErrDeviceError), engine.ErrTimeout and
-// hdma.ErrTimeout for a stalled device, or engine.ErrCanceled and
+// hdma.ErrDeviceReset, hdma.ErrDeviceError), backend.ErrTimeout and
+// hdma.ErrTimeout for a stalled device, or backend.ErrCanceled and
 // hdma.ErrDeviceReset for transfers canceled by Close.
 package hdmadev

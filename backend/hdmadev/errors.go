@@ -3,13 +3,13 @@ package hdmadev
 import (
 	"fmt"
 
-	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/vfio/hdma"
 )
 
-// The backend's completion statuses (engine.StatusBackend and up).
+// The backend's completion statuses (backend.StatusBackend and up).
 const (
-	statusIOMMU = engine.StatusBackend + iota
+	statusIOMMU = backend.StatusBackend + iota
 	statusDevMemBound
 	statusBadDesc
 	statusReset
@@ -21,30 +21,30 @@ const (
 )
 
 // statusErrs are preformatted, so that reaping never allocates.
-var statusErrs = [nStatus - engine.StatusBackend]error{
-	statusIOMMU - engine.StatusBackend:         fmt.Errorf("%w: %w", engine.ErrDevice, hdma.ErrIOMMUFault),
-	statusDevMemBound - engine.StatusBackend:   fmt.Errorf("%w: %w", engine.ErrDevice, hdma.ErrDevMemBounds),
-	statusBadDesc - engine.StatusBackend:       fmt.Errorf("%w: %w", engine.ErrDevice, hdma.ErrBadDescriptor),
-	statusReset - engine.StatusBackend:         fmt.Errorf("%w: %w", engine.ErrDevice, hdma.ErrDeviceReset),
-	statusDevErr - engine.StatusBackend:        fmt.Errorf("%w: %w", engine.ErrDevice, hdma.ErrDeviceError),
-	statusUnknown - engine.StatusBackend:       fmt.Errorf("%w: %w", engine.ErrDevice, hdma.ErrUnknownStatus),
-	statusTimeout - engine.StatusBackend:       fmt.Errorf("%w: %w", engine.ErrTimeout, hdma.ErrTimeout),
-	statusCanceledReset - engine.StatusBackend: fmt.Errorf("%w: %w", engine.ErrCanceled, hdma.ErrDeviceReset),
+var statusErrs = [nStatus - backend.StatusBackend]error{
+	statusIOMMU - backend.StatusBackend:         fmt.Errorf("%w: %w", backend.ErrDevice, hdma.ErrIOMMUFault),
+	statusDevMemBound - backend.StatusBackend:   fmt.Errorf("%w: %w", backend.ErrDevice, hdma.ErrDevMemBounds),
+	statusBadDesc - backend.StatusBackend:       fmt.Errorf("%w: %w", backend.ErrDevice, hdma.ErrBadDescriptor),
+	statusReset - backend.StatusBackend:         fmt.Errorf("%w: %w", backend.ErrDevice, hdma.ErrDeviceReset),
+	statusDevErr - backend.StatusBackend:        fmt.Errorf("%w: %w", backend.ErrDevice, hdma.ErrDeviceError),
+	statusUnknown - backend.StatusBackend:       fmt.Errorf("%w: %w", backend.ErrDevice, hdma.ErrUnknownStatus),
+	statusTimeout - backend.StatusBackend:       fmt.Errorf("%w: %w", backend.ErrTimeout, hdma.ErrTimeout),
+	statusCanceledReset - backend.StatusBackend: fmt.Errorf("%w: %w", backend.ErrCanceled, hdma.ErrDeviceReset),
 }
 
-// Err implements engine.Backend.
-func (b *Backend) Err(s engine.Status) error {
-	if s >= engine.StatusBackend && s < nStatus {
-		return statusErrs[s-engine.StatusBackend]
+// Err implements backend.Backend.
+func (b *Backend) Err(s backend.Status) error {
+	if s >= backend.StatusBackend && s < nStatus {
+		return statusErrs[s-backend.StatusBackend]
 	}
 	return nil
 }
 
 // statusOf maps a driver completion error to a status.
-func statusOf(err error) engine.Status {
+func statusOf(err error) backend.Status {
 	switch err {
 	case nil:
-		return engine.StatusOK
+		return backend.StatusOK
 	case hdma.ErrIOMMUFault:
 		return statusIOMMU
 	case hdma.ErrDevMemBounds:

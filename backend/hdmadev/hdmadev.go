@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/hugepage"
 	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/hdma"
@@ -39,7 +39,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Op codes (engine.Op.Code).
+// Op codes (backend.Op.Code).
 const (
 	opH2D = 1 + iota
 	opD2H
@@ -55,7 +55,7 @@ type Backend struct {
 	dev      vfio.Device
 	attached atomic.Bool
 	log      *slog.Logger
-	ctr      *engine.Counters
+	ctr      *backend.Counters
 
 	dma    *vfio.DMASpace
 	drv    *hdma.Driver
@@ -66,12 +66,12 @@ type Backend struct {
 	cpuMax uint32          // CPU-path threshold in bytes (0: off)
 	// devMemSize bounds device offsets: min(DEVMEM_SIZE, BAR2 size).
 	devMemSize uint64
-	desc       engine.Description
+	desc       backend.Description
 
 	// arenas are the pool's arenas by slot: their memory and IOVA.
 	// MapArena writes a slot before the engine hands out its blocks;
 	// Execute (CPU path, on submitters) reads it.
-	arenas [engine.MaxArenas]arena
+	arenas [backend.MaxArenas]arena
 
 	cpl     []hdma.Completion
 	queued  int
@@ -86,7 +86,7 @@ type arena struct {
 	iova uint64
 }
 
-var _ engine.Backend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
 
 // New returns a backend over dev, an HDMA device. It checks cfg; the
 // device is opened at Attach (engine.Open).
@@ -96,28 +96,28 @@ func New(dev vfio.Device, cfg Config) (*Backend, error) {
 	}
 	switch {
 	case dev == nil:
-		return nil, fmt.Errorf("hdmadev: device is nil: give a vfio.Device (vfio.OpenPCI, or mock.New for a software device): %w", engine.ErrBadConfig)
+		return nil, fmt.Errorf("hdmadev: device is nil: give a vfio.Device (vfio.OpenPCI, or mock.New for a software device): %w", backend.ErrBadConfig)
 	case cfg.Queue < 0:
-		return nil, fmt.Errorf("hdmadev: Queue %d: want 0..(device queues-1): %w", cfg.Queue, engine.ErrBadConfig)
+		return nil, fmt.Errorf("hdmadev: Queue %d: want 0..(device queues-1): %w", cfg.Queue, backend.ErrBadConfig)
 	case cfg.CPUThreshold < -1 || cfg.CPUThreshold > MaxCPUThresh:
-		return nil, fmt.Errorf("hdmadev: CPUThreshold %d: want -1 (off), 0 (measure) or 1..%d bytes: %w", cfg.CPUThreshold, MaxCPUThresh, engine.ErrBadConfig)
+		return nil, fmt.Errorf("hdmadev: CPUThreshold %d: want -1 (off), 0 (measure) or 1..%d bytes: %w", cfg.CPUThreshold, MaxCPUThresh, backend.ErrBadConfig)
 	case cfg.Timeout < time.Millisecond || cfg.Timeout > time.Hour:
-		return nil, fmt.Errorf("hdmadev: Timeout %v: want 1ms..1h (0 = %v): %w", cfg.Timeout, DefaultTimeout, engine.ErrBadConfig)
+		return nil, fmt.Errorf("hdmadev: Timeout %v: want 1ms..1h (0 = %v): %w", cfg.Timeout, DefaultTimeout, backend.ErrBadConfig)
 	}
 	return &Backend{cfg: cfg, dev: dev}, nil
 }
 
-// Describe implements engine.Backend.
-func (b *Backend) Describe() engine.Description { return b.desc }
+// Describe implements backend.Backend.
+func (b *Backend) Describe() backend.Description { return b.desc }
 
 // Driver is the HDMA driver, once attached (for statistics and tests).
 func (b *Backend) Driver() *hdma.Driver { return b.drv }
 
-// Attach implements engine.Backend: it opens the driver, sets up the queue
+// Attach implements backend.Backend: it opens the driver, sets up the queue
 // (twice the engine's depth: recovery may hold failed completions beside
 // what the engine admitted), enables the device and measures the CPU-path
 // threshold.
-func (b *Backend) Attach(env engine.Env) (err error) {
+func (b *Backend) Attach(env backend.Env) (err error) {
 	if !b.attached.CompareAndSwap(false, true) {
 		return errors.New("hdmadev: backend already attached to an engine")
 	}
@@ -126,7 +126,7 @@ func (b *Backend) Attach(env engine.Env) (err error) {
 		b.log = env.Logger
 	}
 	name := b.dev.Info().Name
-	b.desc = engine.Description{Name: "hdma", Device: name, Locs: 1 << engine.LocDevice, Align: 1, Timeout: b.cfg.Timeout}
+	b.desc = backend.Description{Name: "hdma", Device: name, Locs: 1 << backend.LocDevice, Align: 1, Timeout: b.cfg.Timeout}
 	if b.drv, err = hdma.Open(b.dev, hdma.Config{Timeout: b.cfg.Timeout, Logger: b.log}); err != nil {
 		return fmt.Errorf("hdmadev: device %s: %w", name, err)
 	}
@@ -138,12 +138,12 @@ func (b *Backend) Attach(env engine.Env) (err error) {
 		b.devMemSize = min(b.devMemSize, r.Size())
 	}
 	if b.cfg.Queue >= b.info.Queues {
-		return fmt.Errorf("hdmadev: Queue %d: device %s has queues 0..%d: %w", b.cfg.Queue, name, b.info.Queues-1, engine.ErrBadConfig)
+		return fmt.Errorf("hdmadev: Queue %d: device %s has queues 0..%d: %w", b.cfg.Queue, name, b.info.Queues-1, backend.ErrBadConfig)
 	}
 	entries := max(2, 2*env.QueueDepth)
 	if entries > b.info.MaxQueueEntries {
 		return fmt.Errorf("hdmadev: QueueDepth %d: device %s queues hold at most %d entries, so QueueDepth must be ≤ %d: %w",
-			env.QueueDepth, name, b.info.MaxQueueEntries, b.info.MaxQueueEntries/2, engine.ErrBadConfig)
+			env.QueueDepth, name, b.info.MaxQueueEntries, b.info.MaxQueueEntries/2, backend.ErrBadConfig)
 	}
 	if b.dma, err = vfio.NewDMASpace(b.dev, vfio.DMAConfig{}); err != nil {
 		return fmt.Errorf("hdmadev: device %s: %w", name, err)
@@ -185,7 +185,7 @@ func (b *Backend) setupCPUPath(name string) {
 		// Validation admits offsets up to DEVMEM_SIZE; the CPU path would
 		// index past the mapping. DMA reaches all of it: CPU path off.
 		b.desc.Fallbacks = append(b.desc.Fallbacks, fmt.Errorf("hdmadev: device %s maps %d of its %d bytes of device memory for the CPU: CPU path off: %w",
-			name, len(b.devMem), b.devMemSize, engine.ErrNotSupported))
+			name, len(b.devMem), b.devMemSize, backend.ErrNotSupported))
 		b.devMem = nil
 	}
 	th := b.cfg.CPUThreshold
@@ -273,7 +273,7 @@ func (b *Backend) roundTrip(iova uint64, size uint32) error {
 	return c[0].Err
 }
 
-// MapArena implements engine.Backend: the arena is DMA-mapped into the
+// MapArena implements backend.Backend: the arena is DMA-mapped into the
 // device's IOMMU domain once, whole.
 func (b *Backend) MapArena(slot int, a *hugepage.Arena) (uint64, error) {
 	iova, err := b.dma.MapArena(a, vfio.DMAReadWrite)
@@ -284,7 +284,7 @@ func (b *Backend) MapArena(slot int, a *hugepage.Arena) (uint64, error) {
 	return iova, nil
 }
 
-// UnmapArena implements engine.Backend.
+// UnmapArena implements backend.Backend.
 func (b *Backend) UnmapArena(slot int) error {
 	ar := b.arenas[slot]
 	b.arenas[slot] = arena{}
@@ -297,26 +297,26 @@ func (b *Backend) UnmapArena(slot int) error {
 	return nil
 }
 
-// Prepare implements engine.Backend: host↔device and device↔device. The
+// Prepare implements backend.Backend: host↔device and device↔device. The
 // common case (host→device) is checked first, straight-line: it runs per
 // transfer on the submitter.
-func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32, op *engine.Op) error {
+func (b *Backend) Prepare(src, dst backend.Endpoint, n uint32, op *backend.Op) error {
 	switch {
-	case src.Kind == engine.LocHost && dst.Kind == engine.LocDevice:
+	case src.Kind == backend.LocHost && dst.Kind == backend.LocDevice:
 		if dst.Off > b.devMemSize || uint64(n) > b.devMemSize-dst.Off {
 			return b.beyond(dst.Off, n)
 		}
 		op.Code, op.HostArena, op.Src, op.Dst = opH2D, uint16(src.Arena), src.Addr, dst.Off
 		if n <= b.cpuMax {
-			op.Path, op.Inline = engine.PathCPU, true
+			op.Path, op.Inline = backend.PathCPU, true
 		}
 		return nil // op.Path is PathDMA (0): the engine zeroed op
-	case src.Kind == engine.LocDevice && dst.Kind == engine.LocHost:
+	case src.Kind == backend.LocDevice && dst.Kind == backend.LocHost:
 		if src.Off > b.devMemSize || uint64(n) > b.devMemSize-src.Off {
 			return b.beyond(src.Off, n)
 		}
 		op.Code, op.HostArena, op.Src, op.Dst = opD2H, uint16(dst.Arena), src.Off, dst.Addr
-	case src.Kind == engine.LocDevice && dst.Kind == engine.LocDevice:
+	case src.Kind == backend.LocDevice && dst.Kind == backend.LocDevice:
 		if src.Off > b.devMemSize || uint64(n) > b.devMemSize-src.Off {
 			return b.beyond(src.Off, n)
 		}
@@ -325,32 +325,32 @@ func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32, op *engine.Op) err
 		}
 		op.Code, op.Src, op.Dst = opD2D, src.Off, dst.Off
 	default:
-		return fmt.Errorf("hdmadev: %v → %v: the HDMA device moves host↔device and device↔device: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
+		return fmt.Errorf("hdmadev: %v → %v: the HDMA device moves host↔device and device↔device: %w", src.Kind, dst.Kind, backend.ErrBadTransfer)
 	}
-	op.Path = engine.PathDMA
+	op.Path = backend.PathDMA
 	return nil
 }
 
 // beyond is Prepare's error for device memory out of bounds.
 func (b *Backend) beyond(off uint64, n uint32) error {
-	return fmt.Errorf("hdmadev: device memory %#x: %d bytes beyond the %d bytes of device memory: %w", off, n, b.devMemSize, engine.ErrOutOfBounds)
+	return fmt.Errorf("hdmadev: device memory %#x: %d bytes beyond the %d bytes of device memory: %w", off, n, b.devMemSize, backend.ErrOutOfBounds)
 }
 
-// Execute implements engine.Backend: the CPU path, a copy straight into
+// Execute implements backend.Backend: the CPU path, a copy straight into
 // device memory (BAR2). It is not ordered with DMA transfers in flight.
-func (b *Backend) Execute(op *engine.Op) (uint32, engine.Status) {
-	ar := &b.arenas[op.HostArena&(engine.MaxArenas-1)]
+func (b *Backend) Execute(op *backend.Op) (uint32, backend.Status) {
+	ar := &b.arenas[op.HostArena&(backend.MaxArenas-1)]
 	off := op.Src - ar.iova
 	if ar.mem == nil || off+uint64(op.Len) > uint64(len(ar.mem)) {
-		return 0, engine.StatusCanceled
+		return 0, backend.StatusCanceled
 	}
 	n := copy(b.devMem[op.Dst:op.Dst+uint64(op.Len)], ar.mem[off:off+uint64(op.Len)])
-	return uint32(n), engine.StatusOK
+	return uint32(n), backend.StatusOK
 }
 
-// Forward implements engine.Backend: one 64-byte descriptor into the
+// Forward implements backend.Backend: one 64-byte descriptor into the
 // device's submission ring.
-func (b *Backend) Forward(tag uint64, op *engine.Op, last bool) bool {
+func (b *Backend) Forward(tag uint64, op *backend.Op, last bool) bool {
 	if b.recover {
 		return false
 	}
@@ -365,7 +365,7 @@ func (b *Backend) Forward(tag uint64, op *engine.Op, last bool) bool {
 	return true
 }
 
-// Flush implements engine.Backend: one 32-bit MMIO store of SQ_TAIL.
+// Flush implements backend.Backend: one 32-bit MMIO store of SQ_TAIL.
 func (b *Backend) Flush() {
 	if b.queued == 0 {
 		return
@@ -379,14 +379,14 @@ func (b *Backend) Flush() {
 	b.ctr.Doorbells++
 }
 
-// Reap implements engine.Backend: every ready completion, one CQ_HEAD
+// Reap implements backend.Backend: every ready completion, one CQ_HEAD
 // store per batch.
-func (b *Backend) Reap(out []engine.Completion) int {
+func (b *Backend) Reap(out []backend.Completion) int {
 	n := b.q.Reap(b.cpl[:min(len(out), len(b.cpl))])
 	for i := range n {
 		c := &b.cpl[i]
 		if c.Err == nil && b.failed == 0 {
-			out[i] = engine.Completion{Tag: c.User, N: c.Len} // StatusOK
+			out[i] = backend.Completion{Tag: c.User, N: c.Len} // StatusOK
 			continue
 		}
 		st := statusOf(c.Err)
@@ -397,13 +397,13 @@ func (b *Backend) Reap(out []engine.Completion) int {
 		} else if st == statusReset {
 			b.recover = true
 		}
-		out[i] = engine.Completion{Tag: c.User, N: c.Len, Status: st}
+		out[i] = backend.Completion{Tag: c.User, N: c.Len, Status: st}
 		c.Err = nil
 	}
 	return n
 }
 
-// Check implements engine.Backend: it detects a stalled device and recovers
+// Check implements backend.Backend: it detects a stalled device and recovers
 // from resets. Recover fails every outstanding descriptor exactly once (the
 // stalled one with ErrTimeout); those completions come out of the next Reap.
 func (b *Backend) Check() {
@@ -426,16 +426,16 @@ func (b *Backend) Check() {
 	b.ctr.Recoveries++
 }
 
-// Outstanding implements engine.Backend.
+// Outstanding implements backend.Backend.
 func (b *Backend) Outstanding() int { return b.q.Outstanding() }
 
-// ReadyFD implements engine.Backend: the queue's MSI eventfd.
+// ReadyFD implements backend.Backend: the queue's MSI eventfd.
 func (b *Backend) ReadyFD() (int, bool) { return b.q.EventFD(), true }
 
-// Cancel implements engine.Backend: it resets the device, which completes
+// Cancel implements backend.Backend: it resets the device, which completes
 // what it has in flight with status 4 (reported as canceled), and collects
 // everything it wrote.
-func (b *Backend) Cancel(out []engine.Completion) int {
+func (b *Backend) Cancel(out []backend.Completion) int {
 	if b.q.Outstanding() > 0 {
 		if err := b.drv.Reset(); err != nil {
 			b.log.Warn("hdmadev: close: device reset", "err", err)
@@ -457,7 +457,7 @@ func (b *Backend) Cancel(out []engine.Completion) int {
 	return n
 }
 
-// Close implements engine.Backend: the driver, the DMA mappings, the ring
+// Close implements backend.Backend: the driver, the DMA mappings, the ring
 // memory and (with Config.CloseDevice) the device.
 func (b *Backend) Close() error {
 	var errs []error

@@ -22,11 +22,11 @@
 // (Description.DeviceMemory). A command outstanding longer than
 // Config.Timeout makes Check reset the controller: every transfer in flight
 // completes exactly once — those the controller finished before the reset
-// as they finished, the rest with engine.ErrTimeout; Cancel (Close) resets
-// it too and reports what did not finish as canceled (engine.ErrCanceled).
+// as they finished, the rest with backend.ErrTimeout; Cancel (Close) resets
+// it too and reports what did not finish as canceled (backend.ErrCanceled).
 //
 // Errors: error completions come back as engine errors wrapping
-// engine.ErrDevice and the driver's *nvme.StatusError (errors.Is with
+// backend.ErrDevice and the driver's *nvme.StatusError (errors.Is with
 // vfio/nvme's sentinels, e.g. nvme.ErrLBAOutOfRange), preformatted at
 // Attach so that Err allocates nothing.
 package nvme

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/hugepage"
 	"github.com/hcomm-go/hcomm/vfio"
 	drv "github.com/hcomm-go/hcomm/vfio/nvme"
@@ -33,7 +33,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Op codes (engine.Op.Code).
+// Op codes (backend.Op.Code).
 const (
 	opWrite = 1 + iota // host → namespace
 	opRead             // namespace → host
@@ -46,8 +46,8 @@ type Backend struct {
 	dev      vfio.Device
 	attached atomic.Bool
 	log      *slog.Logger
-	ctr      *engine.Counters
-	desc     engine.Description
+	ctr      *backend.Counters
+	desc     backend.Description
 
 	dma *vfio.DMASpace
 	c   *drv.Controller
@@ -58,7 +58,7 @@ type Backend struct {
 	nsBytes uint64
 	maxXfer uint32
 
-	arenas [engine.MaxArenas]*hugepage.Arena
+	arenas [backend.MaxArenas]*hugepage.Arena
 
 	lens    []uint32 // by CID: the bytes of the command in that slot
 	cpl     []drv.Completion
@@ -68,7 +68,7 @@ type Backend struct {
 	errs    [8 << 8]error
 }
 
-var _ engine.Backend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
 
 // New returns a backend over dev, an NVMe controller (bound to vfio-pci).
 // The controller is opened at Attach (engine.Open).
@@ -81,9 +81,9 @@ func New(dev vfio.Device, cfg Config) (*Backend, error) {
 	}
 	switch {
 	case dev == nil:
-		return nil, fmt.Errorf("nvme: device is nil: give a vfio.Device (vfio.OpenPCI of an NVMe controller bound to vfio-pci): %w", engine.ErrBadConfig)
+		return nil, fmt.Errorf("nvme: device is nil: give a vfio.Device (vfio.OpenPCI of an NVMe controller bound to vfio-pci): %w", backend.ErrBadConfig)
 	case cfg.Timeout < time.Millisecond || cfg.Timeout > time.Hour:
-		return nil, fmt.Errorf("nvme: Timeout %v: want 1ms..1h (0 = %v): %w", cfg.Timeout, DefaultTimeout, engine.ErrBadConfig)
+		return nil, fmt.Errorf("nvme: Timeout %v: want 1ms..1h (0 = %v): %w", cfg.Timeout, DefaultTimeout, backend.ErrBadConfig)
 	}
 	return &Backend{cfg: cfg, dev: dev}, nil
 }
@@ -91,13 +91,13 @@ func New(dev vfio.Device, cfg Config) (*Backend, error) {
 // Controller is the driver, once attached (for statistics and tests).
 func (b *Backend) Controller() *drv.Controller { return b.c }
 
-// Describe implements engine.Backend.
-func (b *Backend) Describe() engine.Description { return b.desc }
+// Describe implements backend.Backend.
+func (b *Backend) Describe() backend.Description { return b.desc }
 
-// Attach implements engine.Backend: it opens the controller with one I/O
+// Attach implements backend.Backend: it opens the controller with one I/O
 // queue pair one entry deeper than the engine's queue (a ring of N entries
 // holds N-1 commands).
-func (b *Backend) Attach(env engine.Env) (err error) {
+func (b *Backend) Attach(env backend.Env) (err error) {
 	if !b.attached.CompareAndSwap(false, true) {
 		return errors.New("nvme: backend already attached to an engine")
 	}
@@ -116,7 +116,7 @@ func (b *Backend) Attach(env engine.Env) (err error) {
 	}
 	if mq := b.c.Cap().MQES(); depth > mq {
 		return fmt.Errorf("nvme: QueueDepth %d: the controller's queues hold at most %d entries, so QueueDepth must be ≤ %d: %w",
-			env.QueueDepth, mq, mq-1, engine.ErrBadConfig)
+			env.QueueDepth, mq, mq-1, backend.ErrBadConfig)
 	}
 	b.q = b.c.Queue(0)
 	ns := b.c.Namespace()
@@ -129,8 +129,8 @@ func (b *Backend) Attach(env engine.Env) (err error) {
 	} else {
 		features = append(features, "msix-eventfd")
 	}
-	b.desc = engine.Description{
-		Name: "nvme", Device: name, Locs: 1 << engine.LocDevice,
+	b.desc = backend.Description{
+		Name: "nvme", Device: name, Locs: 1 << backend.LocDevice,
 		MaxTransfer: b.maxXfer, DeviceMemory: b.nsBytes, Align: ns.LBASize,
 		CPUThreshold: -1, Timeout: b.cfg.Timeout, Features: features,
 	}
@@ -141,7 +141,7 @@ func (b *Backend) Attach(env engine.Env) (err error) {
 // statusDevice+s is the engine status of an error completion with NVMe
 // status s (SCT<<8|SC).
 const (
-	statusDevice = engine.StatusBackend
+	statusDevice = backend.StatusBackend
 	statusEnd    = statusDevice + 8<<8
 )
 
@@ -150,19 +150,19 @@ const (
 func (b *Backend) buildErrors() {
 	for i := range b.errs {
 		s := drv.Status(i)
-		b.errs[i] = fmt.Errorf("%w: %s: %w", engine.ErrDevice, b.desc.Device, s.Err())
+		b.errs[i] = fmt.Errorf("%w: %s: %w", backend.ErrDevice, b.desc.Device, s.Err())
 	}
 }
 
-// Err implements engine.Backend.
-func (b *Backend) Err(s engine.Status) error {
+// Err implements backend.Backend.
+func (b *Backend) Err(s backend.Status) error {
 	if s > statusDevice && s < statusEnd {
 		return b.errs[s-statusDevice]
 	}
-	return fmt.Errorf("%w: unknown status %#x", engine.ErrDevice, uint32(s))
+	return fmt.Errorf("%w: unknown status %#x", backend.ErrDevice, uint32(s))
 }
 
-// MapArena implements engine.Backend: the arena is DMA-mapped into the
+// MapArena implements backend.Backend: the arena is DMA-mapped into the
 // controller's IOMMU domain once, whole.
 func (b *Backend) MapArena(slot int, a *hugepage.Arena) (uint64, error) {
 	iova, err := b.dma.MapArena(a, vfio.DMAReadWrite)
@@ -173,7 +173,7 @@ func (b *Backend) MapArena(slot int, a *hugepage.Arena) (uint64, error) {
 	return iova, nil
 }
 
-// UnmapArena implements engine.Backend.
+// UnmapArena implements backend.Backend.
 func (b *Backend) UnmapArena(slot int) error {
 	a := b.arenas[slot]
 	b.arenas[slot] = nil
@@ -186,40 +186,40 @@ func (b *Backend) UnmapArena(slot int) error {
 	return nil
 }
 
-// Prepare implements engine.Backend: host → namespace (Write) and
+// Prepare implements backend.Backend: host → namespace (Write) and
 // namespace → host (Read), whole logical blocks, within MDTS and the
 // namespace. It allocates nothing when it succeeds.
-func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32, op *engine.Op) error {
-	var ns *engine.Endpoint
+func (b *Backend) Prepare(src, dst backend.Endpoint, n uint32, op *backend.Op) error {
+	var ns *backend.Endpoint
 	switch {
-	case src.Kind == engine.LocHost && dst.Kind == engine.LocDevice:
+	case src.Kind == backend.LocHost && dst.Kind == backend.LocDevice:
 		op.Code, op.HostArena, op.Src, op.Dst, ns = opWrite, uint16(src.Arena), src.Addr, dst.Off, &dst
-	case src.Kind == engine.LocDevice && dst.Kind == engine.LocHost:
+	case src.Kind == backend.LocDevice && dst.Kind == backend.LocHost:
 		op.Code, op.HostArena, op.Src, op.Dst, ns = opRead, uint16(dst.Arena), src.Off, dst.Addr, &src
 	default:
-		return fmt.Errorf("nvme: %v → %v: the NVMe backend moves host blocks to and from the namespace: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
+		return fmt.Errorf("nvme: %v → %v: the NVMe backend moves host blocks to and from the namespace: %w", src.Kind, dst.Kind, backend.ErrBadTransfer)
 	}
 	switch {
 	case uint64(n)%b.lba != 0 || ns.Off%b.lba != 0:
-		return fmt.Errorf("nvme: %d bytes at namespace offset %d: both must be multiples of the %d-byte LBA: %w", n, ns.Off, b.lba, engine.ErrAlignment)
+		return fmt.Errorf("nvme: %d bytes at namespace offset %d: both must be multiples of the %d-byte LBA: %w", n, ns.Off, b.lba, backend.ErrAlignment)
 	case n > b.maxXfer:
-		return fmt.Errorf("nvme: %d bytes in one transfer, the controller's limit (MDTS) is %d: %w", n, b.maxXfer, engine.ErrOutOfBounds)
+		return fmt.Errorf("nvme: %d bytes in one transfer, the controller's limit (MDTS) is %d: %w", n, b.maxXfer, backend.ErrOutOfBounds)
 	case ns.Off > b.nsBytes || uint64(n) > b.nsBytes-ns.Off:
-		return fmt.Errorf("nvme: %d bytes at namespace offset %d beyond the %d-byte namespace: %w", n, ns.Off, b.nsBytes, engine.ErrOutOfBounds)
+		return fmt.Errorf("nvme: %d bytes at namespace offset %d beyond the %d-byte namespace: %w", n, ns.Off, b.nsBytes, backend.ErrOutOfBounds)
 	}
 	if (op.Code == opWrite && op.Src&3 != 0) || (op.Code == opRead && op.Dst&3 != 0) {
-		return fmt.Errorf("nvme: host address not dword aligned: %w", engine.ErrAlignment)
+		return fmt.Errorf("nvme: host address not dword aligned: %w", backend.ErrAlignment)
 	}
-	op.Path = engine.PathDMA
+	op.Path = backend.PathDMA
 	return nil
 }
 
-// Execute implements engine.Backend; Prepare never makes an inline op.
-func (b *Backend) Execute(*engine.Op) (uint32, engine.Status) { return 0, engine.StatusCanceled }
+// Execute implements backend.Backend; Prepare never makes an inline op.
+func (b *Backend) Execute(*backend.Op) (uint32, backend.Status) { return 0, backend.StatusCanceled }
 
-// Forward implements engine.Backend: one submission entry (its PRPs built
+// Forward implements backend.Backend: one submission entry (its PRPs built
 // in the command slot's list page), no doorbell.
-func (b *Backend) Forward(tag uint64, op *engine.Op, last bool) bool {
+func (b *Backend) Forward(tag uint64, op *backend.Op, last bool) bool {
 	if b.stalled || b.q.Free() == 0 {
 		return false
 	}
@@ -239,7 +239,7 @@ func (b *Backend) Forward(tag uint64, op *engine.Op, last bool) bool {
 	return true
 }
 
-// Flush implements engine.Backend: one 32-bit MMIO store of the SQ tail.
+// Flush implements backend.Backend: one 32-bit MMIO store of the SQ tail.
 func (b *Backend) Flush() {
 	if b.queued == 0 {
 		return
@@ -253,9 +253,9 @@ func (b *Backend) Flush() {
 	b.ctr.Doorbells++
 }
 
-// Reap implements engine.Backend: completions by phase tag, one CQ head
+// Reap implements backend.Backend: completions by phase tag, one CQ head
 // store per batch.
-func (b *Backend) Reap(out []engine.Completion) int {
+func (b *Backend) Reap(out []backend.Completion) int {
 	n, err := b.q.Reap(b.cpl[:min(len(out), len(b.cpl))])
 	if err != nil {
 		b.log.Warn("nvme: completion doorbell failed", "err", err)
@@ -267,21 +267,21 @@ func (b *Backend) Reap(out []engine.Completion) int {
 	return n
 }
 
-func (b *Backend) completion(c *drv.Completion) engine.Completion {
-	ec := engine.Completion{Tag: c.Tag}
+func (b *Backend) completion(c *drv.Completion) backend.Completion {
+	ec := backend.Completion{Tag: c.Tag}
 	switch {
 	case c.Status.OK():
 		ec.N = b.lens[c.CID]
 	case c.Status == drv.StatusReset:
 		// Only Check (a stall) and Cancel (which relabels) reset.
-		ec.Status = engine.StatusTimeout
+		ec.Status = backend.StatusTimeout
 	default:
-		ec.Status = statusDevice + engine.Status(c.Status&0x7ff)
+		ec.Status = statusDevice + backend.Status(c.Status&0x7ff)
 	}
 	return ec
 }
 
-// Check implements engine.Backend: a command outstanding longer than the
+// Check implements backend.Backend: a command outstanding longer than the
 // timeout (or a failed doorbell) resets the controller; every transfer in
 // flight then completes exactly once through Reap, as a timeout.
 func (b *Backend) Check() {
@@ -303,10 +303,10 @@ func (b *Backend) Check() {
 	b.log.Warn("nvme: controller reset after a stall", "device", b.desc.Device, "outstanding", inFlight, "timeout", b.cfg.Timeout)
 }
 
-// Outstanding implements engine.Backend.
+// Outstanding implements backend.Backend.
 func (b *Backend) Outstanding() int { return b.q.Outstanding() }
 
-// ReadyFD implements engine.Backend: the queue's MSI-X eventfd.
+// ReadyFD implements backend.Backend: the queue's MSI-X eventfd.
 func (b *Backend) ReadyFD() (int, bool) {
 	if ev := b.q.EventFD(); ev != nil {
 		return ev.Fd(), true
@@ -314,10 +314,10 @@ func (b *Backend) ReadyFD() (int, bool) {
 	return -1, false
 }
 
-// Cancel implements engine.Backend: a controller reset ends what is in
+// Cancel implements backend.Backend: a controller reset ends what is in
 // flight; completions posted before it stay as they were, the rest are
 // canceled.
-func (b *Backend) Cancel(out []engine.Completion) int {
+func (b *Backend) Cancel(out []backend.Completion) int {
 	if b.q.Outstanding() > 0 {
 		if err := b.c.Reset(); err != nil {
 			b.log.Warn("nvme: close: controller reset", "device", b.desc.Device, "err", err)
@@ -332,7 +332,7 @@ func (b *Backend) Cancel(out []engine.Completion) int {
 		for i := range k {
 			c := b.completion(&b.cpl[i])
 			if b.cpl[i].Status == drv.StatusReset {
-				c.Status = engine.StatusCanceled
+				c.Status = backend.StatusCanceled
 			}
 			out[n+i] = c
 		}
@@ -341,7 +341,7 @@ func (b *Backend) Cancel(out []engine.Completion) int {
 	return n
 }
 
-// Close implements engine.Backend: the controller (shut down), the DMA
+// Close implements backend.Backend: the controller (shut down), the DMA
 // mappings and (with Config.CloseDevice) the device.
 func (b *Backend) Close() error {
 	var errs []error

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/engine"
 	drv "github.com/hcomm-go/hcomm/vfio/nvme"
 )
@@ -19,11 +20,13 @@ func TestNewValidates(t *testing.T) {
 // MDTS 512 KiB).
 func TestPrepare(t *testing.T) {
 	b := &Backend{lba: 512, nsBytes: 1 << 30, maxXfer: 512 << 10}
-	host := func(addr uint64) engine.Endpoint { return engine.Endpoint{Kind: engine.LocHost, Addr: addr, Arena: 3} }
-	dev := func(off uint64) engine.Endpoint { return engine.Endpoint{Kind: engine.LocDevice, Off: off} }
+	host := func(addr uint64) backend.Endpoint {
+		return backend.Endpoint{Kind: engine.LocHost, Addr: addr, Arena: 3}
+	}
+	dev := func(off uint64) backend.Endpoint { return backend.Endpoint{Kind: engine.LocDevice, Off: off} }
 	tests := []struct {
 		name     string
-		src, dst engine.Endpoint
+		src, dst backend.Endpoint
 		n        uint32
 		want     error
 		code     uint8
@@ -39,11 +42,11 @@ func TestPrepare(t *testing.T) {
 		{"host address not dword aligned", host(0x200002), dev(0), 512, engine.ErrAlignment, 0},
 		{"host to host", host(0x200000), host(0x300000), 512, engine.ErrBadTransfer, 0},
 		{"device to device", dev(0), dev(4096), 512, engine.ErrBadTransfer, 0},
-		{"to a file", host(0x200000), engine.Endpoint{Kind: engine.LocFile}, 512, engine.ErrBadTransfer, 0},
+		{"to a file", host(0x200000), backend.Endpoint{Kind: engine.LocFile}, 512, engine.ErrBadTransfer, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var op engine.Op
+			var op backend.Op
 			err := b.Prepare(tt.src, tt.dst, tt.n, &op)
 			if tt.want != nil {
 				if !errors.Is(err, tt.want) {
@@ -68,7 +71,7 @@ func TestPrepare(t *testing.T) {
 			}
 		})
 	}
-	op := new(engine.Op)
+	op := new(backend.Op)
 	if allocs := testing.AllocsPerRun(100, func() { _ = b.Prepare(host(0x200000), dev(4096), 4096, op) }); allocs != 0 {
 		t.Errorf("Prepare allocates %v times per call", allocs)
 	}
@@ -85,15 +88,15 @@ func TestErrAndCompletion(t *testing.T) {
 	tests := []struct {
 		name   string
 		c      drv.Completion
-		status engine.Status
+		status backend.Status
 		n      uint32
 		is     []error
 	}{
-		{"success", drv.Completion{CID: 2}, engine.StatusOK, 4096, nil},
+		{"success", drv.Completion{CID: 2}, backend.StatusOK, 4096, nil},
 		{"LBA out of range, DNR", drv.Completion{CID: 2, Status: 1<<14 | 0x80}, statusDevice + 0x80, 0, []error{engine.ErrDevice, drv.ErrLBAOutOfRange, drv.ErrStatus}},
 		{"unrecovered read", drv.Completion{CID: 2, Status: 2<<8 | 0x81}, statusDevice + 0x281, 0, []error{engine.ErrDevice, drv.ErrUnrecoveredRead, drv.ErrMedia}},
 		{"data transfer error", drv.Completion{CID: 2, Status: 0x04}, statusDevice + 0x04, 0, []error{engine.ErrDevice, drv.ErrDataTransfer}},
-		{"ended by a reset", drv.Completion{CID: 2, Status: drv.StatusReset}, engine.StatusTimeout, 0, nil},
+		{"ended by a reset", drv.Completion{CID: 2, Status: drv.StatusReset}, backend.StatusTimeout, 0, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/backend/nvme"
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/hugepage"
@@ -217,8 +218,8 @@ func TestVMStallRecovery(t *testing.T) {
 		dev.Close()
 		t.Fatal(err)
 	}
-	var ctr engine.Counters
-	if err := b.Attach(engine.Env{QueueDepth: 16, Alignment: 4096, Counters: &ctr, Logger: slog.Default()}); err != nil {
+	var ctr backend.Counters
+	if err := b.Attach(backend.Env{QueueDepth: 16, Alignment: 4096, Counters: &ctr, Logger: slog.Default()}); err != nil {
 		b.Close()
 		t.Fatal(err)
 	}
@@ -237,10 +238,10 @@ func TestVMStallRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.UnmapArena(0)
-	host := engine.Endpoint{Kind: engine.LocHost, Addr: base, Arena: 0}
+	host := backend.Endpoint{Kind: engine.LocHost, Addr: base, Arena: 0}
 	forward := func(tag uint64, last bool) {
-		op := new(engine.Op)
-		err := b.Prepare(host, engine.Endpoint{Kind: engine.LocDevice, Off: tag * 4096}, 4096, op)
+		op := new(backend.Op)
+		err := b.Prepare(host, backend.Endpoint{Kind: engine.LocDevice, Off: tag * 4096}, 4096, op)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +255,7 @@ func TestVMStallRecovery(t *testing.T) {
 		forward(uint64(i), i == n-1)
 	}
 	// No Flush: the controller never sees them.
-	out := make([]engine.Completion, 16)
+	out := make([]backend.Completion, 16)
 	if k := b.Reap(out); k != 0 {
 		t.Fatalf("%d completions for commands never rung", k)
 	}
@@ -271,7 +272,7 @@ func TestVMStallRecovery(t *testing.T) {
 		}
 		for _, c := range out[:k] {
 			seen[c.Tag]++
-			if c.Status != engine.StatusTimeout {
+			if c.Status != backend.StatusTimeout {
 				t.Errorf("tag %d: status %#x, want a timeout", c.Tag, uint32(c.Status))
 			}
 		}
@@ -295,7 +296,7 @@ func TestVMStallRecovery(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if out[0].Tag != 100 || out[0].Status != engine.StatusOK || out[0].N != 4096 {
+	if out[0].Tag != 100 || out[0].Status != backend.StatusOK || out[0].N != 4096 {
 		t.Fatalf("after the reset: %+v", out[0])
 	}
 	t.Logf("%d commands never rung: after the %v timeout Check reset the controller, each completed once as a timeout; the queue works after (doorbells %d, recoveries %d)",

@@ -14,11 +14,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/hugepage"
 )
 
-// Opcodes (engine.Op.Code).
+// Opcodes (backend.Op.Code).
 const (
 	opPut = C.HC_PUT // host → remote
 	opGet = C.HC_GET // remote → host
@@ -37,7 +37,7 @@ const (
 
 // Describe says what the backend is: "ucx", the listener's address, remote
 // locations only.
-func (b *Backend) Describe() engine.Description {
+func (b *Backend) Describe() backend.Description {
 	dev := b.addr
 	if dev == "" {
 		dev = "ucx"
@@ -46,10 +46,10 @@ func (b *Backend) Describe() engine.Description {
 	if tls := os.Getenv("UCX_TLS"); tls != "" {
 		feat = append(feat, "UCX_TLS="+tls)
 	}
-	return engine.Description{
+	return backend.Description{
 		Name:         "ucx",
 		Device:       dev,
-		Locs:         1 << engine.LocRemote,
+		Locs:         1 << backend.LocRemote,
 		Align:        1,
 		CPUThreshold: -1,
 		Features:     feat,
@@ -58,12 +58,12 @@ func (b *Backend) Describe() engine.Description {
 
 // Attach sizes the staging and completion arrays (C memory) for
 // env.QueueDepth transfers.
-func (b *Backend) Attach(env engine.Env) error {
+func (b *Backend) Attach(env backend.Env) error {
 	if b.attached {
-		return fmt.Errorf("ucx: second Attach: %w", engine.ErrBadConfig)
+		return fmt.Errorf("ucx: second Attach: %w", backend.ErrBadConfig)
 	}
 	if env.QueueDepth <= 0 || env.QueueDepth > 1<<20 {
-		return fmt.Errorf("ucx: QueueDepth %d: want 1..%d: %w", env.QueueDepth, 1<<20, engine.ErrBadConfig)
+		return fmt.Errorf("ucx: QueueDepth %d: want 1..%d: %w", env.QueueDepth, 1<<20, backend.ErrBadConfig)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -95,8 +95,8 @@ func (b *Backend) MapArena(slot int, a *hugepage.Arena) (uint64, error) {
 // (tests export plain mmap'd memory).
 func (b *Backend) mapMem(slot int, mem []byte, locked bool) (uint64, error) {
 	size := len(mem)
-	if slot < 0 || slot >= engine.MaxArenas || size <= 0 {
-		return 0, fmt.Errorf("ucx: map arena %d (%d bytes): %w", slot, size, engine.ErrBadConfig)
+	if slot < 0 || slot >= backend.MaxArenas || size <= 0 {
+		return 0, fmt.Errorf("ucx: map arena %d (%d bytes): %w", slot, size, backend.ErrBadConfig)
 	}
 	addr := uint64(uintptr(unsafe.Pointer(&mem[0])))
 	b.mu.Lock()
@@ -105,7 +105,7 @@ func (b *Backend) mapMem(slot int, mem []byte, locked bool) (uint64, error) {
 		return 0, errBackendClosed
 	}
 	if b.be.memh[slot] != nil {
-		return 0, fmt.Errorf("ucx: map arena %d: slot in use: %w", slot, engine.ErrBadConfig)
+		return 0, fmt.Errorf("ucx: map arena %d: slot in use: %w", slot, backend.ErrBadConfig)
 	}
 	var lock C.int
 	if locked {
@@ -131,8 +131,8 @@ func (b *Backend) mapMem(slot int, mem []byte, locked bool) (uint64, error) {
 // or shared memory nothing but this backend stops a peer from writing to
 // it.
 func (b *Backend) UnmapArena(slot int) error {
-	if slot < 0 || slot >= engine.MaxArenas {
-		return fmt.Errorf("ucx: unmap arena %d: %w", slot, engine.ErrBadConfig)
+	if slot < 0 || slot >= backend.MaxArenas {
+		return fmt.Errorf("ucx: unmap arena %d: %w", slot, backend.ErrBadConfig)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -159,35 +159,35 @@ func (b *Backend) UnmapArena(slot int) error {
 func (b *Backend) peer(idx uint32) (*peer, error) {
 	ps := *b.peers.Load()
 	if int(idx) >= len(ps) {
-		return nil, fmt.Errorf("ucx: peer %d (have %d): %w: %w", idx, len(ps), ErrNoPeer, engine.ErrBadTransfer)
+		return nil, fmt.Errorf("ucx: peer %d (have %d): %w: %w", idx, len(ps), ErrNoPeer, backend.ErrBadTransfer)
 	}
 	p := ps[idx]
 	switch p.state.Load() {
 	case stateReady:
 		return p, nil
 	case stateConnecting:
-		return nil, fmt.Errorf("ucx: peer %d: handshake not finished: %w: %w", idx, ErrNoPeer, engine.ErrBadTransfer)
+		return nil, fmt.Errorf("ucx: peer %d: handshake not finished: %w: %w", idx, ErrNoPeer, backend.ErrBadTransfer)
 	}
-	return nil, fmt.Errorf("ucx: peer %d: %w: %w", idx, ErrPeerGone, engine.ErrBadTransfer)
+	return nil, fmt.Errorf("ucx: peer %d: %w: %w", idx, ErrPeerGone, backend.ErrBadTransfer)
 }
 
 // Prepare checks a host→remote (put) or remote→host (get) transfer: the
 // peer is connected, and the remote range lies inside one arena of the
 // window it exported. Nothing is posted for a transfer that fails here.
-func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32, op *engine.Op) error {
-	var host, rem *engine.Endpoint
+func (b *Backend) Prepare(src, dst backend.Endpoint, n uint32, op *backend.Op) error {
+	var host, rem *backend.Endpoint
 	switch {
-	case src.Kind == engine.LocHost && dst.Kind == engine.LocRemote:
+	case src.Kind == backend.LocHost && dst.Kind == backend.LocRemote:
 		host, rem = &src, &dst
 		op.Code = opPut
-	case src.Kind == engine.LocRemote && dst.Kind == engine.LocHost:
+	case src.Kind == backend.LocRemote && dst.Kind == backend.LocHost:
 		host, rem = &dst, &src
 		op.Code = opGet
 	default:
-		return fmt.Errorf("ucx: %s → %s: want host → remote or remote → host: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
+		return fmt.Errorf("ucx: %s → %s: want host → remote or remote → host: %w", src.Kind, dst.Kind, backend.ErrBadTransfer)
 	}
 	if rem.Peer > 0xffff {
-		return fmt.Errorf("ucx: peer %d: %w: %w", rem.Peer, ErrNoPeer, engine.ErrBadTransfer)
+		return fmt.Errorf("ucx: peer %d: %w: %w", rem.Peer, ErrNoPeer, backend.ErrBadTransfer)
 	}
 	p, err := b.peer(rem.Peer)
 	if err != nil {
@@ -196,19 +196,19 @@ func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32, op *engine.Op) err
 	off, end := rem.Off, rem.Off+uint64(n)
 	if end < off || end > p.size {
 		return fmt.Errorf("ucx: peer %d: range %#x+%d outside its %d-byte window: %w: %w",
-			rem.Peer, off, n, p.size, ErrRemoteBounds, engine.ErrOutOfBounds)
+			rem.Peer, off, n, p.size, ErrRemoteBounds, backend.ErrOutOfBounds)
 	}
 	i := 0
 	for ; i < p.n; i++ {
 		if off < p.start[i]+p.len[i] {
 			if end > p.start[i]+p.len[i] {
 				return fmt.Errorf("ucx: peer %d: range %#x+%d straddles its arenas %d and %d: %w: %w",
-					rem.Peer, off, n, i, i+1, ErrRemoteBounds, engine.ErrOutOfBounds)
+					rem.Peer, off, n, i, i+1, ErrRemoteBounds, backend.ErrOutOfBounds)
 			}
 			break
 		}
 	}
-	op.Path = engine.PathRemote
+	op.Path = backend.PathRemote
 	op.Len = n
 	op.HostArena = uint16(host.Arena)
 	op.Aux = uint16(rem.Peer)
@@ -237,15 +237,15 @@ func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32, op *engine.Op) err
 // (Prepare marked it Inline): what UCX's shared-memory put and get do, on
 // the submitter, with no request, flush or completion ring. Complete when
 // it returns (the bytes are in the peer's memory).
-func (b *Backend) Execute(op *engine.Op) (uint32, engine.Status) {
+func (b *Backend) Execute(op *backend.Op) (uint32, backend.Status) {
 	if op.Code != opDirectPut && op.Code != opDirectGet {
-		return 0, engine.StatusBackend + stBadOp
+		return 0, backend.StatusBackend + stBadOp
 	}
 	p := (*b.peers.Load())[op.Aux]
 	p.users.Add(1)
 	if p.fenced.Load() {
 		p.users.Add(-1)
-		return 0, engine.StatusBackend + stPeerGone
+		return 0, backend.StatusBackend + stPeerGone
 	}
 	roff := op.Dst & (1<<directShift - 1)
 	rem := p.direct[op.Dst>>directShift][roff : roff+uint64(op.Len)]
@@ -256,12 +256,12 @@ func (b *Backend) Execute(op *engine.Op) (uint32, engine.Status) {
 	}
 	copy(dst, src)
 	p.users.Add(-1)
-	return op.Len, engine.StatusOK
+	return op.Len, backend.StatusOK
 }
 
 // Forward stages op in C memory (the submission ring, past what Flush
 // published); Flush publishes the batch.
-func (b *Backend) Forward(tag uint64, op *engine.Op, last bool) bool {
+func (b *Backend) Forward(tag uint64, op *backend.Op, last bool) bool {
 	if b.staged+int(b.inflight.Load()) >= b.depth {
 		return false
 	}
@@ -334,7 +334,7 @@ func (b *Backend) Flush() {
 }
 
 // Reap progresses the worker and moves finished transfers into out.
-func (b *Backend) Reap(out []engine.Completion) int {
+func (b *Backend) Reap(out []backend.Completion) int {
 	// The control worker (handshakes, peer failure) is the progress
 	// goroutine's; without one (CallerProgress), Reap looks at it every
 	// ctlEvery (the clock is read every 64th Reap: a poll loop calls Reap
@@ -476,12 +476,12 @@ const waitSpin = 100 * time.Microsecond
 const ctlEvery = 10 * time.Millisecond
 
 // drain copies completions from C's ring (under mu).
-func (b *Backend) drain(out []engine.Completion) int {
+func (b *Backend) drain(out []backend.Completion) int {
 	n := 0
 	h, t := b.be.cq_head, b.be.cq_tail
 	for h != t && n < len(out) {
 		e := &b.cq[h&b.be.cq_mask]
-		out[n] = engine.Completion{Tag: uint64(e.tag), N: uint32(e.n), Status: status(int32(e.status))}
+		out[n] = backend.Completion{Tag: uint64(e.tag), N: uint32(e.n), Status: status(int32(e.status))}
 		n++
 		h++
 	}
@@ -519,10 +519,10 @@ func (b *Backend) ReadyFD() (int, bool) {
 // Cancel force-closes every peer's endpoint, so that UCX completes each
 // request in flight (canceled), and moves every outstanding transfer into
 // out.
-func (b *Backend) Cancel(out []engine.Completion) int {
+func (b *Backend) Cancel(out []backend.Completion) int {
 	n := 0
 	for i := 0; i < b.staged && n < len(out); i++ {
-		out[n] = engine.Completion{Tag: uint64(b.sq[(b.pub+uint32(i))&uint32(b.be.sq_mask)].tag), Status: engine.StatusCanceled}
+		out[n] = backend.Completion{Tag: uint64(b.sq[(b.pub+uint32(i))&uint32(b.be.sq_mask)].tag), Status: backend.StatusCanceled}
 		n++
 	}
 	b.staged = 0

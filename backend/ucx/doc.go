@@ -1,4 +1,4 @@
-// Package ucx is hcomm's remote backend: an engine.Backend whose targets are
+// Package ucx is hcomm's remote backend: a backend.Backend whose targets are
 // other processes' pools — on this host or another — reached through UCX's
 // UCP API (libucp, Debian's libucx-dev 1.13). UCX picks the wire per link:
 // RDMA, TCP or shared memory. The package is a thin cgo layer (hc.c) over
@@ -19,7 +19,7 @@
 // address, packed rkey) — and its worker address. engine.Remote(peer, off)
 // names byte off of that window. Prepare refuses, before anything is
 // posted, a range outside the window or straddling two of its arenas
-// (ErrRemoteBounds, wrapping engine.ErrOutOfBounds), an unknown peer
+// (ErrRemoteBounds, wrapping backend.ErrOutOfBounds), an unknown peer
 // (ErrNoPeer) and a failed one (ErrPeerGone). Arenas mapped after a
 // handshake are not exported to that peer; unmapping an arena a live peer
 // received disconnects that peer first. See docs/remote.md for what this
@@ -101,14 +101,14 @@
 // reset, its engine closed) UCX calls the endpoint's error handler; the
 // backend then force-closes its endpoints, and every transfer in flight to
 // the peer completes once with an error wrapping ErrPeerGone (and
-// engine.ErrIO, or engine.ErrTimeout for UCX's endpoint timeout). A
+// backend.ErrIO, or backend.ErrTimeout for UCX's endpoint timeout). A
 // request UCX never completes after the close is reported failed anyway;
 // its slot stays held until UCX lets go of it (slots are 2 × QueueDepth;
 // transfers beyond fail with a "no request slot" error). Peer indices are
 // never reused: Connect again after a failure gives a new one. A peer
 // whose batch stays outstanding longer than Config.Timeout (default 30 s)
 // is failed the same way, its transfers with ErrPeerGone and
-// engine.ErrTimeout: no transfer waits for ever.
+// backend.ErrTimeout: no transfer waits for ever.
 //
 // Config.SharedMemory: UCX 1.13 never gives shared-memory lanes to the
 // listener's connection, so with it each peer gets a second, data endpoint
@@ -120,8 +120,8 @@
 //
 // Sentinels for errors.Is: ErrUCX, ErrBadAddress, ErrConnect, ErrNoPeer,
 // ErrPeerGone, ErrRemoteBounds, ErrTransport, ErrClosed.
-// Prepare's errors also wrap engine.ErrBadTransfer or
-// engine.ErrOutOfBounds; completion errors (Err) wrap engine.ErrIO,
-// engine.ErrTimeout or engine.ErrCanceled, and are formatted once (the
+// Prepare's errors also wrap backend.ErrBadTransfer or
+// backend.ErrOutOfBounds; completion errors (Err) wrap backend.ErrIO,
+// backend.ErrTimeout or backend.ErrCanceled, and are formatted once (the
 // completion path allocates nothing).
 package ucx

@@ -22,7 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/backend"
 )
 
 // Config configures a Backend. The zero value has no listener (the backend
@@ -59,7 +59,7 @@ type Config struct {
 	// Timeout is how long a batch of transfers to one peer may stay
 	// outstanding before the peer is declared gone: the batch's transfers
 	// (and every other transfer outstanding to that peer) fail once with an
-	// error wrapping ErrPeerGone and engine.ErrTimeout, and the peer is
+	// error wrapping ErrPeerGone and backend.ErrTimeout, and the peer is
 	// disconnected. It catches what UCX's peer error handling does not see:
 	// a peer that stopped (SIGSTOP, a hung host) with its connection still
 	// open, or a shared-memory message queue that a killed process left
@@ -99,18 +99,18 @@ type peer struct {
 	status int32 // the failure, before state leaves ready
 	n      int
 	size   uint64
-	start  [engine.MaxArenas]uint64
-	len    [engine.MaxArenas]uint64
+	start  [backend.MaxArenas]uint64
+	len    [backend.MaxArenas]uint64
 	// direct[i] is the peer's arena i mapped into this process (shared
 	// memory, ucp_rkey_ptr), or nil: a transfer to it is a copy by the
 	// submitter (Execute). users counts copies in progress; fenced, set
 	// before the mapping goes (fence), makes new ones fail.
-	direct [engine.MaxArenas][]byte
+	direct [backend.MaxArenas][]byte
 	users  atomic.Int32
 	fenced atomic.Bool
 }
 
-// Backend is an engine.Backend whose targets are other processes' pools,
+// Backend is a backend.Backend whose targets are other processes' pools,
 // reached through UCX (see doc.go). Create it with New, give it to
 // engine.Config.Backend, then Connect to peers.
 type Backend struct {
@@ -134,9 +134,9 @@ type Backend struct {
 	closed     bool
 	signaled   bool // wakeFD written since the last Reap
 	idle       bool // the progress goroutine sleeps with no timeout (Flush wakes it)
-	exported   [engine.MaxArenas]bool
+	exported   [backend.MaxArenas]bool
 	// local[s] is arena s's memory (MapArena; read by Execute).
-	local [engine.MaxArenas][]byte
+	local [backend.MaxArenas][]byte
 	// inflight: published (Flush), not reaped. Written by the owner,
 	// read by the progress goroutine and the watchdog.
 	inflight atomic.Int64
@@ -148,7 +148,7 @@ type Backend struct {
 	depth    int
 	staged   int
 	pub      uint32 // sq_pub: the end of what Flush published
-	env      engine.Env
+	env      backend.Env
 	sq       []C.hc_sqe
 	cq       []C.hc_cqe
 
@@ -163,7 +163,7 @@ type Backend struct {
 	done   chan struct{}
 }
 
-var _ engine.Backend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
 
 func ucsString(st C.int) string {
 	switch st {
@@ -506,7 +506,7 @@ func (b *Backend) progressed(ev C.uint32_t) C.uint32_t {
 
 // expire runs the watchdog (Config.Timeout) at most every 100 ms: peers
 // with a batch outstanding for longer than the timeout fail, and their
-// transfers complete with ErrPeerGone and engine.ErrTimeout (under mu).
+// transfers complete with ErrPeerGone and backend.ErrTimeout (under mu).
 func (b *Backend) expire(now time.Time) {
 	if b.timeout <= 0 || b.inflight.Load() == 0 || now.Sub(b.lastExpire) < 100*time.Millisecond {
 		return
@@ -651,7 +651,7 @@ func (b *Backend) Offset(addr uintptr) (off uint64, ok bool) {
 		return 0, false
 	}
 	var start uint64
-	for s := 0; s < engine.MaxArenas; s++ {
+	for s := 0; s < backend.MaxArenas; s++ {
 		if b.be.memh[s] == nil {
 			continue
 		}

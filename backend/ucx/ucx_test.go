@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/internal/testutil"
 )
@@ -112,24 +113,24 @@ type rig struct {
 	t      *testing.T
 	b      *Backend
 	mem    []byte
-	out    []engine.Completion
-	ctr    engine.Counters
-	inline []engine.Completion // Execute's results, not yet reaped
+	out    []backend.Completion
+	ctr    backend.Counters
+	inline []backend.Completion // Execute's results, not yet reaped
 }
 
 // post carries out an Inline op (shared memory: a copy into the peer's
 // mapped memory) or forwards it; false when Forward refused.
-func (r *rig) post(tag uint64, op *engine.Op, last bool) bool {
+func (r *rig) post(tag uint64, op *backend.Op, last bool) bool {
 	if op.Inline {
 		n, st := r.b.Execute(op)
-		r.inline = append(r.inline, engine.Completion{Tag: tag, N: n, Status: st})
+		r.inline = append(r.inline, backend.Completion{Tag: tag, N: n, Status: st})
 		return true
 	}
 	return r.b.Forward(tag, op, last)
 }
 
 // reap returns Execute's results, then what Reap finds.
-func (r *rig) reap() []engine.Completion {
+func (r *rig) reap() []backend.Completion {
 	n := copy(r.out, r.inline)
 	r.inline = r.inline[:copy(r.inline, r.inline[n:])]
 	n += r.b.Reap(r.out[n:])
@@ -154,8 +155,8 @@ func newRigConfig(t *testing.T, tls string, depth int, cfg Config) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, b: b, out: make([]engine.Completion, depth)}
-	if err := b.Attach(engine.Env{QueueDepth: depth, Alignment: 1, Counters: &r.ctr}); err != nil {
+	r := &rig{t: t, b: b, out: make([]backend.Completion, depth)}
+	if err := b.Attach(backend.Env{QueueDepth: depth, Alignment: 1, Counters: &r.ctr}); err != nil {
 		t.Fatal(err)
 	}
 	r.mem, err = unix.Mmap(-1, 0, 8<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
@@ -174,9 +175,9 @@ func newRigConfig(t *testing.T, tls string, depth int, cfg Config) *rig {
 	return r
 }
 
-func (r *rig) host(off uint64) engine.Endpoint {
+func (r *rig) host(off uint64) backend.Endpoint {
 	a := uint64(uintptr(unsafePointer(r.mem))) + off
-	return engine.Endpoint{Kind: engine.LocHost, Off: off, Addr: a}
+	return backend.Endpoint{Kind: engine.LocHost, Off: off, Addr: a}
 }
 
 type xfer struct {
@@ -186,9 +187,9 @@ type xfer struct {
 	remote, n uint64
 }
 
-func (r *rig) prepare(x xfer, op *engine.Op) (err error) {
+func (r *rig) prepare(x xfer, op *backend.Op) (err error) {
 	h := r.host(x.local)
-	rem := engine.Endpoint{Kind: engine.LocRemote, Peer: x.peer, Off: x.remote}
+	rem := backend.Endpoint{Kind: engine.LocRemote, Peer: x.peer, Off: x.remote}
 	if x.put {
 		err = r.b.Prepare(h, rem, uint32(x.n), op)
 	} else {
@@ -198,7 +199,7 @@ func (r *rig) prepare(x xfer, op *engine.Op) (err error) {
 }
 
 // wait reaps until want completions arrived (each tag once) or 30 s passed.
-func (r *rig) wait(got map[uint64]engine.Completion, want int) {
+func (r *rig) wait(got map[uint64]backend.Completion, want int) {
 	r.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	fd, _ := r.b.ReadyFD()
@@ -227,11 +228,11 @@ func (r *rig) wait(got map[uint64]engine.Completion, want int) {
 }
 
 // run carries out xs as one batch and returns their completions by index.
-func (r *rig) run(xs []xfer) []engine.Completion {
+func (r *rig) run(xs []xfer) []backend.Completion {
 	r.t.Helper()
-	var op engine.Op
+	var op backend.Op
 	for i, x := range xs {
-		op = engine.Op{}
+		op = backend.Op{}
 		if err := r.prepare(x, &op); err != nil {
 			r.t.Fatalf("transfer %d %+v: %v", i, x, err)
 		}
@@ -240,19 +241,19 @@ func (r *rig) run(xs []xfer) []engine.Completion {
 		}
 	}
 	r.b.Flush()
-	got := map[uint64]engine.Completion{}
+	got := map[uint64]backend.Completion{}
 	r.wait(got, len(xs))
-	res := make([]engine.Completion, len(xs))
+	res := make([]backend.Completion, len(xs))
 	for i := range res {
 		res[i] = got[uint64(i)]
 	}
 	return res
 }
 
-func (r *rig) mustOK(cs []engine.Completion, xs []xfer) {
+func (r *rig) mustOK(cs []backend.Completion, xs []xfer) {
 	r.t.Helper()
 	for i, c := range cs {
-		if c.Status != engine.StatusOK || uint64(c.N) != xs[i].n {
+		if c.Status != backend.StatusOK || uint64(c.N) != xs[i].n {
 			r.t.Fatalf("transfer %d %+v: status %d (%v), %d bytes", i, xs[i], c.Status, r.b.Err(c.Status), c.N)
 		}
 	}
@@ -353,7 +354,7 @@ func TestBounds(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var op engine.Op
+			var op backend.Op
 			err := r.prepare(c.x, &op)
 			for _, w := range c.want {
 				if !errors.Is(err, w) {
@@ -363,7 +364,7 @@ func TestBounds(t *testing.T) {
 		})
 	}
 	h := r.host(0)
-	if err := r.b.Prepare(h, h, 8, new(engine.Op)); !errors.Is(err, engine.ErrBadTransfer) {
+	if err := r.b.Prepare(h, h, 8, new(backend.Op)); !errors.Is(err, engine.ErrBadTransfer) {
 		t.Fatalf("host → host: %v, want ErrBadTransfer", err)
 	}
 	if r.b.Outstanding() != 0 || r.ctr.Doorbells != 0 {
@@ -419,10 +420,10 @@ func peerKilled(t *testing.T, r *rig, start func() (string, *exec.Cmd)) {
 	t.Helper()
 	addr, cmd := start()
 	p := connect(t, r.b, addr)
-	got := map[uint64]engine.Completion{}
+	got := map[uint64]backend.Completion{}
 	var tag uint64
 	killed := false
-	var op engine.Op
+	var op backend.Op
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if time.Now().After(deadline) {
@@ -438,7 +439,7 @@ func peerKilled(t *testing.T, r *rig, start func() (string, *exec.Cmd)) {
 		// Keep the queue full of 256 KiB transfers.
 		for r.outstanding() < 64 {
 			x := xfer{put: tag%2 == 0, peer: p, local: (tag % 16) * (256 << 10), remote: (tag % 16) * (256 << 10), n: 256 << 10}
-			op = engine.Op{}
+			op = backend.Op{}
 			if err := r.prepare(x, &op); err != nil {
 				if !killed || !errors.Is(err, ErrPeerGone) {
 					t.Fatalf("Prepare: %v", err)
@@ -463,7 +464,7 @@ dead:
 	r.wait(got, int(tag))
 	failed := 0
 	for _, c := range got {
-		if c.Status != engine.StatusOK {
+		if c.Status != backend.StatusOK {
 			failed++
 			if err := r.b.Err(c.Status); !errors.Is(err, engine.ErrIO) && !errors.Is(err, engine.ErrTimeout) {
 				t.Fatalf("tag %d: %v wraps neither ErrIO nor ErrTimeout", c.Tag, err)
@@ -512,7 +513,7 @@ func TestUnmapDisconnects(t *testing.T) {
 	if _, ok := r.b.Offset(uintptr(unsafePointer(r.mem))); ok {
 		t.Fatal("Offset found an unmapped arena")
 	}
-	var op engine.Op
+	var op backend.Op
 	if err := r.prepare(xfer{put: true, peer: p, n: 8}, &op); !errors.Is(err, ErrPeerGone) {
 		t.Fatalf("Prepare to the disconnected peer: %v", err)
 	}
@@ -555,7 +556,7 @@ func TestPeerStopped(t *testing.T) {
 			}
 			failed := 0
 			for i, c := range cs {
-				if c.Status == engine.StatusOK {
+				if c.Status == backend.StatusOK {
 					continue
 				}
 				failed++
@@ -699,7 +700,7 @@ func TestDirectFence(t *testing.T) {
 	addr, _ := startPeer(t, "shm")
 	r := newRigConfig(t, "shm", 64, Config{CallerProgress: true})
 	p := connect(t, r.b, addr)
-	var ops [4]engine.Op
+	var ops [4]backend.Op
 	for g := range ops {
 		x := xfer{put: g%2 == 0, peer: p, local: uint64(g) << 20, remote: uint64(g) << 20, n: inlineMax}
 		if err := r.prepare(x, &ops[g]); err != nil {
@@ -713,14 +714,14 @@ func TestDirectFence(t *testing.T) {
 	stop := make(chan struct{})
 	res := make(chan [2]int, len(ops))
 	for g := range ops {
-		go func(op engine.Op) {
+		go func(op backend.Op) {
 			var ok, gone int
 			for i := 0; ; i++ {
 				if i == 1 {
 					started <- struct{}{}
 				}
 				switch _, st := r.b.Execute(&op); {
-				case st == engine.StatusOK:
+				case st == backend.StatusOK:
 					ok++
 				case errors.Is(r.b.Err(st), ErrPeerGone):
 					gone++

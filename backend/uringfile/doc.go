@@ -7,12 +7,12 @@
 //	eng, _ := engine.Open(engine.Config{Backend: be, Alignment: 4096})
 //
 // A file opened with O_DIRECT needs 4096-byte aligned addresses, lengths
-// and offsets (engine.ErrAlignment otherwise), so the engine's Alignment
+// and offsets (backend.ErrAlignment otherwise), so the engine's Alignment
 // must be at least 4096. The file stays the caller's: the backend never
 // closes it. Regular files and block devices only (a pipe or socket could
 // block Close for ever), and no O_APPEND (the kernel would place every
 // write at the end, whatever its offset).
 //
-// Completion errors: engine.ErrIO wrapping the errno (StatusErrno), and
-// engine.ErrShortIO for a transfer that moved fewer bytes than asked.
+// Completion errors: backend.ErrIO wrapping the errno (StatusErrno), and
+// backend.ErrShortIO for a transfer that moved fewer bytes than asked.
 package uringfile

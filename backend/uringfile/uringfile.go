@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/hugepage"
 	"github.com/hcomm-go/hcomm/internal/uring"
 )
@@ -26,7 +26,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Op codes (engine.Op.Code).
+// Op codes (backend.Op.Code).
 const (
 	opWrite = 1 + iota
 	opRead
@@ -41,8 +41,8 @@ type Backend struct {
 	cfg      Config
 	attached atomic.Bool
 	log      *slog.Logger
-	ctr      *engine.Counters
-	desc     engine.Description
+	ctr      *backend.Counters
+	desc     backend.Description
 
 	u         *uring.Ring
 	fixedFile bool
@@ -63,18 +63,18 @@ type Backend struct {
 
 	// arenas are the pool's arenas by slot; fixed says which slots are
 	// registered (buffer index = slot).
-	arenas [engine.MaxArenas][]byte
-	fixed  [engine.MaxArenas]bool
+	arenas [backend.MaxArenas][]byte
+	fixed  [backend.MaxArenas]bool
 }
 
-var _ engine.Backend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
 
 // New returns a backend over f, which must be a regular file or a block
 // device opened for reading and/or writing, without O_APPEND. The file
 // stays the caller's.
 func New(f *os.File, cfg Config) (*Backend, error) {
 	if f == nil {
-		return nil, fmt.Errorf("uringfile: file is nil: give an open *os.File: %w", engine.ErrBadConfig)
+		return nil, fmt.Errorf("uringfile: file is nil: give an open *os.File: %w", backend.ErrBadConfig)
 	}
 	b := &Backend{f: f, fd: int(f.Fd()), cfg: cfg}
 	var st unix.Stat_t
@@ -82,25 +82,25 @@ func New(f *os.File, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("uringfile: %s: fstat: %w", f.Name(), err)
 	}
 	if mode := st.Mode & unix.S_IFMT; mode != unix.S_IFREG && mode != unix.S_IFBLK {
-		return nil, fmt.Errorf("uringfile: %s is not a regular file or block device (mode %#o): I/O on it may never complete: %w", f.Name(), mode, engine.ErrBadConfig)
+		return nil, fmt.Errorf("uringfile: %s is not a regular file or block device (mode %#o): I/O on it may never complete: %w", f.Name(), mode, backend.ErrBadConfig)
 	}
 	fl, err := unix.FcntlInt(uintptr(b.fd), unix.F_GETFL, 0)
 	if err != nil {
 		return nil, fmt.Errorf("uringfile: %s: fcntl(F_GETFL): %w", f.Name(), err)
 	}
 	if fl&unix.O_APPEND != 0 {
-		return nil, fmt.Errorf("uringfile: %s is open with O_APPEND: every write would land at the end, not at its offset: %w", f.Name(), engine.ErrBadConfig)
+		return nil, fmt.Errorf("uringfile: %s is open with O_APPEND: every write would land at the end, not at its offset: %w", f.Name(), backend.ErrBadConfig)
 	}
 	b.direct = fl&unix.O_DIRECT != 0
 	return b, nil
 }
 
-// Describe implements engine.Backend.
-func (b *Backend) Describe() engine.Description { return b.desc }
+// Describe implements backend.Backend.
+func (b *Backend) Describe() backend.Description { return b.desc }
 
-// Attach implements engine.Backend: an io_uring of twice the engine's depth,
+// Attach implements backend.Backend: an io_uring of twice the engine's depth,
 // the file registered as a fixed file.
-func (b *Backend) Attach(env engine.Env) (err error) {
+func (b *Backend) Attach(env backend.Env) (err error) {
 	if !b.attached.CompareAndSwap(false, true) {
 		return errors.New("uringfile: backend already attached to an engine")
 	}
@@ -108,12 +108,12 @@ func (b *Backend) Attach(env engine.Env) (err error) {
 	if b.log == nil {
 		b.log = env.Logger
 	}
-	b.desc = engine.Description{Name: "file", Device: b.f.Name(), Locs: 1 << engine.LocFile, Align: 1, CPUThreshold: -1}
+	b.desc = backend.Description{Name: "file", Device: b.f.Name(), Locs: 1 << backend.LocFile, Align: 1, CPUThreshold: -1}
 	if b.direct {
 		b.desc.Align = DirectAlign
 		b.desc.Features = append(b.desc.Features, "o_direct")
 		if env.Alignment < DirectAlign {
-			return fmt.Errorf("uringfile: %s is O_DIRECT: the engine's Alignment %d must be ≥ %d: %w", b.f.Name(), env.Alignment, DirectAlign, engine.ErrBadConfig)
+			return fmt.Errorf("uringfile: %s is O_DIRECT: the engine's Alignment %d must be ≥ %d: %w", b.f.Name(), env.Alignment, DirectAlign, backend.ErrBadConfig)
 		}
 	}
 	// The ring is Unbound (any one goroutine at a time: the engine's
@@ -127,7 +127,7 @@ func (b *Backend) Attach(env engine.Env) (err error) {
 	b.cqes = make([]uring.CQE, b.u.CQEntries())
 	b.ringFd = b.u.Fd()
 	b.minTimeout = b.u.Features()&featMinTimeout != 0
-	if err := b.u.RegisterBuffersSparse(engine.MaxArenas); err != nil {
+	if err := b.u.RegisterBuffersSparse(backend.MaxArenas); err != nil {
 		b.desc.Fallbacks = append(b.desc.Fallbacks, fmt.Errorf("uringfile: no sparse fixed-buffer table: only the pool's first arena is registered, arenas it grows by use plain READ/WRITE: %w", err))
 	} else {
 		b.sparse = true
@@ -141,7 +141,7 @@ func (b *Backend) Attach(env engine.Env) (err error) {
 	return nil
 }
 
-// MapArena implements engine.Backend: the arena becomes fixed buffer
+// MapArena implements backend.Backend: the arena becomes fixed buffer
 // number slot (registered into the sparse table; without one, only the
 // first arena is registered and later ones use plain READ/WRITE). Host
 // addresses are offsets in their arena.
@@ -168,7 +168,7 @@ func (b *Backend) MapArena(slot int, a *hugepage.Arena) (uint64, error) {
 	return 0, nil
 }
 
-// UnmapArena implements engine.Backend: the arena's fixed-buffer slot is
+// UnmapArena implements backend.Backend: the arena's fixed-buffer slot is
 // cleared (the kernel lets go of its pages once no request uses it).
 func (b *Backend) UnmapArena(slot int) error {
 	b.arenas[slot] = nil
@@ -188,43 +188,43 @@ func (b *Backend) UnmapArena(slot int) error {
 	return nil
 }
 
-// Prepare implements engine.Backend: host↔file, aligned for O_DIRECT.
-func (b *Backend) Prepare(src, dst engine.Endpoint, n uint32, op *engine.Op) error {
-	var host, file *engine.Endpoint
+// Prepare implements backend.Backend: host↔file, aligned for O_DIRECT.
+func (b *Backend) Prepare(src, dst backend.Endpoint, n uint32, op *backend.Op) error {
+	var host, file *backend.Endpoint
 	switch {
-	case src.Kind == engine.LocHost && dst.Kind == engine.LocFile:
+	case src.Kind == backend.LocHost && dst.Kind == backend.LocFile:
 		op.Code, host, file = opWrite, &src, &dst
-	case src.Kind == engine.LocFile && dst.Kind == engine.LocHost:
+	case src.Kind == backend.LocFile && dst.Kind == backend.LocHost:
 		op.Code, host, file = opRead, &dst, &src
 	default:
-		return fmt.Errorf("uringfile: %v → %v: the file backend moves host↔file: %w", src.Kind, dst.Kind, engine.ErrBadTransfer)
+		return fmt.Errorf("uringfile: %v → %v: the file backend moves host↔file: %w", src.Kind, dst.Kind, backend.ErrBadTransfer)
 	}
 	if file.Off > 1<<62 {
-		return fmt.Errorf("uringfile: file offset %d: negative or huge: %w", int64(file.Off), engine.ErrOutOfBounds)
+		return fmt.Errorf("uringfile: file offset %d: negative or huge: %w", int64(file.Off), backend.ErrOutOfBounds)
 	}
 	// host.Off is the offset in a page-aligned arena: its alignment to
 	// 4096 is the memory address's.
 	if b.direct && (host.Off%DirectAlign != 0 || n%DirectAlign != 0 || file.Off%DirectAlign != 0) {
 		return fmt.Errorf("uringfile: memory at arena offset %#x, length %d and file offset %d must be multiples of %d on an O_DIRECT file: %w",
-			host.Off, n, file.Off, DirectAlign, engine.ErrAlignment)
+			host.Off, n, file.Off, DirectAlign, backend.ErrAlignment)
 	}
-	op.Path = engine.PathFile
+	op.Path = backend.PathFile
 	op.HostArena = uint16(host.Arena)
 	op.Src, op.Dst = host.Addr, file.Off // host offset in its arena, file offset
 	return nil
 }
 
-// Execute implements engine.Backend; nothing is carried out inline.
-func (b *Backend) Execute(*engine.Op) (uint32, engine.Status) { return 0, engine.StatusCanceled }
+// Execute implements backend.Backend; nothing is carried out inline.
+func (b *Backend) Execute(*backend.Op) (uint32, backend.Status) { return 0, backend.StatusCanceled }
 
-// Forward implements engine.Backend: one READ/WRITE SQE (fixed buffer and
+// Forward implements backend.Backend: one READ/WRITE SQE (fixed buffer and
 // fixed file where registered).
-func (b *Backend) Forward(tag uint64, op *engine.Op, last bool) bool {
+func (b *Backend) Forward(tag uint64, op *backend.Op, last bool) bool {
 	sqe := b.u.GetSQE()
 	if sqe == nil {
 		return false
 	}
-	slot := op.HostArena & (engine.MaxArenas - 1)
+	slot := op.HostArena & (backend.MaxArenas - 1)
 	buf := b.arenas[slot][op.Src : op.Src+uint64(op.Len)]
 	fd := b.fd
 	if b.fixedFile {
@@ -249,7 +249,7 @@ func (b *Backend) Forward(tag uint64, op *engine.Op, last bool) bool {
 	return true
 }
 
-// Flush implements engine.Backend: the batch in one io_uring_enter.
+// Flush implements backend.Backend: the batch in one io_uring_enter.
 func (b *Backend) Flush() {
 	if b.queued == 0 {
 		return
@@ -296,9 +296,9 @@ func (b *Backend) SubmitDeferred() {
 	}
 }
 
-// Reap implements engine.Backend: ready CQEs, no system call unless the
+// Reap implements backend.Backend: ready CQEs, no system call unless the
 // kernel has deferred work.
-func (b *Backend) Reap(out []engine.Completion) int {
+func (b *Backend) Reap(out []backend.Completion) int {
 	before := b.u.Stats().Enters
 	n, err := b.u.PeekCQEs(b.cqes[:min(len(out), len(b.cqes))])
 	b.ctr.Syscalls += b.u.Stats().Enters - before
@@ -309,9 +309,9 @@ func (b *Backend) Reap(out []engine.Completion) int {
 		c := &b.cqes[i]
 		res := c.Res()
 		if res < 0 {
-			out[i] = engine.Completion{Tag: c.UserData(), Status: engine.StatusErrno + engine.Status(-res)}
+			out[i] = backend.Completion{Tag: c.UserData(), Status: backend.StatusErrno + backend.Status(-res)}
 		} else {
-			out[i] = engine.Completion{Tag: c.UserData(), N: uint32(res)} // short: the engine compares with Len
+			out[i] = backend.Completion{Tag: c.UserData(), N: uint32(res)} // short: the engine compares with Len
 		}
 	}
 	b.inFlight -= n
@@ -371,13 +371,13 @@ func (b *Backend) WaitCompletions(want int, minWait, timeout time.Duration) int 
 	return 1
 }
 
-// Check implements engine.Backend: file I/O has no timeout of its own.
+// Check implements backend.Backend: file I/O has no timeout of its own.
 func (b *Backend) Check() {}
 
-// Outstanding implements engine.Backend.
+// Outstanding implements backend.Backend.
 func (b *Backend) Outstanding() int { return b.inFlight }
 
-// ReadyFD implements engine.Backend: the ring's fd polls readable when CQEs
+// ReadyFD implements backend.Backend: the ring's fd polls readable when CQEs
 // are posted.
 func (b *Backend) ReadyFD() (int, bool) { return b.u.Fd(), false }
 
@@ -392,14 +392,14 @@ const cancelTag = ^uint64(0)
 // keeps its memory mapped until it completes.
 const CancelWait = 500 * time.Millisecond
 
-// Cancel implements engine.Backend: it collects what finished, asks the
+// Cancel implements backend.Backend: it collects what finished, asks the
 // kernel to cancel every request still in flight (one
 // IORING_OP_ASYNC_CANCEL with IORING_ASYNC_CANCEL_ANY|ALL: what has not
-// started completes with ECANCELED, reported as engine.StatusCanceled) and
+// started completes with ECANCELED, reported as backend.StatusCanceled) and
 // waits at most CancelWait for the rest. It never blocks for ever: a
 // request stuck in the kernel (a hung device, a frozen file system) stays
 // outstanding (Outstanding > 0), and a later Cancel asks again.
-func (b *Backend) Cancel(out []engine.Completion) int {
+func (b *Backend) Cancel(out []backend.Completion) int {
 	n := b.collect(out)
 	if b.inFlight == 0 || b.u == nil {
 		return n
@@ -439,8 +439,8 @@ func (b *Backend) Cancel(out []engine.Completion) int {
 
 // collect reaps CQEs like Reap, for Cancel: its own cancel entry's
 // completion is dropped, and a request the kernel canceled (ECANCELED) is
-// engine.StatusCanceled.
-func (b *Backend) collect(out []engine.Completion) int {
+// backend.StatusCanceled.
+func (b *Backend) collect(out []backend.Completion) int {
 	n := 0
 	for n < len(out) {
 		before := b.u.Stats().Enters
@@ -457,11 +457,11 @@ func (b *Backend) collect(out []engine.Completion) int {
 				b.canceling = false // answered: a later Cancel may ask again
 				continue
 			case res == -int32(unix.ECANCELED):
-				out[n] = engine.Completion{Tag: c.UserData(), Status: engine.StatusCanceled}
+				out[n] = backend.Completion{Tag: c.UserData(), Status: backend.StatusCanceled}
 			case res < 0:
-				out[n] = engine.Completion{Tag: c.UserData(), Status: engine.StatusErrno + engine.Status(-res)}
+				out[n] = backend.Completion{Tag: c.UserData(), Status: backend.StatusErrno + backend.Status(-res)}
 			default:
-				out[n] = engine.Completion{Tag: c.UserData(), N: uint32(res)}
+				out[n] = backend.Completion{Tag: c.UserData(), N: uint32(res)}
 			}
 			n++
 			b.inFlight--
@@ -470,7 +470,7 @@ func (b *Backend) collect(out []engine.Completion) int {
 	return n
 }
 
-// Close implements engine.Backend: the ring (the file stays the caller's).
+// Close implements backend.Backend: the ring (the file stays the caller's).
 func (b *Backend) Close() error {
 	if b.u == nil {
 		return nil
@@ -483,6 +483,6 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// Err implements engine.Backend: the file backend's errors are errnos
-// (engine.StatusErrno), which the engine formats itself.
-func (b *Backend) Err(engine.Status) error { return nil }
+// Err implements backend.Backend: the file backend's errors are errnos
+// (backend.StatusErrno), which the engine formats itself.
+func (b *Backend) Err(backend.Status) error { return nil }

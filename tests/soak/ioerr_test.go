@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/backend/uringfile"
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/hugepage"
@@ -84,7 +85,7 @@ func smallExt4(t *testing.T, size int64) string {
 // or failed with one of the errnos in allowed (and then — a write that put
 // nothing down — reads back as zeros or fails to read with an allowed
 // errno), and returns how many writes failed.
-func ioRound(t *testing.T, be engine.Backend, n, size int, allowed ...syscall.Errno) (failed int) {
+func ioRound(t *testing.T, be backend.Backend, n, size int, allowed ...syscall.Errno) (failed int) {
 	t.Helper()
 	failed, _ = ioRoundOnce(t, be, n, size, false, allowed...)
 	return failed
@@ -95,7 +96,7 @@ func ioRound(t *testing.T, be engine.Backend, n, size int, allowed ...syscall.Er
 // io-wq anomaly, docs/vm-tests.md) returns at once with canceled > 0 and
 // without judging the chunks (their callbacks still ran exactly once), so
 // that the caller can run it again on a new engine and backend.
-func ioRoundOnce(t *testing.T, be engine.Backend, n, size int, mayRetry bool, allowed ...syscall.Errno) (failed, canceled int) {
+func ioRoundOnce(t *testing.T, be backend.Backend, n, size int, mayRetry bool, allowed ...syscall.Errno) (failed, canceled int) {
 	t.Helper()
 	e, err := engine.Open(engine.Config{Backend: be, PoolSize: int64(2*n*size + 1<<20), Alignment: 4096, QueueDepth: 64,
 		Backings: []hugepage.Backing{hugepage.Backing4K}, Logger: quiet()})

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
 	"github.com/hcomm-go/hcomm/backend/memory"
 	"github.com/hcomm-go/hcomm/backend/uringfile"
@@ -365,7 +366,7 @@ func (l *lane) run(end time.Time) {
 }
 
 func (l *lane) open(rng *rand.Rand) (*gen, error) {
-	var be engine.Backend
+	var be backend.Backend
 	var err error
 	align := 8
 	switch l.kind {

@@ -1,10 +1,13 @@
-package engine
+package backend
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/hcomm-go/hcomm/hugepage"
+	"github.com/hcomm-go/hcomm/internal/errs"
 )
 
 // Backend is what an engine moves data with: a device, a file, host memory,
@@ -189,10 +192,13 @@ type Endpoint struct {
 	Arena int    // the arena slot
 	// Peer is the remote peer (LocRemote).
 	Peer uint32
+	// File is the file (LocFile) of a backend that serves several: 0 is
+	// its first (engine.FileAt); the index is the backend's own.
+	File uint32
 }
 
 // Op is one staged transfer, as the backend filled it in Prepare. It lives
-// in the engine's staging ring (64 bytes, plain integers only) from Submit
+// in the engine's staging ring (32 bytes, plain integers only) from Submit
 // until its completion is reaped.
 type Op struct {
 	// Code is the backend's own opcode.
@@ -203,7 +209,7 @@ type Op struct {
 	// Inline: the submitter carries it out with Execute; it is never
 	// forwarded.
 	Inline bool
-	done   uint8 // 1: completed at submit time (Inline or a no-op)
+	_      uint8
 	// Len is the number of bytes.
 	Len uint32
 	// Src and Dst are backend addresses (Endpoint.Addr for host ends,
@@ -215,8 +221,6 @@ type Op struct {
 	HostArena uint16
 	Aux       uint16
 	_         uint32
-	res       uint64 // done: the result (status<<32 | bytes)
-	_         [24]byte
 }
 
 // Completion is one finished transfer, as Reap and Cancel report it.
@@ -240,8 +244,9 @@ const (
 	// StatusShort: fewer bytes than asked (ErrShortIO). The engine also
 	// reports a StatusOK completion with N < Len as short.
 	StatusShort
-	statusNoop // a reservation made after Close began: completes silently
-	nCoreStatus
+	// NumCoreStatus bounds the engine's own statuses: values from it up
+	// to StatusBackend are the engine's, never a backend's.
+	NumCoreStatus
 
 	// StatusBackend is the first backend-specific status.
 	StatusBackend Status = 0x100
@@ -272,4 +277,100 @@ func (k LocKind) String() string {
 		return "remote"
 	}
 	return "none"
+}
+
+// Path is how a transfer was carried out; backends set it in Prepare, and
+// the engine's Stats and hook functions report by it. The numbers are part
+// of the hook interface (docs/engine.md): new paths are appended, never
+// renumbered.
+type Path uint8
+
+const (
+	PathDMA    Path = 0 // a device's DMA engine (HDMA)
+	PathCPU    Path = 1 // the CPU, straight into device memory (BAR2)
+	PathFile   Path = 2 // io_uring to a file
+	PathMemory Path = 3 // host→host copy
+	PathNVMe   Path = 4 // an NVMe controller's queues
+	PathRemote Path = 5 // another host's pool (put/get)
+	// NumPaths bounds Path values (Stats has one entry per value).
+	NumPaths = 8
+)
+
+var pathNames = [NumPaths]string{"dma", "cpu", "file", "memory", "nvme", "remote"}
+
+func (p Path) String() string {
+	if int(p) < len(pathNames) && pathNames[p] != "" {
+		return pathNames[p]
+	}
+	return fmt.Sprintf("path(%d)", uint8(p))
+}
+
+// Errors a backend wraps, which callers of the engine test for with
+// errors.Is (package engine re-exports the same values).
+var (
+	// ErrBadConfig: a configuration (the engine's, or a backend's) is
+	// invalid, or a backend cannot serve the engine as configured.
+	ErrBadConfig = errors.New("engine: invalid configuration")
+	// ErrBadTransfer: a transfer the backend cannot carry out as asked.
+	ErrBadTransfer = errors.New("engine: invalid transfer")
+	// ErrOutOfBounds: a transfer beyond its block, the device memory or
+	// the backend's limit.
+	ErrOutOfBounds = errors.New("engine: transfer exceeds its block, the device memory or the backend's limit")
+	// ErrAlignment: not aligned as the backend needs.
+	ErrAlignment = errors.New("engine: transfer is not aligned as the backend needs (O_DIRECT: 4096-byte address, length and offset)")
+
+	// Completion errors (engine.Result.Err); Backend.Err's errors wrap
+	// one of them and the cause.
+	ErrDevice   = errors.New("engine: device reported an error")
+	ErrTimeout  = errors.New("engine: transfer timed out")
+	ErrCanceled = errors.New("engine: transfer canceled by Close")
+	ErrIO       = errors.New("engine: I/O failed")
+	ErrShortIO  = errors.New("engine: short transfer (fewer bytes than asked)")
+
+	// ErrNotSupported and ErrClosed are hcomm's shared sentinels (the same
+	// values as engine.ErrNotSupported, vfio.ErrClosed, ...).
+	ErrNotSupported = errs.ErrNotSupported
+	ErrClosed       = errs.ErrClosed
+)
+
+// The optional interfaces. A backend implements them beside Backend when
+// it can; the engine finds them with a type assertion once, when the
+// backend is added.
+
+// BatchWaiter is a backend that can be waited on in batches: block until
+// want completions are ready (or minWait passed with some ready, or
+// timeout), without the owner flag and without reaping, and return the
+// system calls made. backend/uringfile has it (io_uring_enter with
+// min_complete and min_wait_usec). With it, a goroutine that waits for a
+// transfer blocks in the kernel rather than spinning, and the engine's
+// reaper stands back while such a waiter reaps.
+type BatchWaiter interface {
+	WaitCompletions(want int, minWait, timeout time.Duration) (syscalls int)
+}
+
+// BatchWaitChooser is an optional method beside WaitCompletions for a
+// backend whose instances differ: BatchWaits reports, once when the
+// backend is added, whether this instance wants batched waits. A backend
+// that completes everything in Flush (backend/ucx over shared memory) says
+// no, and the engine treats it as one without WaitCompletions.
+type BatchWaitChooser interface {
+	BatchWaits() bool
+}
+
+// LazyDoorbell is a BatchWaiter whose doorbell (its system call) can be
+// deferred to the next batched wait (backend/uringfile). FlushDeferred is
+// Flush without the system call: the batch is published to the backend but
+// not started; SubmitDeferred starts what is published and not yet started
+// (nothing when there is none); WaitCompletions starts it in the same
+// system call as it waits. Owner only, except WaitCompletions.
+//
+// The engine defers a doorbell only while a goroutine holds its reaping
+// flag in a completion round (a callback that submits, or a submitter
+// beside a reaping waiter); that goroutine starts it — its batched wait
+// carries it, or it calls SubmitDeferred before it ends the round — so a
+// deferred transfer starts within the round it was submitted in
+// (docs/engine.md, "The deferred doorbell").
+type LazyDoorbell interface {
+	FlushDeferred()
+	SubmitDeferred()
 }
