@@ -46,6 +46,7 @@ test       include   build
 test       include   generate
 test       include   vm
 test       required  python3-pytest   make python-test
+test       required  python3-venv     make python-test: the venv the package is installed into
 test       optional  python3-numpy    the Python package's numpy tests
 test       optional  python3-torch    the Python package's torch tests
 test       optional  valgrind         make capi-test: the memcheck run of the C example
