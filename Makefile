@@ -16,11 +16,14 @@
 # (optional ones: a skip with the reason).
 
 GO        ?= go
-PKGS      ?= ./...
+# The library (go.mod) and the tools (cmd/go.mod: their own module, so that
+# the library's users do not inherit gonum or Prometheus), one workspace
+# (go.work) for development.
+PKGS      ?= ./... ./cmd/...
 BIN       := bin
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: soak test-soak install uninstall python-test capi-install-test all build test lint-vet test-unit test-engine test-vm bench-vm test-long bench bench-uring-nop bench-hcomm bench-report demo lint generate clean capi capi-valgrind capi-cgocheck2 capi-test bench-capi bpf-tools bpf-vmlinux check-generate godefs-tools
+.PHONY: check-lib-deps soak test-soak install uninstall python-test capi-install-test all build test lint-vet test-unit test-engine test-vm bench-vm test-long bench bench-uring-nop bench-hcomm bench-report demo lint generate clean capi capi-valgrind capi-cgocheck2 capi-test bench-capi bpf-tools bpf-vmlinux check-generate godefs-tools
 
 all: build
 
@@ -36,7 +39,12 @@ build: deps-build
 
 # The README's test command. Everything CI runs hangs off this target
 # (.ci/run is this with HCOMM_REQUIRE_PRIVILEGED=1).
-test: deps-test check-generate lint-vet test-unit test-engine test-soak capi-test python-test test-vm
+test: deps-test check-generate check-lib-deps lint-vet test-unit test-engine test-soak capi-test python-test test-vm
+
+# A throwaway module that imports engine and backend/uringfile lists neither
+# gonum nor Prometheus in its module graph (scripts/check-lib-deps.sh).
+check-lib-deps:
+	GO=$(GO) scripts/check-lib-deps.sh
 
 lint-vet: deps-build
 	$(GO) vet $(PKGS)
