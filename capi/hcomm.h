@@ -310,6 +310,38 @@ int hcomm_finalize(hcomm_handle_t h);
  * flight, then cancels the rest: their callbacks get HCOMM_ECANCELED. */
 int hcomm_finalize_timeout(hcomm_handle_t h, int timeout_ms);
 
+/* ---- Files read into pool memory (many files, one pool) ------------------
+ *
+ * A read handle: the existing file at path, opened read-only (never
+ * created), with O_DIRECT when flags has HCOMM_FILE_DIRECT and the file
+ * system allows it (the page cache is bypassed; addresses, lengths and file
+ * offsets must then be multiples of 4096), read through io_uring as
+ * HCOMM_TARGET_FILE is. Its device space is the whole file: device address
+ * HCOMM_DEV_ADDR_BASE + k is byte k of the file, for k below the size
+ * rounded up to 4096; no hcomm_alloc_dev_mem is needed. Its own pool is the
+ * smallest there is: read into memory registered with it
+ * (hcomm_register_host_mem), e.g. a block of another handle's pool (made
+ * with align_size 4096), so that many files read into one pool:
+ *
+ *   hcomm_init(&pool, &(hcomm_config_t){ .mem_pool_size = 64 << 20,
+ *                                        .align_size = 4096, .target = HCOMM_TARGET_MEMORY });
+ *   void *buf = hcomm_alloc_host_mem(pool, 16 << 20);
+ *   hcomm_open_file(&f, "shard-0.bin", HCOMM_FILE_DIRECT, 256, &size, &granted);
+ *   hcomm_register_host_mem(f, buf, 16 << 20);
+ *   hcomm_transfer_t t = { .src_ptr = (void *)(HCOMM_DEV_ADDR_BASE + off), .dst_ptr = buf, .size = n };
+ *   hcomm_submit_transfer(f, &t); hcomm_wait_completion(f, t.id);
+ *   hcomm_finalize(f);   // before the memory registered with it goes
+ *
+ * queue_depth as in hcomm_config_t (0: 64). *size (if not NULL) is the
+ * file's size in bytes, *granted (if not NULL) the flags granted
+ * (HCOMM_FILE_DIRECT, or 0 when the file is read through the page cache).
+ * HCOMM_ENODEV when the file does not exist, HCOMM_EACCES when it may not
+ * be read, HCOMM_EINVAL when it is not a regular file; writes to its device
+ * space fail with HCOMM_EIO. */
+#define HCOMM_FILE_DIRECT 1u
+int hcomm_open_file(hcomm_handle_t *fh, const char *path, uint32_t flags, uint32_t queue_depth, uint64_t *size,
+                    uint32_t *granted);
+
 #ifdef __cplusplus
 }
 #endif
