@@ -20,8 +20,9 @@ import (
 
 // Opcodes (backend.Op.Code).
 const (
-	opPut = C.HC_PUT // host → remote
-	opGet = C.HC_GET // remote → host
+	opPut    = C.HC_PUT    // host → remote
+	opGet    = C.HC_GET    // remote → host
+	opNotify = C.HC_NOTIFY // host → remote at Notify: a notification
 	// A put or get to a peer whose memory is mapped here (shared memory):
 	// the submitter copies (Execute). Op.Src is the offset in the local
 	// arena, Op.Dst the remote arena's index << directShift | the offset
@@ -193,6 +194,19 @@ func (b *Backend) Prepare(src, dst backend.Endpoint, n uint32, op *backend.Op) e
 	if err != nil {
 		return err
 	}
+	if rem.Off == Notify {
+		if op.Code != opPut || n > MaxNotify {
+			return fmt.Errorf("ucx: peer %d: a notification is a put of at most %d bytes (a %d-byte transfer from the peer's Notify offset or of more): %w",
+				rem.Peer, MaxNotify, n, backend.ErrBadTransfer)
+		}
+		op.Path = backend.PathRemote
+		op.Len = n
+		op.HostArena = uint16(host.Arena)
+		op.Aux = uint16(rem.Peer)
+		op.Code = opNotify
+		op.Src, op.Dst = host.Addr, 0
+		return nil
+	}
 	off, end := rem.Off, rem.Off+uint64(n)
 	if end < off || end > p.size {
 		return fmt.Errorf("ucx: peer %d: range %#x+%d outside its %d-byte window: %w: %w",
@@ -271,7 +285,7 @@ func (b *Backend) Forward(tag uint64, op *backend.Op, last bool) bool {
 	s.peer = C.uint32_t(op.Aux)
 	s.arena = C.uint16_t(op.HostArena)
 	s.op = C.uint8_t(op.Code)
-	if op.Code == opPut {
+	if op.Code != opGet {
 		s.local, s.roff = C.uint64_t(op.Src), C.uint64_t(op.Dst)
 	} else {
 		s.roff, s.local = C.uint64_t(op.Src), C.uint64_t(op.Dst)
@@ -433,6 +447,9 @@ func (b *Backend) WaitCompletions(want int, minWait, timeout time.Duration) int 
 		if ev&^C.HC_EV_PROGRESS != 0 {
 			b.handle(ev)
 		}
+		if ev&C.HC_EV_NOTIFY != 0 || b.notifyWaiting() {
+			b.deliver()
+		}
 		ready := int(b.be.cq_tail - b.be.cq_head)
 		inUCX := b.be.inflight > 0
 		now := time.Now()
@@ -553,6 +570,7 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
+	close(b.closing)
 	b.mu.Unlock()
 	b.wakeProgress()
 	<-b.done

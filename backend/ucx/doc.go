@@ -54,6 +54,22 @@
 // next Poll delivers them. Before a peer's keys are destroyed (its
 // mapping goes), fence stops and waits out the submitters' copies to it.
 //
+// # Notifications
+//
+// A put to the remote offset Notify is a notification: its bytes (at most
+// MaxNotify) are a message for the peer's application, delivered after
+// every put this side submitted to that peer before it is in the peer's
+// pool, in order per peer, exactly once (a batch of puts ending with one is
+// NIXL's write with notification). hc_submit gives it the flush of the
+// peer's endpoint (ucp_ep_flush_nbx: every put posted before it reached
+// the peer's memory); when the flush completes it is sent as an active
+// message on the control endpoint with its sequence number; the peer
+// checks the number (the next one, or the sender is failed), queues it for
+// Notifications / WaitNotification and acknowledges it (cumulatively) when
+// it enters that channel. The sender's transfer completes with the
+// acknowledgement: a peer that dies, is disconnected or times out before
+// it fails the notification once with ErrPeerGone.
+//
 // # Threads
 //
 // The workers are created with UCS_THREAD_MODE_SERIALIZED (ThreadMode reports

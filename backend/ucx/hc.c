@@ -16,6 +16,9 @@
 #endif
 
 #define HC_AM_HELLO 0x4843 // "HC"
+#define HC_AM_NOTIFY 0x4844 // a notification: header its sequence number, data the message
+#define HC_AM_NACK 0x4845   // notifications delivered: header their count
+#define HC_NRECV_MAX (1u << 16) // received notifications Go has not taken, at most
 #define HC_MAGIC 0x58554348u // "HCUX"
 #define HC_VERSION 1u
 
@@ -72,6 +75,274 @@ static int32_t peer_status(hc_be *be, uint32_t peer, int32_t st) {
 	return HC_ST_PEER_GONE;
 }
 
+// peer_fail marks a peer failed (Go closes it: HC_EV_FAIL).
+static void peer_fail(hc_be *be, hc_peer *p, int32_t st) {
+	if (p->state < HC_FAILED) {
+		p->state = HC_FAILED;
+		p->fail_status = st;
+	}
+	be->events |= HC_EV_FAIL;
+}
+
+// A notification op lives in its peer's FIFO from hc_submit until it is
+// reported (acknowledged, or failed); its slot is freed once it is
+// reported and neither its group nor a send request refers to it.
+static void notify_release(hc_be *be, int32_t i) {
+	hc_op *op = &be->ops[i];
+	if (op->nstate == HC_NS_DONE && !op->ngrp && !op->nreq) {
+		op->next = be->op_free;
+		be->op_free = i;
+	}
+}
+
+static void notify_unlink(hc_be *be, hc_peer *p, int32_t i) {
+	int32_t prev = -1;
+	for (int32_t j = p->nhead; j >= 0 && j != i; j = be->ops[j].next)
+		prev = j;
+	int32_t next = be->ops[i].next;
+	if (prev < 0)
+		p->nhead = next;
+	else
+		be->ops[prev].next = next;
+	if (p->ntail == i)
+		p->ntail = prev;
+	be->ops[i].next = -1;
+}
+
+// notify_done reports notification i with st, once.
+static void notify_done(hc_be *be, int32_t i, int32_t st) {
+	hc_op *op = &be->ops[i];
+	if (op->nstate == HC_NS_DONE)
+		return;
+	notify_unlink(be, be->peers[op->peer], i);
+	op->nstate = HC_NS_DONE;
+	cq_push(be, op->tag, op->len, peer_status(be, op->peer, st));
+	be->inflight--;
+	notify_release(be, i);
+}
+
+// notify_fail fails notification i and its peer: the peer's sequence of
+// notifications is broken, and so is the promise of order.
+static void notify_fail(hc_be *be, int32_t i, int32_t st) {
+	hc_peer *p = be->peers[be->ops[i].peer];
+	// A send UCX canceled: the peer's endpoint is failing (UCX purges its
+	// requests, sometimes before the error handler runs).
+	st = peer_status(be, be->ops[i].peer, st);
+	notify_done(be, i, st);
+	peer_fail(be, p, st);
+}
+
+// notify_flushed: the flush of every put posted before notification i
+// completed (fail: its status); it may be sent now.
+static void notify_flushed(hc_be *be, int32_t i, int32_t fail) {
+	hc_op *op = &be->ops[i];
+	op->ngrp = 0;
+	if (op->nstate != HC_NS_WAIT) {
+		notify_release(be, i);
+		return;
+	}
+	if (fail != UCS_OK) {
+		notify_fail(be, i, fail);
+		return;
+	}
+	op->nstate = HC_NS_READY;
+	be->notify_ready = 1;
+}
+
+static void notify_sent_cb(void *req, ucs_status_t st, void *ud) {
+	hc_op *op = ud;
+	hc_be *be = op->be;
+	int32_t i = (int32_t)(op - be->ops);
+	ucp_request_free(req);
+	op->nreq = 0;
+	if (st != UCS_OK && op->nstate != HC_NS_DONE)
+		notify_fail(be, i, st);
+	else
+		notify_release(be, i);
+}
+
+// notify_send sends, per peer in order, the notifications whose puts are
+// in place, up to the first that still waits for its flush (never from a
+// UCX callback: after ucp_worker_progress returned).
+static void notify_send(hc_be *be) {
+	be->notify_ready = 0;
+	for (uint32_t k = 0; k < be->npeers; k++) {
+		hc_peer *p = be->peers[k];
+		if (p->nhead < 0 || p->ep == NULL || p->state != HC_READY)
+			continue; // closing: hc_peer_close reports them
+		for (int32_t i = p->nhead; i >= 0;) {
+			hc_op *op = &be->ops[i];
+			int32_t next = op->next;
+			if (op->nstate == HC_NS_WAIT)
+				break;
+			if (op->nstate == HC_NS_READY) {
+				ucp_request_param_t rp = {
+					.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
+							UCP_OP_ATTR_FIELD_USER_DATA,
+					.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER,
+					.cb = {.send = notify_sent_cb},
+					.user_data = op,
+				};
+				op->nstate = HC_NS_SENT;
+				// The header (op->seq) and the message (the caller's
+				// block) stay valid until the request completes.
+				ucs_status_ptr_t r = ucp_am_send_nbx(p->ep, HC_AM_NOTIFY, &op->seq, sizeof(op->seq),
+								     (void *)(uintptr_t)op->addr, op->len, &rp);
+				if (UCS_PTR_IS_ERR(r)) {
+					notify_fail(be, i, UCS_PTR_STATUS(r));
+					break;
+				}
+				if (r != NULL)
+					op->nreq = 1;
+			}
+			i = next;
+		}
+	}
+}
+
+// reply_peer is the live peer whose control endpoint a message came on.
+static hc_peer *reply_peer(hc_be *be, const ucp_am_recv_param_t *param) {
+	if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
+		return NULL;
+	for (uint32_t i = 0; i < be->npeers; i++) {
+		hc_peer *p = be->peers[i];
+		if (p->ep == param->reply_ep && p->state < HC_FAILED)
+			return p;
+	}
+	return NULL;
+}
+
+// notify_cb receives a notification: it must be whole (eager), at most
+// HC_NOTIFY_MAX bytes, and the next of its peer's sequence; anything else
+// fails the peer (a typed error in Go), never this side.
+static ucs_status_t notify_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+			      const ucp_am_recv_param_t *param) {
+	hc_be *be = arg;
+	hc_peer *p = reply_peer(be, param);
+	if (p == NULL)
+		return UCS_OK;
+	uint64_t seq = 0;
+	if (hlen == sizeof(seq))
+		memcpy(&seq, hdr, sizeof(seq));
+	if (hlen != sizeof(seq) || len > HC_NOTIFY_MAX || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
+	    seq != p->nseq_in) {
+		peer_fail(be, p, UCS_ERR_INVALID_PARAM);
+		return UCS_OK;
+	}
+	if (be->nr_tail - be->nr_head == be->nr_cap) {
+		uint32_t cap = be->nr_cap ? 2 * be->nr_cap : 64;
+		hc_notif *n = cap <= HC_NRECV_MAX ? malloc(cap * sizeof(*n)) : NULL;
+		if (n == NULL) {
+			peer_fail(be, p, UCS_ERR_NO_MEMORY);
+			return UCS_OK;
+		}
+		for (uint32_t k = 0; be->nr_head + k != be->nr_tail; k++)
+			n[k] = be->nrecv[(be->nr_head + k) & (be->nr_cap - 1)];
+		be->nr_tail -= be->nr_head;
+		be->nr_head = 0;
+		free(be->nrecv);
+		be->nrecv = n;
+		be->nr_cap = cap;
+	}
+	hc_notif *e = &be->nrecv[be->nr_tail & (be->nr_cap - 1)];
+	e->peer = p->idx;
+	e->len = (uint32_t)len;
+	e->seq = seq;
+	memcpy(e->data, data, len);
+	be->nr_tail++;
+	p->nseq_in++;
+	be->events |= HC_EV_NOTIFY;
+	return UCS_OK;
+}
+
+// nack_cb: the peer delivered its first n notifications from this side.
+static ucs_status_t nack_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+			    const ucp_am_recv_param_t *param) {
+	hc_be *be = arg;
+	(void)data;
+	(void)len;
+	hc_peer *p = reply_peer(be, param);
+	uint64_t n;
+	if (p == NULL)
+		return UCS_OK;
+	if (hlen != sizeof(n)) {
+		peer_fail(be, p, UCS_ERR_INVALID_PARAM);
+		return UCS_OK;
+	}
+	memcpy(&n, hdr, sizeof(n));
+	while (p->nhead >= 0 && be->ops[p->nhead].seq < n) {
+		if (be->ops[p->nhead].nstate != HC_NS_SENT) {
+			peer_fail(be, p, UCS_ERR_INVALID_PARAM); // acknowledged before it was sent
+			break;
+		}
+		notify_done(be, p->nhead, UCS_OK);
+	}
+	return UCS_OK;
+}
+
+hc_notif *hc_notify_peek(hc_be *be) {
+	return be->nr_head == be->nr_tail ? NULL : &be->nrecv[be->nr_head & (be->nr_cap - 1)];
+}
+
+// hc_notify_pop: Go took the oldest notification; it is acknowledged at
+// the next hc_notify_flush.
+void hc_notify_pop(hc_be *be) {
+	hc_notif *e = &be->nrecv[be->nr_head & (be->nr_cap - 1)];
+	hc_peer *p = be->peers[e->peer];
+	p->ndelivered = e->seq + 1;
+	p->ack_due = 1;
+	be->ack_due = 1;
+	be->nr_head++;
+}
+
+static void ack_cb(void *req, ucs_status_t st, void *ud) {
+	hc_peer *p = ud;
+	(void)st;
+	ucp_request_free(req);
+	p->ack_req = NULL;
+}
+
+// hc_notify_flush sends what notifications wait for: the acknowledgements
+// of those Go took (one per peer, cumulative; one in flight per peer at a
+// time, its count in ack_val) and the notifications whose puts are in
+// place. Returns the events that raised.
+uint32_t hc_notify_flush(hc_be *be) {
+	if (be->notify_ready)
+		notify_send(be);
+	if (be->ack_due) {
+		be->ack_due = 0;
+		for (uint32_t k = 0; k < be->npeers; k++) {
+			hc_peer *p = be->peers[k];
+			if (!p->ack_due)
+				continue;
+			if (p->ep == NULL || p->state >= HC_FAILED) {
+				p->ack_due = 0;
+				continue;
+			}
+			if (p->ack_req != NULL) {
+				be->ack_due = 1; // after the one in flight
+				continue;
+			}
+			p->ack_due = 0;
+			p->ack_val = p->ndelivered;
+			ucp_request_param_t rp = {
+				.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+				.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER,
+				.cb = {.send = ack_cb},
+				.user_data = p,
+			};
+			ucs_status_ptr_t r = ucp_am_send_nbx(p->ep, HC_AM_NACK, &p->ack_val, sizeof(p->ack_val), NULL, 0, &rp);
+			if (UCS_PTR_IS_ERR(r))
+				peer_fail(be, p, UCS_PTR_STATUS(r));
+			else if (r != NULL)
+				p->ack_req = r;
+		}
+	}
+	uint32_t ev = be->events;
+	be->events = 0;
+	return ev;
+}
+
 // group_complete reports every op of a group (once: an orphaned group was
 // reported when it was orphaned).
 static void group_complete(hc_be *be, hc_group *grp, int32_t fail) {
@@ -91,8 +362,14 @@ static void group_complete(hc_be *be, hc_group *grp, int32_t fail) {
 // ops (unless orphaned) and free its slots.
 static void group_done(hc_be *be, int32_t g) {
 	hc_group *grp = &be->groups[g];
+	int32_t fail = grp->status;
+	for (int32_t i = grp->head; i >= 0 && fail == UCS_OK; i = be->ops[i].next)
+		fail = be->ops[i].status;
 	if (!grp->orphan)
 		group_complete(be, grp, UCS_OK);
+	if (grp->notify >= 0)
+		notify_flushed(be, grp->notify, fail);
+	grp->notify = -1;
 	int32_t i = grp->head;
 	while (i >= 0) {
 		int32_t next = be->ops[i].next;
@@ -129,11 +406,7 @@ static void flush_cb(void *req, ucs_status_t st, void *ud) {
 static void err_cb(void *arg, ucp_ep_h ep, ucs_status_t st) {
 	hc_peer *p = arg;
 	(void)ep;
-	if (p->state < HC_FAILED) {
-		p->state = HC_FAILED;
-		p->fail_status = st;
-	}
-	p->be->events |= HC_EV_FAIL;
+	peer_fail(p->be, p, st);
 }
 
 static void conn_cb(ucp_conn_request_h req, void *arg) {
@@ -260,6 +533,16 @@ int hc_open(hc_be **out, int shm, const char **err) {
 		.arg = be,
 	};
 	st = ucp_worker_set_am_recv_handler(be->worker, &ap);
+	if (st == UCS_OK) {
+		ap.id = HC_AM_NOTIFY;
+		ap.cb = notify_cb;
+		st = ucp_worker_set_am_recv_handler(be->worker, &ap);
+	}
+	if (st == UCS_OK) {
+		ap.id = HC_AM_NACK;
+		ap.cb = nack_cb;
+		st = ucp_worker_set_am_recv_handler(be->worker, &ap);
+	}
 	if (st != UCS_OK) {
 		*err = "ucp_worker_set_am_recv_handler";
 		goto fail;
@@ -520,6 +803,7 @@ static hc_peer *peer_new(hc_be *be) {
 	p->be = be;
 	p->idx = be->npeers;
 	p->open_group = -1;
+	p->nhead = p->ntail = -1;
 	be->peers[be->npeers++] = p;
 	return p;
 }
@@ -754,6 +1038,10 @@ void hc_peer_close(hc_be *be, uint32_t idx, int32_t status) {
 			p->close_req = r;
 		p->ep = NULL;
 	}
+	// Notifications not acknowledged yet fail now, once (a late send
+	// callback or flush finds them reported).
+	while (p->nhead >= 0)
+		notify_done(be, p->nhead, p->fail_status ? p->fail_status : UCS_ERR_CANCELED);
 	// What UCX did not complete while closing fails now, once. A request
 	// on a data endpoint without peer error handling may never complete:
 	// its group keeps its slots (late callbacks land there and are
@@ -784,7 +1072,7 @@ int hc_peer_busy(hc_be *be, uint32_t idx) {
 	}
 	reap_req(&p->close_req);
 	reap_req(&p->dclose_req);
-	return p->hello_req != NULL || p->close_req != NULL || p->dclose_req != NULL;
+	return p->hello_req != NULL || p->close_req != NULL || p->dclose_req != NULL || p->ack_req != NULL;
 }
 
 // hc_progress progresses the data worker — up to rounds calls of
@@ -804,9 +1092,7 @@ uint32_t hc_progress(hc_be *be, int ctl, int rounds) {
 	if (ctl && be->worker != be->dworker)
 		for (int i = 0; i < 64 && ucp_worker_progress(be->worker) != 0; i++)
 			ev = HC_EV_PROGRESS;
-	ev |= be->events;
-	be->events = 0;
-	return ev;
+	return ev | hc_notify_flush(be);
 }
 
 // hc_arm arms both workers' event fds (ucp_worker_arm): UCS_OK, or
@@ -824,6 +1110,28 @@ static uint64_t now_ns(void) {
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+// group_open opens a group for peer p's transfers in this submit (a slot
+// is free).
+static int32_t group_open(hc_be *be, hc_peer *p, uint32_t peer, int32_t *open, uint64_t *now) {
+	int32_t g = be->grp_free;
+	hc_group *grp = &be->groups[g];
+	be->grp_free = grp->next;
+	grp->head = -1;
+	grp->pending = 1;
+	grp->status = UCS_OK;
+	grp->peer = peer;
+	grp->has_put = 0;
+	grp->orphan = 0;
+	grp->notify = -1;
+	if (*now == 0)
+		*now = now_ns();
+	grp->posted = *now;
+	grp->next = *open;
+	*open = g;
+	p->open_group = g;
+	return g;
+}
+
 uint32_t hc_submit(hc_be *be, int rounds) {
 	int32_t open = -1; // groups opened by this submit
 	uint64_t now = 0;
@@ -837,6 +1145,48 @@ uint32_t hc_submit(hc_be *be, int rounds) {
 			continue;
 		}
 		hc_peer *p = be->peers[s->peer];
+		if (s->op == HC_NOTIFY) {
+			int32_t g = p->open_group;
+			if (be->op_free < 0 || (g < 0 && be->grp_free < 0)) {
+				cq_push(be, s->tag, 0, HC_ST_NO_SLOT);
+				continue;
+			}
+			if (g < 0)
+				g = group_open(be, p, s->peer, &open, &now);
+			// Its group's flush (ucp_ep_flush_nbx: the whole endpoint)
+			// completes once every put posted to the peer before it is
+			// in the peer's memory; then it is sent (notify_flushed).
+			// Later puts open a group of their own.
+			hc_group *grp = &be->groups[g];
+			grp->has_put = 1;
+			grp->notify = be->op_free;
+			p->open_group = -1;
+			int32_t oi = be->op_free;
+			hc_op *op = &be->ops[oi];
+			be->op_free = op->next;
+			op->tag = s->tag;
+			op->len = s->len;
+			op->status = UCS_OK;
+			op->group = g;
+			op->op = HC_NOTIFY;
+			op->nstate = HC_NS_WAIT;
+			op->ngrp = 1;
+			op->nreq = 0;
+			op->peer = s->peer;
+			op->seq = p->nseq_out++;
+			op->addr = s->local;
+			if (now == 0)
+				now = now_ns();
+			op->posted = now;
+			op->next = -1;
+			if (p->ntail >= 0)
+				be->ops[p->ntail].next = oi;
+			else
+				p->nhead = oi;
+			p->ntail = oi;
+			be->inflight++;
+			continue;
+		}
 		uint32_t a = 0;
 		while (a < p->narenas && s->roff >= p->start[a] + p->len[a])
 			a++;
@@ -863,23 +1213,8 @@ uint32_t hc_submit(hc_be *be, int rounds) {
 			cq_push(be, s->tag, 0, HC_ST_NO_SLOT);
 			continue;
 		}
-		if (g < 0) {
-			g = be->grp_free;
-			hc_group *grp = &be->groups[g];
-			be->grp_free = grp->next;
-			grp->head = -1;
-			grp->pending = 1;
-			grp->status = UCS_OK;
-			grp->peer = s->peer;
-			grp->has_put = 0;
-			grp->orphan = 0;
-			if (now == 0)
-				now = now_ns();
-			grp->posted = now;
-			grp->next = open;
-			open = g;
-			p->open_group = g;
-		}
+		if (g < 0)
+			g = group_open(be, p, s->peer, &open, &now);
 		hc_group *grp = &be->groups[g];
 		int32_t oi = be->op_free;
 		hc_op *op = &be->ops[oi];
@@ -938,16 +1273,8 @@ uint32_t hc_submit(hc_be *be, int rounds) {
 	}
 	// Everything done at posting (shared memory: memcpys): nothing of
 	// ours to progress.
-	if (be->inflight == 0 && be->dworker != be->worker) {
-		uint32_t ev = be->events;
-		be->events = 0;
-		return ev;
-	}
-	if (rounds == 0) {
-		uint32_t ev = be->events;
-		be->events = 0;
-		return ev;
-	}
+	if (rounds == 0 || (be->inflight == 0 && be->dworker != be->worker))
+		return hc_notify_flush(be);
 	return hc_progress(be, 0, rounds);
 }
 
@@ -968,6 +1295,14 @@ uint32_t hc_expire(hc_be *be, uint64_t timeout_ns) {
 			p->state = HC_FAILED;
 			p->fail_status = UCS_ERR_TIMED_OUT;
 			be->events |= HC_EV_FAIL;
+			n++;
+		}
+	}
+	// A notification the peer never acknowledges (its oldest).
+	for (uint32_t k = 0; k < be->npeers; k++) {
+		hc_peer *p = be->peers[k];
+		if (p->nhead >= 0 && p->state < HC_FAILED && now - be->ops[p->nhead].posted >= timeout_ns) {
+			peer_fail(be, p, UCS_ERR_TIMED_OUT);
 			n++;
 		}
 	}
@@ -1013,6 +1348,7 @@ void hc_destroy(hc_be *be) {
 	}
 	free(be->peers);
 	free(be->connreq);
+	free(be->nrecv);
 	ucp_worker_release_address(be->dworker, be->waddr);
 	if (be->dworker != be->worker)
 		ucp_worker_destroy(be->dworker);

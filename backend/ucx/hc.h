@@ -12,8 +12,13 @@
 
 #define HC_MAX_ARENAS 64
 
-// Operations (hc_sqe.op).
-enum { HC_PUT = 1, HC_GET = 2 };
+// Operations (hc_sqe.op). HC_NOTIFY sends the message at local (len
+// bytes, at most HC_NOTIFY_MAX) to the peer's application once every put
+// posted to that peer before it is in the peer's memory; it completes when
+// the peer acknowledged its delivery.
+enum { HC_PUT = 1, HC_GET = 2, HC_NOTIFY = 3 };
+
+#define HC_NOTIFY_MAX 256
 
 // Peer states (hc_peer.state).
 enum { HC_CONNECTING = 0, HC_READY = 1, HC_FAILED = 2, HC_CLOSED = 3 };
@@ -31,7 +36,18 @@ enum {
 #define HC_ROUNDS 64
 
 // Events hc_progress reports (hc_be.events): what Go must look at.
-enum { HC_EV_CONNREQ = 1, HC_EV_HELLO = 2, HC_EV_FAIL = 4, HC_EV_PROGRESS = 8 };
+enum { HC_EV_CONNREQ = 1, HC_EV_HELLO = 2, HC_EV_FAIL = 4, HC_EV_PROGRESS = 8, HC_EV_NOTIFY = 16 };
+
+// Notification states (hc_op.nstate).
+enum { HC_NS_WAIT = 0, HC_NS_READY = 1, HC_NS_SENT = 2, HC_NS_DONE = 3 };
+
+// hc_notif is one notification received, waiting for Go (hc_be.nrecv).
+typedef struct hc_notif {
+	uint32_t peer;
+	uint32_t len;
+	uint64_t seq;
+	uint8_t data[HC_NOTIFY_MAX];
+} hc_notif;
 
 // hc_sqe is one transfer staged by Go (Forward) and posted by hc_submit.
 typedef struct hc_sqe {
@@ -60,8 +76,19 @@ typedef struct hc_op {
 	uint32_t len;
 	int32_t status;
 	int32_t group;
-	int32_t next; // next op of the group, or of the free list
+	int32_t next; // next op of the group, of the peer's notifications, or of the free list
 	uint8_t op;
+	// HC_NOTIFY only: its state, whether its group (whose flush must
+	// complete before it is sent) still holds it, whether UCX holds its
+	// send request; its sequence number per peer, the message's address,
+	// and when it was posted (the watchdog).
+	uint8_t nstate;
+	uint8_t ngrp;
+	uint8_t nreq;
+	uint32_t peer;
+	uint64_t seq;
+	uint64_t addr;
+	uint64_t posted;
 } hc_op;
 
 typedef struct hc_group {
@@ -73,6 +100,7 @@ typedef struct hc_group {
 	uint32_t peer;
 	uint8_t has_put;
 	uint8_t orphan; // its ops were reported when its peer closed
+	int32_t notify; // the notification waiting for this group's flush, or -1
 	uint64_t posted; // CLOCK_MONOTONIC ns when the group was posted
 } hc_group;
 
@@ -100,6 +128,16 @@ typedef struct hc_peer {
 	// memory: ucp_rkey_ptr of its key), or NULL. Valid until
 	// hc_peer_close destroys the key (Go fences its copies first).
 	void *direct[HC_MAX_ARENAS];
+	// Notifications sent: a FIFO of ops (linked by next) from posting to
+	// the peer's acknowledgement; nseq_out numbers the next one.
+	int32_t nhead, ntail;
+	uint64_t nseq_out;
+	// Notifications received: nseq_in is the next sequence number
+	// expected, ndelivered how many Go took (acknowledged when ack_due).
+	uint64_t nseq_in, ndelivered;
+	uint8_t ack_due;
+	uint64_t ack_val; // the count the acknowledgement in flight carries
+	void *ack_req;    // that acknowledgement, or NULL
 } hc_peer;
 
 struct hc_be {
@@ -137,6 +175,13 @@ struct hc_be {
 	uint32_t inflight; // posted ops whose completion is not in cq yet
 	uint64_t ndirect;  // transfers hc_submit copied itself (peer memory mapped here)
 	uint64_t nprogress; // ucp_worker_progress calls on the data worker
+
+	// Notifications: some sent ones became ready (their flush completed),
+	// some received ones await an acknowledgement; the received ones Go
+	// has not taken (a ring of nr_cap entries, grown up to HC_NRECV_MAX).
+	uint8_t notify_ready, ack_due;
+	hc_notif *nrecv;
+	uint32_t nr_head, nr_tail, nr_cap;
 
 	// Local arenas. memh registers the arena's range for this side's own
 	// transfers; xmemh (shared memory only) is the UCX-allocated SysV
@@ -177,6 +222,9 @@ uint32_t hc_submit(hc_be *be, int rounds);
 uint32_t hc_cancel_all(hc_be *be);
 uint32_t hc_expire(hc_be *be, uint64_t timeout_ns);
 char *hc_ep_info(hc_be *be, uint32_t idx);
+hc_notif *hc_notify_peek(hc_be *be);
+void hc_notify_pop(hc_be *be);
+uint32_t hc_notify_flush(hc_be *be);
 void hc_copy(void *dst, const void *src, size_t n);
 
 

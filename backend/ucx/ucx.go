@@ -68,6 +68,10 @@ type Config struct {
 	// Logger receives connection events (default: the engine's, or
 	// slog.Default before Attach).
 	Logger *slog.Logger
+	// NotifyQueue is the capacity of the Notifications channel (default
+	// DefaultNotifyQueue). Notifications beyond it wait in the backend,
+	// unacknowledged: their senders' transfers stay outstanding.
+	NotifyQueue int
 }
 
 // DefaultTimeout is Config.Timeout's default.
@@ -158,6 +162,9 @@ type Backend struct {
 	// batchWaits counts WaitCompletions calls (tests).
 	batchWaits atomic.Int64
 
+	notes   chan Notification // received notifications (Notifications)
+	closing chan struct{}     // closed by Close
+
 	wakeFD int // eventfd the engine sleeps on (ReadyFD)
 	stopFD int // eventfd that stops the progress goroutine
 	done   chan struct{}
@@ -194,6 +201,14 @@ func New(cfg Config) (*Backend, error) {
 	if b.log == nil {
 		b.log = slog.Default()
 	}
+	if cfg.NotifyQueue < 0 {
+		return nil, fmt.Errorf("ucx: NotifyQueue %d: want >= 0: %w", cfg.NotifyQueue, backend.ErrBadConfig)
+	}
+	q := cfg.NotifyQueue
+	if q == 0 {
+		q = DefaultNotifyQueue
+	}
+	b.notes, b.closing = make(chan Notification, q), make(chan struct{})
 	empty := []*peer{}
 	b.peers.Store(&empty)
 	var cerr *C.char
@@ -496,6 +511,9 @@ func (b *Backend) progressed(ev C.uint32_t) C.uint32_t {
 	if ev&^C.HC_EV_PROGRESS != 0 {
 		b.handle(ev)
 	}
+	if ev&C.HC_EV_NOTIFY != 0 || b.notifyWaiting() {
+		b.deliver()
+	}
 	if b.be.cq_head != b.be.cq_tail && !b.signaled && !b.cfg.CallerProgress {
 		b.signaled = true
 		var one = [8]byte{1}
@@ -578,7 +596,8 @@ func (b *Backend) progressLoop() {
 			}
 		}
 		st := C.hc_arm(b.be)
-		b.idle = !busy && st != C.UCS_ERR_BUSY
+		waiting := b.notifyWaiting()
+		b.idle = !busy && !waiting && st != C.UCS_ERR_BUSY
 		b.mu.Unlock()
 		if st == C.UCS_ERR_BUSY {
 			continue
@@ -591,6 +610,10 @@ func (b *Backend) progressLoop() {
 		var ts *unix.Timespec
 		if busy {
 			ts = &unix.Timespec{Nsec: 50_000}
+		} else if waiting {
+			// Notifications wait for room in the channel: look
+			// again every millisecond.
+			ts = &unix.Timespec{Nsec: 1_000_000}
 		}
 		for {
 			_, err := unix.Ppoll(fds, ts, nil)

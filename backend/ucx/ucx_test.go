@@ -53,6 +53,10 @@ func servePeer() int {
 		return 1
 	}
 	defer b.Close()
+	go func() { // notified puts (TestNotifyPeerKilled) complete once taken
+		for range b.Notifications() {
+		}
+	}()
 	narenas, size := peerArenas, peerArena
 	if v := os.Getenv("HCOMM_UCX_PEER_ARENAS"); v != "" {
 		// TestManyArenas: 64 arenas of 64 KiB.
