@@ -8,30 +8,31 @@ import (
 	"github.com/hcomm-go/hcomm/hugepage"
 )
 
-// arenaTable records the pool's arenas by backend slot and the address the
-// backend gave each. Alloc reads it (under the read lock) to give a block
-// its backend address; the pool's growth and release hooks write it.
+// arenaTable records the pool's arenas (and Register'ed regions) by slot;
+// each backend keeps the address it gave each slot (member.addr). Alloc
+// reads it (under the read lock); the pool's growth and release hooks,
+// Register and AddBackend write it.
 type arenaTable struct {
-	mu   sync.RWMutex
-	a    [MaxArenas]*hugepage.Arena
-	addr [MaxArenas]uint64
+	mu sync.RWMutex
+	a  [MaxArenas]*hugepage.Arena
 }
 
-// lookup returns the slot and backend address of arena a.
-func (t *arenaTable) lookup(a *hugepage.Arena) (slot int, addr uint64, ok bool) {
+// lookup returns the slot of arena a.
+func (t *arenaTable) lookup(a *hugepage.Arena) (slot int, ok bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	for i := range t.a {
 		if t.a[i] == a {
-			return i, t.addr[i], true
+			return i, true
 		}
 	}
-	return 0, 0, false
+	return 0, false
 }
 
-// mapArena maps arena a into the backend (the first arena at Open; later
-// ones from the pool's growth hook, before any of their blocks is handed
-// out). It holds the owner flag: MapArena never runs beside Forward or Reap.
+// mapArena maps arena a into every backend, all or nothing (the first
+// arena at Open; later ones from the pool's growth hook, before any of
+// their blocks is handed out; Register's regions). Each MapArena runs
+// under the owner flag: never beside Forward or Reap.
 func (e *Engine) mapArena(a *hugepage.Arena) error {
 	e.arenas.mu.Lock()
 	defer e.arenas.mu.Unlock()
@@ -43,24 +44,69 @@ func (e *Engine) mapArena(a *hugepage.Arena) error {
 		}
 	}
 	if slot < 0 {
-		return fmt.Errorf("engine: map a %d-byte arena into the %s backend: at most %d arenas: %w",
-			a.Len(), e.desc.Name, MaxArenas, ErrNotSupported)
+		return fmt.Errorf("engine: map a %d-byte arena: at most %d arenas: %w", a.Len(), MaxArenas, ErrNotSupported)
 	}
-	e.lock()
-	addr, err := e.be.MapArena(slot, a)
-	e.unlock()
+	var done []*member
+	var err error
+	e.forEach(func(m *member) {
+		if err != nil {
+			return
+		}
+		e.lock()
+		addr, merr := m.be.MapArena(slot, a)
+		e.unlock()
+		if merr != nil {
+			err = fmt.Errorf("engine: map a %d-byte arena (%v) into the %s backend: %w", a.Len(), a.Backing(), m.desc.Name, merr)
+			return
+		}
+		m.addr[slot].Store(addr)
+		m.mapped |= 1 << slot
+		done = append(done, m)
+	})
 	if err != nil {
-		return fmt.Errorf("engine: map a %d-byte arena (%v) into the %s backend: %w", a.Len(), a.Backing(), e.desc.Name, err)
+		for _, m := range done {
+			e.lock()
+			uerr := m.be.UnmapArena(slot)
+			e.unlock()
+			if uerr != nil {
+				e.log.Warn("engine: undo an arena's mapping", "arena", slot, "backend", m.desc.Name, "err", uerr)
+			}
+			m.addr[slot].Store(0)
+			m.mapped &^= 1 << slot
+		}
+		return err
 	}
-	e.arenas.a[slot], e.arenas.addr[slot] = a, addr
+	e.arenas.a[slot] = a
 	if slot > 0 {
-		e.log.Debug("engine: pool grew", "arena", slot, "bytes", a.Len(), "backend", e.desc.Name)
+		e.log.Debug("engine: pool grew", "arena", slot, "bytes", a.Len(), "backends", e.memberNames())
 	}
 	return nil
 }
 
-// unmapArena takes an idle arena out of the backend (the pool's release
-// hook: the arena holds no live block).
+// mapAllInto maps every arena into m, a backend being added, all or
+// nothing. It holds the arena table's lock: the pool neither grows nor
+// releases meanwhile.
+func (e *Engine) mapAllInto(m *member) error {
+	var done []int
+	for slot, a := range e.arenas.a {
+		if a == nil {
+			continue
+		}
+		addr, err := m.be.MapArena(slot, a)
+		if err != nil {
+			for _, s := range done {
+				_ = m.be.UnmapArena(s)
+			}
+			return fmt.Errorf("engine: add the %s backend: map arena %d (%d bytes): %w", m.desc.Name, slot, a.Len(), err)
+		}
+		m.addr[slot].Store(addr)
+		done = append(done, slot)
+	}
+	return nil
+}
+
+// unmapArena takes an idle arena out of every backend (the pool's release
+// hook: the arena holds no live block; Unregister).
 func (e *Engine) unmapArena(a *hugepage.Arena) {
 	e.arenas.mu.Lock()
 	defer e.arenas.mu.Unlock()
@@ -68,18 +114,22 @@ func (e *Engine) unmapArena(a *hugepage.Arena) {
 		if e.arenas.a[i] != a {
 			continue
 		}
-		e.lock()
-		err := e.be.UnmapArena(i)
-		e.unlock()
-		if err != nil {
-			e.log.Warn("engine: unmap an idle arena from the backend", "arena", i, "backend", e.desc.Name, "err", err)
-		}
-		e.arenas.a[i], e.arenas.addr[i] = nil, 0
+		e.forEach(func(m *member) {
+			e.lock()
+			err := m.be.UnmapArena(i)
+			e.unlock()
+			if err != nil {
+				e.log.Warn("engine: unmap an idle arena from the backend", "arena", i, "backend", m.desc.Name, "err", err)
+			}
+			m.addr[i].Store(0)
+			m.mapped &^= 1 << i
+		})
+		e.arenas.a[i] = nil
 		return
 	}
 }
 
-// unmapArenas takes every arena out of the backend (Close, failed Open).
+// unmapArenas takes every arena out of every backend (Close, failed Open).
 func (e *Engine) unmapArenas() error {
 	e.arenas.mu.Lock()
 	defer e.arenas.mu.Unlock()
@@ -88,10 +138,14 @@ func (e *Engine) unmapArenas() error {
 		if e.arenas.a[i] == nil {
 			continue
 		}
-		if err := e.be.UnmapArena(i); err != nil {
-			errs = append(errs, fmt.Errorf("engine: unmap arena %d from the %s backend: %w", i, e.desc.Name, err))
-		}
-		e.arenas.a[i], e.arenas.addr[i] = nil, 0
+		e.forEach(func(m *member) {
+			if err := m.be.UnmapArena(i); err != nil {
+				errs = append(errs, fmt.Errorf("engine: unmap arena %d from the %s backend: %w", i, m.desc.Name, err))
+			}
+			m.addr[i].Store(0)
+			m.mapped &^= 1 << i
+		})
+		e.arenas.a[i] = nil
 	}
 	return errors.Join(errs...)
 }

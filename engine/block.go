@@ -16,7 +16,6 @@ import (
 type Block struct {
 	e     *Engine
 	hb    hugepage.Block
-	addr  uint64 // the backend's address of the first byte (MapArena's + offset)
 	idx   uint32 // handle in the engine's block table
 	gen   uint32 // generation of that handle when allocated
 	arena uint16 // the arena's backend slot
@@ -56,9 +55,25 @@ func (b Block) Len() int { return b.hb.Len() }
 // Addr is the virtual address of the first byte.
 func (b Block) Addr() uintptr { return b.hb.Addr() }
 
-// IOVA is the address the backend uses for the first byte: an IOVA for a
-// DMA device, an offset in a registered buffer for io_uring.
-func (b Block) IOVA() uint64 { return b.addr }
+// IOVA is the address the engine's first backend uses for the first byte:
+// an IOVA for a DMA device, an offset in a registered buffer for io_uring
+// (0 for the zero Block). IOVAOf gives another backend's.
+func (b Block) IOVA() uint64 {
+	if b.e == nil {
+		return 0
+	}
+	return b.e.first.addr[b.arena].Load() + uint64(b.hb.Offset())
+}
+
+// IOVAOf is the address backend t uses for the block's first byte (0 for
+// a Target of another engine, or a removed one).
+func (b Block) IOVAOf(t Target) uint64 {
+	m := t.member()
+	if b.e == nil || t.e != b.e || m == nil {
+		return 0
+	}
+	return m.addr[b.arena].Load() + uint64(b.hb.Offset())
+}
 
 // IsZero reports whether b is the zero Block.
 func (b Block) IsZero() bool { return b.e == nil }
@@ -151,15 +166,15 @@ func (e *Engine) Alloc(n int) (Block, error) {
 		_ = e.pool.Free(hb)
 		return Block{}, err
 	}
-	slot, base, ok := e.arenas.lookup(hb.Arena())
+	slot, ok := e.arenas.lookup(hb.Arena())
 	if !ok {
 		// Cannot happen: the pool maps every arena before handing out
 		// its blocks. Refuse rather than hand out an unmapped block.
 		e.blocks.put(idx, gen)
 		_ = e.pool.Free(hb)
-		return Block{}, fmt.Errorf("engine: alloc %d bytes: the block's arena is not mapped into the %s backend: %w", n, e.desc.Name, ErrNotSupported)
+		return Block{}, fmt.Errorf("engine: alloc %d bytes: the block's arena is not mapped into the backends: %w", n, ErrNotSupported)
 	}
-	return Block{e: e, hb: hb, addr: base + uint64(hb.Offset()), idx: idx, gen: gen, arena: uint16(slot)}, nil
+	return Block{e: e, hb: hb, idx: idx, gen: gen, arena: uint16(slot)}, nil
 }
 
 // Free returns b to the pool. Freeing a block twice, a stale copy, a block

@@ -113,13 +113,13 @@ func (e *Engine) finishClose(ctx context.Context, drainErr error) error {
 		e.log.Info("engine: close canceled in-flight transfers", "reason", drainErr)
 	}
 	var err error
-	if held := e.be.Outstanding(); held > 0 {
+	if held := e.outstanding(); held > 0 {
 		// The backend could not take these back (the kernel still holds
 		// file I/O): their callbacks have run with ErrCanceled, but the
 		// memory they read or write must stay mapped until they end.
-		stuck := fmt.Errorf("engine: shutdown: the %s backend still holds %d transfers it could not cancel (canceled for the caller); the pool is released when they end: %w",
-			e.desc.Name, held, ctxErr(ctx))
-		e.log.Warn("engine: close: transfers the backend could not cancel", "backend", e.desc.Name, "held", held)
+		stuck := fmt.Errorf("engine: shutdown: the backends (%s) still hold %d transfers they could not cancel (canceled for the caller); the pool is released when they end: %w",
+			e.memberNames(), held, ctxErr(ctx))
+		e.log.Warn("engine: close: transfers the backends could not cancel", "backends", e.memberNames(), "held", held)
 		select {
 		case <-e.stuckCh: // already returned (a blocked callback)
 		default:
@@ -149,9 +149,13 @@ func (e *Engine) closeRelease() error {
 // cancel again and again (uringfile's Cancel waits a while for the kernel)
 // and drops what comes back, whose callbacks have already run.
 func (e *Engine) waitBackend() {
-	for e.be.Outstanding() > 0 {
-		e.be.Cancel(e.batch)
-		if e.be.Outstanding() > 0 {
+	for e.outstanding() > 0 {
+		e.forEach(func(m *member) {
+			if m.be.Outstanding() > 0 {
+				m.be.Cancel(e.batch)
+			}
+		})
+		if e.outstanding() > 0 {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
@@ -296,7 +300,9 @@ func (e *Engine) tearDownStaging() (end uint64) {
 // owner flag and lets it go.
 func (e *Engine) cancelOutstanding(end uint64) []backend.Completion {
 	n := e.collectLocked(e.batch)
-	n += e.be.Cancel(e.batch[n:])
+	e.forEach(func(m *member) {
+		n += m.be.Cancel(e.batch[n:])
+	})
 	seen := make([]bool, e.depth)
 	for _, c := range e.batch[:n] {
 		seen[c.Tag&e.mask] = true
@@ -315,7 +321,13 @@ func (e *Engine) cancelOutstanding(end uint64) []backend.Completion {
 // release unmaps the pool from the backend and frees everything.
 func (e *Engine) release() error {
 	e.unmapped.Store(true)
-	errs := []error{e.unmapArenas(), e.pool.Close(), e.be.Close(), unix.Close(e.wakeFd)}
+	errs := []error{e.unmapArenas(), e.pool.Close()}
+	e.forEach(func(m *member) {
+		if err := m.be.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("engine: close the %s backend: %w", m.desc.Name, err))
+		}
+	})
+	errs = append(errs, unix.Close(e.wakeFd))
 	e.closeErr = errors.Join(errs...)
 	if e.closeErr != nil {
 		return fmt.Errorf("engine: close: %w", e.closeErr)

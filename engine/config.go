@@ -61,6 +61,11 @@ type Config struct {
 	// implementation of Backend. Open takes ownership: Close, or a failed
 	// Open, closes it.
 	Backend backend.Backend
+	// Backends are more backends for the same engine and pool (Backend,
+	// when set, is the first; Backends follow it): e.g. an HDMA device, a
+	// file backend and a UCX backend at once. Every arena is mapped into
+	// each. At most MaxBackends in all; AddBackend adds more later.
+	Backends []backend.Backend
 
 	// PoolSize is the initial size of the host memory pool in bytes
 	// (default 256 MiB; MinPoolSize..MaxPoolSize). It is mapped once at
@@ -100,6 +105,14 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// backends is Backend (when set) followed by Backends.
+func (cfg Config) backends() []backend.Backend {
+	if cfg.Backend == nil {
+		return cfg.Backends
+	}
+	return append([]backend.Backend{cfg.Backend}, cfg.Backends...)
+}
+
 // DefaultPoolIdle is how long an added arena stays idle before it is given
 // back, when Config.PoolMax allows growth.
 const DefaultPoolIdle = time.Second
@@ -110,7 +123,16 @@ func (cfg Config) withDefaults() (Config, error) {
 	bad := func(format string, args ...any) (Config, error) {
 		return Config{}, fmt.Errorf("engine: "+format+": %w", append(args, ErrBadConfig)...)
 	}
-	if cfg.Backend == nil {
+	bes := cfg.backends()
+	for i, be := range cfg.Backends {
+		if be == nil {
+			return bad("Config.Backends[%d] is nil", i)
+		}
+	}
+	if len(bes) > MaxBackends {
+		return bad("%d backends: an engine holds at most %d (MaxBackends)", len(bes), MaxBackends)
+	}
+	if len(bes) == 0 {
 		return bad("Config.Backend is nil: give the engine what it moves data with — " +
 			"hdmadev.New(dev, hdmadev.Config{}) over a vfio.Device (mock.New(mock.Config{}) from " +
 			"github.com/hcomm-go/hcomm/vfio/mock is a software HDMA device for tests and demos), " +

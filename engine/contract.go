@@ -46,7 +46,8 @@ const (
 type entry struct {
 	op   backend.Op
 	done uint8 // opForward, opDone (completed at submit time: res holds the result), opNoop
-	_    [7]byte
+	be   uint8 // the backend: its index in Engine.members
+	_    [6]byte
 	res  uint64 // opDone: the result (status<<32 | bytes)
 	_    [16]byte
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -14,7 +15,6 @@ import (
 	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/hugepage"
 	"github.com/hcomm-go/hcomm/internal/atomicrel"
-	"github.com/hcomm-go/hcomm/internal/span"
 	"github.com/hcomm-go/hcomm/ring"
 )
 
@@ -65,17 +65,26 @@ func doneState(pos uint64, st backend.Status) uint64 {
 
 func resOf(c backend.Completion) uint64 { return packRes(c.Status, c.N) }
 
-// Engine moves data between its pool of host memory and one backend. All
-// methods are safe for concurrent use.
+// Engine moves data between its pool of host memory and its backends (up
+// to MaxBackends: devices, files, peers). All methods are safe for
+// concurrent use.
 type Engine struct {
-	cfg     Config
-	log     *slog.Logger
-	tag     uint64
-	pool    *hugepage.Pool
-	blocks  *blockTable
-	be      backend.Backend
-	desc    backend.Description // the backend's, after Attach
-	devMem  *span.Space         // AllocDevice's ranges of device memory (nil: none)
+	cfg    Config
+	log    *slog.Logger
+	tag    uint64
+	pool   *hugepage.Pool
+	blocks *blockTable
+	// The backends (members.go): slots of MaxBackends, nil when free.
+	// Submitters load them (routing); AddBackend and RemoveBackend store
+	// them under memberMu, the arena table's lock and the owner flag.
+	members   [MaxBackends]atomic.Pointer[member]
+	memberGen [MaxBackends]uint16 // under memberMu
+	memberMu  sync.Mutex
+	route     atomic.Uint64  // per LocKind, the backend of Locs that name none (updateRoutes)
+	retired   []memberTotals // removed backends' counts (owner)
+	// first is the first backend Open was given: Backend(), IOVA, and
+	// the single-backend policies (batched waits, the deferred doorbell).
+	first   *member
 	arenas  arenaTable
 	reg     registry         // caller memory (Register)
 	backing hugepage.Backing // the first arena's
@@ -111,17 +120,20 @@ type Engine struct {
 	own       int    // entries the kicking submitter committed itself (kick sets it for its drain)
 	intr      bool   // ask the backend for an interrupt per batch (ModeReaper: someone may sleep)
 	ctr       counters
-	bctr      backend.Counters // the backend's (backend.Env.Counters)
 
 	// released mirrors head for Drain and blocked submitters (atomic: read
 	// without the owner).
 	released atomic.Uint64
 
 	// backend.Completion side.
-	reaping  atomicrel.Uint32    // one Poll/reaper cycle at a time
-	sleeping atomic.Uint32       // the reaper is (about to be) asleep
-	readyFD  bool                // the backend has a ReadyFD (set before the reaper starts)
-	bw       backend.BatchWaiter // the backend, when it can be waited on in batches (reap.go)
+	reaping  atomicrel.Uint32 // one Poll/reaper cycle at a time
+	sleeping atomic.Uint32    // the reaper is (about to be) asleep
+	// readyFD: every backend has a ReadyFD and the reaper's sleep watches
+	// them all; sleepStale: the backends changed and the reaper rebuilds
+	// its sleep (members.go).
+	readyFD    atomic.Bool
+	sleepStale atomic.Bool
+	bw         backend.BatchWaiter // the first backend, when it can be waited on in batches (reap.go)
 	// waiterCycles counts completion cycles run by others than the reaper
 	// (waiters, Poll); inReaper is true while the reaper runs one (both
 	// written under the reaping flag; reap.go).
@@ -158,7 +170,8 @@ type Engine struct {
 	tornEnd   uint64      // the end of the real transfers at Close (owner)
 	unmapped  atomic.Bool // the pool is unmapped: Block.Bytes returns nil
 	cbPanic   any         // the first panic of a callback Shutdown ran
-	fallbacks []error
+	fallbacks []error     // under fbMu
+	fbMu      sync.Mutex
 
 	// The deferred doorbell (reap.go), at the end: the fields above keep
 	// the cache-line layout the device path's latency was measured with.
@@ -191,15 +204,18 @@ const (
 	probeMax = 4096
 )
 
-// Open creates an engine over cfg.Backend: it attaches the backend, maps
-// the pool and maps it into the backend once (DMA-map, register), and
-// starts the reaper unless Config.Mode is ModePoll. Open takes ownership of
-// the backend: when it fails, the backend is closed too.
+// Open creates an engine over its backends (Config.Backend and
+// Config.Backends): it attaches each, maps the pool and maps it into every
+// backend once (DMA-map, register), and starts the reaper unless
+// Config.Mode is ModePoll. Open takes ownership of the backends: when it
+// fails, they are closed too.
 func Open(cfg Config) (_ *Engine, err error) {
-	be := cfg.Backend
+	bes := cfg.backends()
 	if cfg, err = cfg.withDefaults(); err != nil {
-		if be != nil {
-			_ = be.Close()
+		for _, be := range bes {
+			if be != nil {
+				_ = be.Close()
+			}
 		}
 		return nil, err
 	}
@@ -212,8 +228,10 @@ func Open(cfg Config) (_ *Engine, err error) {
 			}
 		}
 	}()
-	undo = append(undo, be.Close)
-	if err = e.attach(); err != nil {
+	for _, be := range bes {
+		undo = append(undo, be.Close)
+	}
+	if err = e.attach(bes); err != nil {
 		return nil, err
 	}
 	if err = e.openPool(); err != nil {
@@ -225,7 +243,7 @@ func Open(cfg Config) (_ *Engine, err error) {
 	}
 	undo = append(undo, func() error { return unix.Close(e.wakeFd) })
 	e.startCompletions()
-	for _, fb := range e.fallbacks {
+	for _, fb := range e.Fallbacks() {
 		e.log.Info("engine fallback", "reason", fb.Error())
 	}
 	return e, nil
@@ -238,7 +256,7 @@ func newEngine(cfg Config) *Engine {
 		tag = engineSeq.Add(1) & 0xffff
 	}
 	e := &Engine{
-		cfg: cfg, log: cfg.Logger, tag: tag, depth: cfg.QueueDepth, be: cfg.Backend,
+		cfg: cfg, log: cfg.Logger, tag: tag, depth: cfg.QueueDepth,
 		blocks:    new(blockTable),
 		ents:      make([]entry, cfg.QueueDepth),
 		slots:     make([]slot, cfg.QueueDepth),
@@ -261,25 +279,21 @@ func newEngine(cfg Config) *Engine {
 	return e
 }
 
-// attach hands the backend its environment and reads its description.
-func (e *Engine) attach() error {
-	err := e.be.Attach(backend.Env{QueueDepth: e.depth, Alignment: e.cfg.Alignment, Counters: &e.bctr, Logger: e.log})
-	if err != nil {
-		return fmt.Errorf("engine: attach backend: %w", err)
-	}
-	e.desc = e.be.Describe()
-	e.fallbacks = append(e.fallbacks, e.desc.Fallbacks...)
-	if e.desc.Align > e.cfg.Alignment && e.desc.Align <= MaxAlignment {
-		e.log.Debug("engine: blocks are aligned less than the backend needs", "alignment", e.cfg.Alignment, "backend", e.desc.Align)
-	}
-	if e.desc.DeviceMemory > 0 {
-		grain := uint64(max(e.cfg.Alignment, 64))
-		if e.desc.DeviceMemory < grain {
-			return fmt.Errorf("engine: the %s backend's device memory is %d bytes, smaller than one device allocation (%d bytes: the larger of Alignment %d and 64): %w",
-				e.desc.Name, e.desc.DeviceMemory, grain, e.cfg.Alignment, ErrBadConfig)
+// attach attaches the backends Open was given (their members are
+// published only once every one attached; arenas are mapped after).
+func (e *Engine) attach(bes []backend.Backend) error {
+	e.memberMu.Lock()
+	defer e.memberMu.Unlock()
+	for i, be := range bes {
+		m, err := e.attachMember(be, i)
+		if err != nil {
+			return err
 		}
-		e.devMem = span.New(e.desc.DeviceMemory, grain)
+		e.members[i].Store(m)
+		e.addFallback(m.desc.Fallbacks...)
 	}
+	e.first = e.members[0].Load()
+	e.updateRoutes()
 	return nil
 }
 
@@ -304,7 +318,7 @@ func (e *Engine) openPool() (err error) {
 	}
 	first := e.pool.Arenas()[0]
 	e.backing = first.Backing()
-	e.fallbacks = append(e.fallbacks, first.Fallbacks()...)
+	e.addFallback(first.Fallbacks()...)
 	if err = e.mapArena(first); err != nil {
 		_ = e.pool.Close()
 		return err
@@ -315,13 +329,24 @@ func (e *Engine) openPool() (err error) {
 // Fallbacks lists what the engine and its backend could not get and what
 // they did instead (hugepage backings, io_uring features, ...), so that
 // nothing degrades silently.
-func (e *Engine) Fallbacks() []error { return append([]error(nil), e.fallbacks...) }
+func (e *Engine) Fallbacks() []error {
+	e.fbMu.Lock()
+	defer e.fbMu.Unlock()
+	return append([]error(nil), e.fallbacks...)
+}
+
+func (e *Engine) addFallback(errs ...error) {
+	e.fbMu.Lock()
+	e.fallbacks = append(e.fallbacks, errs...)
+	e.fbMu.Unlock()
+}
 
 // Config returns the engine's configuration with defaults filled in.
 func (e *Engine) Config() Config { return e.cfg }
 
-// Backend describes the engine's backend (name, limits, features).
-func (e *Engine) Backend() backend.Description { return e.desc }
+// Backend describes the engine's first backend (name, limits, features);
+// Targets lists them all.
+func (e *Engine) Backend() backend.Description { return e.first.desc }
 
 // ---------------------------------------------------------------------
 // Ownership: the group-commit protocol.
@@ -441,51 +466,72 @@ func (e *Engine) drainLocked() {
 	if e.fwd == end {
 		return
 	}
-	// The last entry for the backend asks for an interrupt when it
+	// The last entry for each backend asks for an interrupt when it
 	// completes: one per batch, which is what wakes a sleeping reaper
 	// (or a waiter). In ModePoll nobody sleeps on the backend's signal:
 	// no interrupt (one eventfd write per batch saved).
-	lastFwd := ^uint64(0)
+	var lastFwd [MaxBackends]uint64
 	if e.intr {
+		lastFwd = noLastFwd
 		for p := e.fwd; p != end; p++ {
-			if e.ents[p&e.mask].done == opForward {
-				lastFwd = p
+			if ent := &e.ents[p&e.mask]; ent.done == opForward {
+				lastFwd[ent.be&(MaxBackends-1)] = p
 			}
 		}
 	}
 	var count [backend.NumPaths]uint32
 	var bytes [backend.NumPaths]uint64
-	local, forwarded := false, uint32(0)
+	local, touched := false, uint32(0) // touched: bit i, backend i was forwarded to
 	for e.fwd != end {
 		pos := e.fwd
 		ent := &e.ents[pos&e.mask]
 		op := &ent.op
 		done, path, n := ent.done, op.Path&(backend.NumPaths-1), op.Len
-		if done == opForward {
-			if !e.be.Forward(pos, op, pos == lastFwd) {
-				break
+		if done == opNoop {
+			e.pushLocalLocked(pos)
+			local = true
+			e.fwd++
+			continue
+		}
+		i := ent.be & (MaxBackends - 1)
+		m := e.members[i].Load()
+		switch {
+		case m == nil:
+			// Its backend was removed (RemoveBackend canceled what it
+			// held; this one was staged before and reached it after).
+			ent.done, ent.res = opDone, packRes(backend.StatusCanceled, 0)
+			e.pushLocalLocked(pos)
+			local = true
+		case done == opForward:
+			if !m.be.Forward(pos, op, pos == lastFwd[i]) {
+				goto refused // no room now: the rest waits for a later drain
 			}
-			forwarded++
-		} else {
+			touched |= 1 << i
+		default:
 			e.pushLocalLocked(pos)
 			local = true
 		}
-		if done != opNoop {
-			count[path]++
-			bytes[path] += uint64(n)
+		if m != nil {
+			m.transfers++
+			m.bytes += uint64(n)
 		}
+		count[path]++
+		bytes[path] += uint64(n)
 		e.fwd++
 	}
-	if forwarded > 0 {
-		// In a completion round (a callback submitting, or a submitter
-		// beside a waiter that reaps) the doorbell waits for the round's
-		// holder: its batched wait carries it, or it rings it when it
-		// lets the reaping flag go (releaseReaping).
-		if e.lazy != nil && e.inRound.Load() {
+refused:
+	// One doorbell per backend touched. In a completion round (a callback
+	// submitting, or a submitter beside a waiter that reaps) the first
+	// backend's doorbell waits for the round's holder when it can be
+	// deferred: its batched wait carries it, or it rings it when it lets
+	// the reaping flag go (releaseReaping).
+	for t := touched; t != 0; t &= t - 1 {
+		m := e.members[bits.TrailingZeros32(t)].Load()
+		if m == e.first && e.lazy != nil && e.inRound.Load() {
 			e.lazy.FlushDeferred()
 			e.lazyPending.Store(true)
 		} else {
-			e.be.Flush()
+			m.be.Flush()
 		}
 	}
 	total := uint32(0)
@@ -513,10 +559,13 @@ func (e *Engine) drainLocked() {
 	switch {
 	case local || e.fwd != end:
 		e.wakeReaper(false)
-	case forwarded > 0:
+	case touched != 0:
 		e.wakeReaper(true)
 	}
 }
+
+// noLastFwd is drainLocked's "no entry asks for an interrupt", per backend.
+var noLastFwd = [MaxBackends]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
 
 func (e *Engine) pushLocalLocked(pos uint64) {
 	e.localDone[(e.ldHead+e.ldLen)%len(e.localDone)] = pos
@@ -558,8 +607,13 @@ func (e *Engine) collectLocked(out []backend.Completion) int {
 		out[n] = backend.Completion{Tag: pos, N: uint32(res), Status: backend.Status(res >> 32)}
 		n++
 	}
-	if n < len(out) {
-		n += e.be.Reap(out[n:])
+	for i := range e.members {
+		if n >= len(out) {
+			break
+		}
+		if m := e.members[i].Load(); m != nil {
+			n += m.be.Reap(out[n:])
+		}
 	}
 	return n
 }
@@ -595,7 +649,7 @@ func (e *Engine) wakeReaper(idleOnly bool) {
 	// A reaper in sleepLazy reads no eventfd: it wakes on its timer (and
 	// a waiter's cycles collect what it would), so a write would only be
 	// a system call in the submitter's path.
-	if s == awake || s == sleepLazy || idleOnly && (s != sleepIdle || e.readyFD) || !e.sleeping.CompareAndSwap(s, awake) {
+	if s == awake || s == sleepLazy || idleOnly && (s != sleepIdle || e.readyFD.Load()) || !e.sleeping.CompareAndSwap(s, awake) {
 		return
 	}
 	var one = [8]byte{1}
@@ -607,19 +661,20 @@ func (e *Engine) wakeReaper(idleOnly bool) {
 // application's Poll calls do its work.
 func (e *Engine) startCompletions() {
 	// Waiters wait in a batch-waited backend in both modes (waitFor).
-	e.bw, _ = e.be.(backend.BatchWaiter)
-	if c, ok := e.be.(backend.BatchWaitChooser); ok && !c.BatchWaits() {
+	// The first backend's batched waits and deferred doorbell (reap.go):
+	// the other backends' doorbells ring at once, and a goroutine waits in
+	// the first backend only while the others have nothing outstanding.
+	be := e.first.be
+	e.bw, _ = be.(backend.BatchWaiter)
+	if c, ok := be.(backend.BatchWaitChooser); ok && !c.BatchWaits() {
 		e.bw = nil
 	}
 	if e.bw != nil {
-		e.lazy, _ = e.be.(backend.LazyDoorbell)
+		e.lazy, _ = be.(backend.LazyDoorbell)
 	}
 	if e.cfg.Mode != ModeReaper {
 		close(e.done)
 		return
-	}
-	if fd, _ := e.be.ReadyFD(); fd >= 0 {
-		e.readyFD = true
 	}
 	ready := make(chan struct{})
 	go e.reaper(ready)

@@ -68,15 +68,36 @@ func init() {
 // errUnknownStatus is a status no one defined.
 var errUnknownStatus = fmt.Errorf("%w: unknown completion status", ErrDevice)
 
+// A backend-specific status (StatusBackend up to StatusErrno) carries the
+// index of the backend that reported it in bits memberShift and up, from
+// the moment it is reaped (countLocked), so that the backend's Err explains
+// it after the staging entry is gone (Wait).
+const (
+	memberShift = 28
+	memberMask  = (MaxBackends - 1) << memberShift
+)
+
+// tagStatus marks a backend-specific status with backend be.
+func tagStatus(s backend.Status, be uint8) backend.Status {
+	if s >= backend.StatusBackend && s < backend.StatusErrno {
+		s |= backend.Status(be) << memberShift
+	}
+	return s
+}
+
 // statusErr turns a completion status into the error callers see.
 func (e *Engine) statusErr(s backend.Status) error {
 	switch {
 	case s < nCoreStatus:
 		return statusErrs[s]
-	case s >= backend.StatusErrno:
+	case s >= backend.StatusErrno && s < 1<<memberShift:
 		return ErrnoStatusErr(s)
 	case s >= backend.StatusBackend:
-		if err := e.be.Err(s); err != nil {
+		m := e.members[s>>memberShift&(MaxBackends-1)].Load()
+		if m == nil {
+			break // removed since
+		}
+		if err := m.be.Err(s &^ memberMask); err != nil {
 			return err
 		}
 	}

@@ -49,9 +49,18 @@ func (e *Engine) cycle() (n int, busy bool) {
 	// ones it refused (a backend that needs recovery refuses). An idle
 	// poll loop (a ping-pong waiting for its peer) then makes one
 	// backend call per Poll, not three.
-	if n == 0 && (e.be.Outstanding() > 0 || e.fwd != e.head+uint64(e.stage.Len())) {
-		e.be.Check()
-		n = e.collectLocked(e.batch) // what a recovery failed
+	if n == 0 {
+		refused := e.fwd != e.head+uint64(e.stage.Len())
+		checked := false
+		e.forEach(func(m *member) {
+			if refused || m.be.Outstanding() > 0 {
+				m.be.Check()
+				checked = true
+			}
+		})
+		if checked {
+			n = e.collectLocked(e.batch) // what a recovery failed
+		}
 	}
 	count, bytes, errs := e.countLocked(e.batch[:n])
 	if count > 0 {
@@ -59,7 +68,7 @@ func (e *Engine) cycle() (n int, busy bool) {
 	}
 	// Busy: something may finish without a doorbell or a wake-up (in the
 	// backend, or staged and not yet accepted by it): sleep with a timeout.
-	busy = e.be.Outstanding() > 0 || e.fwd != e.head+uint64(e.stage.Len())
+	busy = e.outstanding() > 0 || e.fwd != e.head+uint64(e.stage.Len())
 	e.unlock()
 	if n == 0 {
 		return 0, busy
@@ -96,6 +105,7 @@ func (e *Engine) countLocked(batch []backend.Completion) (count int, bytes uint6
 		if c.Status == backend.StatusOK && c.N != ent.op.Len {
 			c.Status = backend.StatusShort
 		}
+		c.Status = tagStatus(c.Status, ent.be)
 		count++
 		bytes += uint64(c.N)
 		if c.Status != backend.StatusOK {
@@ -244,13 +254,9 @@ func (e *Engine) yieldDue() bool {
 // without a wake-up per submission.
 func (e *Engine) reaper(ready chan<- struct{}) {
 	defer close(e.done)
-	fd, isEventfd := e.be.ReadyFD()
-	sl, err := newSleeper(fd, isEventfd, e.wakeFd)
-	if err != nil {
-		e.fallbacks = append(e.fallbacks, err)
-	}
+	sl := e.newSleeper()
 	close(ready)
-	defer sl.close()
+	defer func() { sl.close() }()
 	// On the way out, take the reaping flag for good: a waiter reaping
 	// inline finishes the cycle it is in (completing what it collected),
 	// and no later one starts, so Close's cancelOutstanding is the only
@@ -263,8 +269,8 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 	tick := e.tick()
 	// Idle, the reaper needs a timeout only to notice a stall of work
 	// submitted while it slept (submissions do not wake it): half the
-	// backend's Timeout is early enough; without a Timeout, none.
-	idleTick := e.desc.Timeout / 2
+	// backends' shortest Timeout is early enough; without a Timeout, none.
+	idleTick := e.timeout() / 2
 	bw := e.bw
 	last := time.Now()
 	lazy := lazyMin
@@ -274,6 +280,13 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 	spinSeen, lastWaiter := seen, time.Time{}
 	var standSince time.Time // when the reaper began to stand back
 	for !e.stop.Load() {
+		if e.sleepStale.Load() {
+			// The backends changed (AddBackend, RemoveBackend): sleep
+			// on the readiness fds of those there are now.
+			sl.close()
+			sl = e.newSleeper()
+			tick, idleTick = e.tick(), e.timeout()/2
+		}
 		// Waiters reap for themselves (a synchronous Submit+Wait): while
 		// one does, and within Spin of its last cycle, the reaper stays
 		// awake — so submitters need not wake it — but takes no
@@ -392,9 +405,20 @@ const batchWait = 200 * time.Microsecond
 // backend's Timeout, at most 10 ms.
 func (e *Engine) tick() time.Duration {
 	t := 10 * time.Millisecond
-	if e.desc.Timeout > 0 {
-		t = min(e.desc.Timeout/4, t)
+	if to := e.timeout(); to > 0 {
+		t = min(to/4, t)
 	}
+	return t
+}
+
+// timeout is the shortest Timeout of the backends (0: none has one).
+func (e *Engine) timeout() time.Duration {
+	var t time.Duration
+	e.forEach(func(m *member) {
+		if to := m.desc.Timeout; to > 0 && (t == 0 || to < t) {
+			t = to
+		}
+	})
 	return t
 }
 
@@ -415,7 +439,12 @@ func (e *Engine) waitBatch() bool {
 		e.inRound.Store(false)
 		e.lazyPending.Store(false)
 	}
-	out := e.be.Outstanding()
+	// Only while the other backends have nothing outstanding: their
+	// completions would wait for this wait's end.
+	out := e.first.be.Outstanding()
+	if e.outstanding() != out {
+		out = 0
+	}
 	e.unlock() // drains (at once) what was staged after the drain above
 	if out == 0 {
 		return false
@@ -660,27 +689,35 @@ func (e *Engine) WaitIdle(ctx context.Context) error {
 // sleeper puts the reaper to sleep on its watched fds through io_uring
 // (uringWait), falling back to poll(2) when io_uring is unavailable.
 type sleeper struct {
-	hasCompletionFd bool // fds[0] is the backend's
-	fds             []int
-	efd             []bool // fds[i] is an eventfd (read it), not a pollable ring fd
-	u               uringWait
-	calls           uint64
+	completionFds int // fds[:completionFds] are the backends'
+	fds           []int
+	efd           []bool // fds[i] is an eventfd (read it), not a pollable ring fd
+	u             uringWait
+	calls         uint64
 }
 
-func newSleeper(completionFd int, eventfd bool, wakeFd int) (*sleeper, error) {
+// newSleeper builds the reaper's sleep over every backend's readiness fd
+// and the wake eventfd, and says whether it watches every backend.
+func (e *Engine) newSleeper() *sleeper {
+	e.sleepStale.Store(false)
 	s := &sleeper{}
-	if completionFd >= 0 {
-		s.hasCompletionFd = true
-		s.fds = append(s.fds, completionFd)
-		s.efd = append(s.efd, eventfd)
-	}
-	s.fds = append(s.fds, wakeFd)
+	e.forEach(func(m *member) {
+		if m.fd >= 0 && !m.removing.Load() {
+			s.fds = append(s.fds, m.fd)
+			s.efd = append(s.efd, m.efd)
+		}
+	})
+	s.completionFds = len(s.fds)
+	s.fds = append(s.fds, e.wakeFd)
 	s.efd = append(s.efd, true)
-	err := s.u.open(s.fds, s.efd)
-	if err != nil {
-		err = fmt.Errorf("engine: reaper sleeps in poll(2): io_uring: %w", err)
+	if err := s.u.open(s.fds, s.efd); err != nil {
+		e.addFallback(fmt.Errorf("engine: reaper sleeps in poll(2): io_uring: %w", err))
 	}
-	return s, err
+	// Published after the sleep watches them all (wakeReaper skips
+	// wake-ups a backend's signal makes): a membership change meanwhile
+	// set sleepStale again and the next rebuild settles it.
+	e.readyFD.Store(e.allReady() && !e.sleepStale.Load())
+	return s
 }
 
 // sleep blocks until a watched fd signals or timeout passes (0: no
@@ -689,9 +726,9 @@ func newSleeper(completionFd int, eventfd bool, wakeFd int) (*sleeper, error) {
 // reaping flag is blocked in the backend for those completions, and the
 // fd, readable until it reaps them, would wake the reaper over and over.
 func (s *sleeper) sleep(timeout time.Duration, completions bool) bool {
-	skip := -1
-	if !completions && s.hasCompletionFd {
-		skip = 0
+	skip := 0 // how many of the first fds (the backends') not to arm
+	if !completions {
+		skip = s.completionFds
 	}
 	if s.u.ok() {
 		woke, calls := s.u.wait(timeout, skip)
@@ -700,7 +737,7 @@ func (s *sleeper) sleep(timeout time.Duration, completions bool) bool {
 	}
 	pfd := make([]unix.PollFd, 0, len(s.fds))
 	for i, fd := range s.fds {
-		if i != skip {
+		if i >= skip {
 			pfd = append(pfd, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 		}
 	}

@@ -63,7 +63,7 @@ func (e *Engine) Register(mem []byte) (Block, error) {
 	if err := e.mapArena(a); err != nil {
 		return Block{}, fmt.Errorf("engine: register %d bytes at %#x: %w", len(mem), a.Addr(), err)
 	}
-	slot, addr, _ := e.arenas.lookup(a)
+	slot, _ := e.arenas.lookup(a)
 	idx, gen, err := e.blocks.get()
 	if err != nil {
 		e.unmapArena(a)
@@ -79,7 +79,7 @@ func (e *Engine) Register(mem []byte) (Block, error) {
 			break
 		}
 	}
-	return Block{e: e, hb: a.Whole(), addr: addr, idx: idx, gen: gen, arena: uint16(slot)}, nil
+	return Block{e: e, hb: a.Whole(), idx: idx, gen: gen, arena: uint16(slot)}, nil
 }
 
 // Unregister undoes Register: the memory is unmapped from the backend and

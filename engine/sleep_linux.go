@@ -49,11 +49,11 @@ func (w *uringWait) ok() bool { return w.u != nil }
 
 // wait arms what is not armed and waits for one completion; it reports
 // whether a watched fd (rather than the timeout) fired and the system calls
-// made. skip, when ≥ 0, is an fd index not to arm this time.
+// made. The first skip fds are not armed this time.
 func (w *uringWait) wait(timeout time.Duration, skip int) (bool, uint64) {
 	before := w.u.Stats().Enters
 	for i, fd := range w.fds {
-		if w.armed[i] || i == skip {
+		if w.armed[i] || i < skip {
 			continue
 		}
 		sqe := w.u.GetSQE()

@@ -46,7 +46,7 @@ type PathStats struct {
 
 // Stats is a snapshot of an engine's counters.
 type Stats struct {
-	// Backend is the backend's name (backend.Description.Name).
+	// Backend is the first backend's name (backend.Description.Name).
 	Backend string
 	// Transfers and Bytes handed to the backend (all paths), and by path
 	// (index: PathDMA, PathCPU, PathFile, PathMemory, PathNVMe, PathRemote).
@@ -80,12 +80,41 @@ type Stats struct {
 	// Pool is the host memory pool's accounting (growth and release
 	// included: Pool.Grows, Pool.Releases, Pool.Arenas).
 	Pool hugepage.PoolStats
+	// Backends counts per backend, in Targets order (the totals above
+	// add them up, with those of backends removed since).
+	Backends []BackendStats
+}
+
+// BackendStats is one backend's share of an engine's counters.
+type BackendStats struct {
+	// Name and Device are the backend's (backend.Description).
+	Name, Device string
+	// Transfers and Bytes the engine handed to it (inline ones included).
+	Transfers, Bytes uint64
+	// Doorbells, Syscalls and Recoveries it counted (backend.Counters).
+	Doorbells, Syscalls, Recoveries uint64
+	// Outstanding: forwarded to it and not yet reaped.
+	Outstanding int
 }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
 	e.lock()
-	c, bc := e.ctr, e.bctr
+	c := e.ctr
+	var bs []BackendStats
+	var bc backend.Counters
+	e.forEach(func(m *member) {
+		bs = append(bs, BackendStats{Name: m.desc.Name, Device: m.desc.Device, Transfers: m.transfers, Bytes: m.bytes,
+			Doorbells: m.ctr.Doorbells, Syscalls: m.ctr.Syscalls, Recoveries: m.ctr.Recoveries, Outstanding: m.be.Outstanding()})
+		bc.Doorbells += m.ctr.Doorbells
+		bc.Syscalls += m.ctr.Syscalls
+		bc.Recoveries += m.ctr.Recoveries
+	})
+	for _, r := range e.retired {
+		bc.Doorbells += r.ctr.Doorbells
+		bc.Syscalls += r.ctr.Syscalls
+		bc.Recoveries += r.ctr.Recoveries
+	}
 	inflight := e.stage.Len()
 	if e.torn {
 		// Closed: submissions refused since then reserved no-op slots
@@ -95,12 +124,12 @@ func (e *Engine) Stats() Stats {
 	}
 	e.unlock()
 	s := Stats{
-		Backend: e.desc.Name,
+		Backend: e.first.desc.Name, Backends: bs,
 		Batches: c.batches, Doorbells: bc.Doorbells, Syscalls: bc.Syscalls + e.sysc.Load(),
 		Completed: c.completed, ReapBatches: c.reapBatches,
 		DeviceErrors: c.errDevice, Timeouts: c.errTimeout, Canceled: c.errCanceled, IOErrors: c.errIO,
 		InFlight: inflight, QueueFull: e.queueFull.Load(), Recoveries: bc.Recoveries,
-		CPUThreshold: e.desc.CPUThreshold, Backing: e.backing,
+		CPUThreshold: e.first.desc.CPUThreshold, Backing: e.backing,
 	}
 	for p := range s.Paths {
 		s.Paths[p] = PathStats{Transfers: c.transfers[p], Bytes: c.bytes[p]}

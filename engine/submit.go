@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/ring"
 )
 
@@ -75,8 +76,14 @@ func (e *Engine) fill(pos uint64, t *Transfer, ent *entry) (ID, error) {
 		return 0, errUnregistering
 	}
 	if ent.done == opDone {
-		n, st := e.be.Execute(&ent.op)
-		ent.res = packRes(st, n)
+		// Its backend is there: a RemoveBackend waits for this
+		// reservation (Drain) unless its context ended first.
+		if m := e.members[ent.be&(MaxBackends-1)].Load(); m != nil {
+			n, st := m.be.Execute(&ent.op)
+			ent.res = packRes(st, n)
+		} else {
+			ent.res = packRes(backend.StatusCanceled, 0)
+		}
 	}
 	return e.makeID(pos), nil
 }
@@ -338,7 +345,7 @@ func (e *Engine) park(ctx context.Context, cond func() bool) {
 // and not yet delivered.
 func (e *Engine) pending() bool {
 	e.lock()
-	p := e.ldLen > 0 || e.be.Outstanding() > 0 || e.fwd != e.head+uint64(e.stage.Len())
+	p := e.ldLen > 0 || e.outstanding() > 0 || e.fwd != e.head+uint64(e.stage.Len())
 	e.unlock()
 	return p
 }

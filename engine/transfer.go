@@ -3,12 +3,16 @@ package engine
 import "fmt"
 
 // Loc is one end of a transfer: bytes of a host block, of device memory, of
-// the backend's file, or of a remote peer's pool. Build it with Host,
-// HostAt, DeviceAt, FileAt or Remote; which kinds a backend accepts is its
-// backend.Description.Locs.
+// a file, or of a remote peer's pool. Build it with Host, HostAt, DeviceAt,
+// FileAt or Remote — which name the one backend of the engine that serves
+// that kind — or with a Target's DeviceAt, FileAt, File or Remote, which
+// name that backend (needed when several serve the kind). Which kinds a
+// backend accepts is its backend.Description.Locs.
 type Loc struct {
 	kind LocKind
-	peer uint32
+	be   uint8  // the backend it names (index+1; 0: the one that serves kind, see Target)
+	bgen uint16 // that backend's generation
+	obj  uint32 // the peer (LocRemote) or file (LocFile)
 	b    Block
 	off  uint64
 }
@@ -38,23 +42,32 @@ func FileAt(off int64) Loc {
 
 // Remote names byte off of the pool that remote peer exported (a backend
 // that reaches other hosts gives out peer numbers).
-func Remote(peer uint32, off uint64) Loc { return Loc{kind: LocRemote, peer: peer, off: off} }
+func Remote(peer uint32, off uint64) Loc { return Loc{kind: LocRemote, obj: peer, off: off} }
 
 // Kind is what l names.
 func (l Loc) Kind() LocKind { return l.kind }
 
 func (l Loc) String() string {
+	var s string
 	switch l.kind {
 	case LocHost:
 		return fmt.Sprintf("host block %#x+%d", l.b.Addr(), l.off)
 	case LocDevice:
-		return fmt.Sprintf("device memory %#x", l.off)
+		s = fmt.Sprintf("device memory %#x", l.off)
 	case LocFile:
-		return fmt.Sprintf("file offset %d", l.off)
+		s = fmt.Sprintf("file offset %d", int64(l.off))
+		if l.obj != 0 {
+			s = fmt.Sprintf("file %d offset %d", l.obj, int64(l.off))
+		}
 	case LocRemote:
-		return fmt.Sprintf("peer %d offset %#x", l.peer, l.off)
+		s = fmt.Sprintf("peer %d offset %#x", l.obj, l.off)
+	default:
+		return "nowhere"
 	}
-	return "nowhere"
+	if l.be != 0 {
+		s += fmt.Sprintf(" of backend %d", l.be-1)
+	}
+	return s
 }
 
 // Transfer is one copy of Len bytes from Src to Dst.

@@ -20,41 +20,52 @@ import (
 // store forwarding, ~3 ns a transfer. Anything refused goes to the slow
 // path (endpoint), which says why.
 func (e *Engine) validate(t *Transfer, ent *entry) error {
-	n := t.Len
-	if n <= 0 || n > math.MaxUint32 || e.desc.MaxTransfer != 0 && uint64(n) > uint64(e.desc.MaxTransfer) {
-		return e.badLen(t)
-	}
 	s, d := &t.Src, &t.Dst
+	// The backend: the one the non-host end names (or the only one that
+	// serves its kind), host → host's otherwise.
+	m := e.pick(s, d)
+	n := t.Len
+	if m == nil {
+		if n <= 0 || n > math.MaxUint32 {
+			return e.badLen(t, nil)
+		}
+		return e.routeErr(*t)
+	}
+	if n <= 0 || n > math.MaxUint32 || m.desc.MaxTransfer != 0 && uint64(n) > uint64(m.desc.MaxTransfer) {
+		return e.badLen(t, m)
+	}
 	// The destination first, into a local that Prepare's call copies to
 	// its stack argument: built early, its stores have left the store
 	// buffer by the time the copy (16-byte loads) reads them. Built just
 	// before the call, the copy stalled on store forwarding (~4 ns).
-	dst := backend.Endpoint{Kind: d.kind, Off: d.off, Peer: d.peer}
+	dst := backend.Endpoint{Kind: d.kind, Off: d.off, Peer: d.obj, File: d.obj}
 	if d.kind == LocHost {
 		// A live block of this engine (one atomic load of its
 		// generation, no lock) and n bytes of it from d.off.
 		if db := &d.b; db.e != e || !e.blocks.live(db.idx, db.gen) || d.off > uint64(db.hb.Len()) || uint64(n) > uint64(db.hb.Len())-d.off {
-			return e.badEnd(d, n, "destination")
+			return e.badEnd(m, d, n, "destination")
 		}
-		dst.Off, dst.Addr, dst.Arena = uint64(d.b.hb.Offset())+d.off, d.b.addr+d.off, int(d.b.arena)
-	} else if d.kind == LocNone || e.desc.Locs&(1<<d.kind) == 0 {
-		return e.badEnd(d, n, "destination")
+		off := uint64(d.b.hb.Offset()) + d.off
+		dst.Off, dst.Addr, dst.Arena = off, m.addr[d.b.arena].Load()+off, int(d.b.arena)
+	} else if m.desc.Locs&(1<<d.kind) == 0 {
+		return e.badEnd(m, d, n, "destination")
 	}
 	sOff := s.off
 	var sAddr uint64
 	var sArena int
 	if s.kind == LocHost {
 		if sb := &s.b; sb.e != e || !e.blocks.live(sb.idx, sb.gen) || s.off > uint64(sb.hb.Len()) || uint64(n) > uint64(sb.hb.Len())-s.off {
-			return e.badEnd(s, n, "source")
+			return e.badEnd(m, s, n, "source")
 		}
-		sOff, sAddr, sArena = uint64(s.b.hb.Offset())+s.off, s.b.addr+s.off, int(s.b.arena)
-	} else if s.kind == LocNone || e.desc.Locs&(1<<s.kind) == 0 {
-		return e.badEnd(s, n, "source")
+		sOff = uint64(s.b.hb.Offset()) + s.off
+		sAddr, sArena = m.addr[s.b.arena].Load()+sOff, int(s.b.arena)
+	} else if m.desc.Locs&(1<<s.kind) == 0 {
+		return e.badEnd(m, s, n, "source")
 	}
-	*ent = entry{}
+	*ent = entry{be: m.idx}
 	op := &ent.op
 	// src travels in registers (Go's register ABI), dst on the stack.
-	if err := e.be.Prepare(backend.Endpoint{Kind: s.kind, Off: sOff, Addr: sAddr, Arena: sArena, Peer: s.peer}, dst, uint32(n), op); err != nil {
+	if err := m.be.Prepare(backend.Endpoint{Kind: s.kind, Off: sOff, Addr: sAddr, Arena: sArena, Peer: s.obj, File: s.obj}, dst, uint32(n), op); err != nil {
 		return err
 	}
 	op.Len = uint32(n)
@@ -65,17 +76,17 @@ func (e *Engine) validate(t *Transfer, ent *entry) error {
 }
 
 // badLen is validate's error for a length out of range.
-func (e *Engine) badLen(t *Transfer) error {
-	if t.Len <= 0 || t.Len > math.MaxUint32 {
+func (e *Engine) badLen(t *Transfer, m *member) error {
+	if t.Len <= 0 || t.Len > math.MaxUint32 || m == nil {
 		return fmt.Errorf("engine: transfer %v → %v of %d bytes: length must be 1..%d: %w", t.Src, t.Dst, t.Len, uint32(math.MaxUint32), ErrBadTransfer)
 	}
-	return fmt.Errorf("engine: %v → %v: %d bytes, the %s backend moves at most %d per transfer: %w", t.Src, t.Dst, t.Len, e.desc.Name, e.desc.MaxTransfer, ErrOutOfBounds)
+	return fmt.Errorf("engine: %v → %v: %d bytes, the %s backend moves at most %d per transfer: %w", t.Src, t.Dst, t.Len, m.desc.Name, m.desc.MaxTransfer, ErrOutOfBounds)
 }
 
 // badEnd is validate's error for an end the fast path refused.
-func (e *Engine) badEnd(l *Loc, n int, what string) error {
+func (e *Engine) badEnd(m *member, l *Loc, n int, what string) error {
 	var ep backend.Endpoint
-	if err := e.endpoint(l, n, what, &ep); err != nil {
+	if err := e.endpoint(m, l, n, what, &ep); err != nil {
 		return err
 	}
 	return fmt.Errorf("engine: %s %v: refused: %w", what, *l, ErrBadTransfer) // unreachable: endpoint and the fast path agree
@@ -84,14 +95,14 @@ func (e *Engine) badEnd(l *Loc, n int, what string) error {
 // endpoint resolves l for the backend. A host Loc must name n live bytes of
 // one of this engine's blocks: one atomic load of the block's generation,
 // no lock.
-func (e *Engine) endpoint(l *Loc, n int, what string, ep *backend.Endpoint) error {
-	ep.Kind, ep.Off, ep.Peer = l.kind, l.off, l.peer
+func (e *Engine) endpoint(m *member, l *Loc, n int, what string, ep *backend.Endpoint) error {
+	ep.Kind, ep.Off, ep.Peer, ep.File = l.kind, l.off, l.obj, l.obj
 	switch {
 	case l.kind == LocNone:
 		return fmt.Errorf("engine: %s is the zero Loc: build it with Host, HostAt, DeviceAt, FileAt or Remote: %w", what, ErrBadTransfer)
 	case l.kind != LocHost:
-		if e.desc.Locs&(1<<l.kind) == 0 {
-			return fmt.Errorf("engine: %s %v: the %s backend moves no %v bytes: %w", what, *l, e.desc.Name, l.kind, ErrBadTransfer)
+		if m.desc.Locs&(1<<l.kind) == 0 {
+			return fmt.Errorf("engine: %s %v: the %s backend moves no %v bytes: %w", what, *l, m.desc.Name, l.kind, ErrBadTransfer)
 		}
 		return nil
 	}
@@ -106,7 +117,7 @@ func (e *Engine) endpoint(l *Loc, n int, what string, ep *backend.Endpoint) erro
 		return fmt.Errorf("engine: %s %v: %d bytes at offset %d do not fit the %d-byte block: %w", what, *l, n, int64(l.off), b.Len(), ErrOutOfBounds)
 	}
 	ep.Off = uint64(b.hb.Offset()) + l.off
-	ep.Addr = b.addr + l.off
+	ep.Addr = m.addr[b.arena].Load() + ep.Off
 	ep.Arena = int(b.arena)
 	return nil
 }
