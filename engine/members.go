@@ -31,9 +31,9 @@ type member struct {
 	// written before any block of the arena is handed out (or, for a
 	// member added later, before the member is published).
 	addr   [MaxArenas]atomic.Uint64 // atomic: submitters with blocks of a closed engine read it
-	mapped uint64 // bit slot: arena slot is mapped into it (under the arena table's lock)
-	devMem *span.Space // AllocDevice's ranges (nil: no device memory)
-	fd     int         // ReadyFD (-1: none)
+	mapped uint64                   // bit slot: arena slot is mapped into it (under the arena table's lock)
+	devMem *span.Space              // AllocDevice's ranges (nil: no device memory)
+	fd     int                      // ReadyFD (-1: none)
 	efd    bool
 	// removing: RemoveBackend began; submissions to it are refused.
 	removing atomic.Bool
