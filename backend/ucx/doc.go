@@ -135,7 +135,7 @@
 // # Errors
 //
 // Sentinels for errors.Is: ErrUCX, ErrBadAddress, ErrConnect, ErrNoPeer,
-// ErrPeerGone, ErrRemoteBounds, ErrTransport, ErrClosed.
+// ErrPeerGone, ErrRemoteBounds, ErrProtocol, ErrTransport, ErrClosed.
 // Prepare's errors also wrap backend.ErrBadTransfer or
 // backend.ErrOutOfBounds; completion errors (Err) wrap backend.ErrIO,
 // backend.ErrTimeout or backend.ErrCanceled, and are formatted once (the

@@ -28,6 +28,12 @@ var (
 	// ErrRemoteBounds: a remote offset + length lies outside the window
 	// the peer exported, or straddles two of its arenas.
 	ErrRemoteBounds = errors.New("ucx: remote range outside the peer's export")
+	// ErrProtocol: a peer sent what this package refuses — a hello
+	// (handshake) that is truncated, oversized or lies about its arena
+	// table, or a notification out of sequence. The peer is refused and
+	// its connection closed (Connect's error wraps it and ErrConnect);
+	// nothing else is disturbed.
+	ErrProtocol = errors.New("ucx: peer broke the protocol")
 	// ErrTransport: UCX failed a transfer for another reason.
 	ErrTransport = errors.New("ucx: transfer failed")
 	// ErrClosed: the backend is closed. hcomm's shared sentinel (package

@@ -226,7 +226,7 @@ static ucs_status_t notify_cb(void *arg, const void *hdr, size_t hlen, void *dat
 		memcpy(&seq, hdr, sizeof(seq));
 	if (hlen != sizeof(seq) || len > HC_NOTIFY_MAX || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
 	    seq != p->nseq_in) {
-		peer_fail(be, p, UCS_ERR_INVALID_PARAM);
+		peer_fail(be, p, HC_ST_PROTOCOL);
 		return UCS_OK;
 	}
 	if (be->nr_tail - be->nr_head == be->nr_cap) {
@@ -266,13 +266,13 @@ static ucs_status_t nack_cb(void *arg, const void *hdr, size_t hlen, void *data,
 	if (p == NULL)
 		return UCS_OK;
 	if (hlen != sizeof(n)) {
-		peer_fail(be, p, UCS_ERR_INVALID_PARAM);
+		peer_fail(be, p, HC_ST_PROTOCOL);
 		return UCS_OK;
 	}
 	memcpy(&n, hdr, sizeof(n));
 	while (p->nhead >= 0 && be->ops[p->nhead].seq < n) {
 		if (be->ops[p->nhead].nstate != HC_NS_SENT) {
-			peer_fail(be, p, UCS_ERR_INVALID_PARAM); // acknowledged before it was sent
+			peer_fail(be, p, HC_ST_PROTOCOL); // acknowledged before it was sent
 			break;
 		}
 		notify_done(be, p->nhead, UCS_OK);
@@ -820,7 +820,7 @@ static ucs_status_t send_hello(hc_be *be, hc_peer *p) {
 			na++;
 		}
 	// The hello stays with the peer until the send completes.
-	uint8_t *b = malloc(n), *q = b;
+	uint8_t *b = malloc(n + 1), *q = b;
 	if (b == NULL)
 		return UCS_ERR_NO_MEMORY;
 	uint32_t hdr[3] = {HC_MAGIC, HC_VERSION, na};
@@ -842,6 +842,30 @@ static ucs_status_t send_hello(hc_be *be, hc_peer *p) {
 	uint32_t al = (uint32_t)be->waddr_len;
 	memcpy(q, &al, 4);
 	memcpy(q + 4, be->waddr, al);
+	switch (be->hello_mangle) { // a lying peer, for tests
+	case HC_MANGLE_TRUNCATE:
+		n /= 2;
+		break;
+	case HC_MANGLE_COUNT:
+		hdr[2] = HC_MAX_ARENAS + 1;
+		memcpy(b, hdr, 12);
+		break;
+	case HC_MANGLE_KEYLEN:
+		if (na > 0) {
+			uint32_t kl = 1u << 30;
+			memcpy(b + 12 + 24, &kl, 4);
+		}
+		break;
+	case HC_MANGLE_START:
+		if (na > 0) {
+			uint64_t st = 4096;
+			memcpy(b + 12, &st, 8);
+		}
+		break;
+	case HC_MANGLE_TRAILER:
+		b[n++] = 0;
+		break;
+	}
 	ucp_request_param_t rp = {
 		.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
 		.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER,
@@ -914,46 +938,70 @@ int hc_accept(hc_be *be, uint32_t *idx) {
 	return st;
 }
 
-// hc_import turns a received hello into the peer's window: base addresses
-// and unpacked remote keys.
-int hc_import(hc_be *be, uint32_t idx) {
-	hc_peer *p = be->peers[idx];
-	uint8_t *b = p->hello;
-	size_t n = p->hello_len;
-	ucs_status_t st = UCS_ERR_INVALID_PARAM;
+// hc_parse_hello checks a hello (n bytes at b, from a peer) and, when it
+// is well formed, describes it in h: magic and version, at most
+// HC_MAX_ARENAS arenas, each non-empty, laid end to end from window offset
+// 0 without wrapping (a base address whose range does not wrap either),
+// each key and the worker address inside the message and non-empty, and
+// nothing after the address. Anything else is HC_ST_PROTOCOL: the
+// peer is refused, nothing is imported. No UCX call (the fuzz target calls
+// it alone).
+int hc_parse_hello(const uint8_t *b, size_t n, hc_hello *h) {
 	uint32_t hdr[3];
-	size_t keyoff[HC_MAX_ARENAS];
 	if (b == NULL || n < 12)
-		goto out;
+		return HC_ST_PROTOCOL;
 	memcpy(hdr, b, 12);
 	if (hdr[0] != HC_MAGIC || hdr[1] != HC_VERSION || hdr[2] > HC_MAX_ARENAS)
-		goto out;
+		return HC_ST_PROTOCOL;
 	size_t o = 12;
 	uint64_t start = 0;
 	for (uint32_t i = 0; i < hdr[2]; i++) {
 		uint64_t f[3];
 		uint32_t kl;
 		if (n - o < 28)
-			goto out;
+			return HC_ST_PROTOCOL;
 		memcpy(f, b + o, 24);
 		memcpy(&kl, b + o + 24, 4);
 		o += 28;
-		if (n - o < kl || f[0] != start || f[1] == 0 || f[2] + f[1] < f[2])
-			goto out;
-		p->start[i] = f[0];
-		p->len[i] = f[1];
-		p->base[i] = f[2];
-		keyoff[i] = o;
+		if (n - o < kl || kl == 0 || f[0] != start || f[1] == 0 || f[2] + f[1] < f[2] || start + f[1] < start)
+			return HC_ST_PROTOCOL;
+		h->start[i] = f[0];
+		h->len[i] = f[1];
+		h->base[i] = f[2];
+		h->keyoff[i] = o;
+		h->keylen[i] = kl;
 		start += f[1];
 		o += kl;
 	}
 	uint32_t al;
 	if (n - o < 4)
-		goto out;
+		return HC_ST_PROTOCOL;
 	memcpy(&al, b + o, 4);
 	o += 4;
-	if (n - o < al || al == 0)
+	if (n - o != al || al == 0)
+		return HC_ST_PROTOCOL;
+	h->narenas = hdr[2];
+	h->addroff = o;
+	h->addrlen = al;
+	return UCS_OK;
+}
+
+// hc_import turns a received hello into the peer's window: base addresses
+// and unpacked remote keys.
+int hc_import(hc_be *be, uint32_t idx) {
+	hc_peer *p = be->peers[idx];
+	uint8_t *b = p->hello;
+	hc_hello h;
+	int32_t st = hc_parse_hello(b, p->hello_len, &h);
+	if (st != UCS_OK) {
+		st = HC_ST_PROTOCOL;
 		goto out;
+	}
+	for (uint32_t i = 0; i < h.narenas; i++) {
+		p->start[i] = h.start[i];
+		p->len[i] = h.len[i];
+		p->base[i] = h.base[i];
+	}
 	if (be->shm_ep) {
 		// A data endpoint from the peer's worker address, without peer
 		// error handling: the only way UCX 1.13 picks shared-memory
@@ -963,7 +1011,7 @@ int hc_import(hc_be *be, uint32_t idx) {
 		// endpoint, and hc_peer_close then force-closes this one.
 		ucp_ep_params_t ep = {
 			.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
-			.address = (const ucp_address_t *)(b + o),
+			.address = (const ucp_address_t *)(b + h.addroff),
 		};
 		st = ucp_ep_create(be->dworker, &ep, &p->dep);
 		if (st != UCS_OK)
@@ -971,8 +1019,8 @@ int hc_import(hc_be *be, uint32_t idx) {
 	} else {
 		p->dep = p->ep; // RMA on the listener's connection (peer error handling)
 	}
-	for (uint32_t i = 0; i < hdr[2]; i++) {
-		st = ucp_ep_rkey_unpack(p->dep, b + keyoff[i], &p->rkey[i]);
+	for (uint32_t i = 0; i < h.narenas; i++) {
+		st = ucp_ep_rkey_unpack(p->dep, b + h.keyoff[i], &p->rkey[i]);
 		if (st != UCS_OK)
 			goto out;
 		p->narenas = i + 1;

@@ -29,11 +29,15 @@ enum {
 	HC_ST_BOUNDS = -1001,    // remote offset outside the peer's export
 	HC_ST_CANCELED_STAGED = -1002,
 	HC_ST_NO_SLOT = -1003, // every slot held by requests UCX never completed
+	HC_ST_PROTOCOL = -1004, // the peer sent a malformed hello or notification
 };
 
 // HC_ROUNDS: hc_progress's calls of ucp_worker_progress for a caller that
 // does not poll again at once (the progress goroutine, a waiter, Close).
 #define HC_ROUNDS 64
+
+// How a test peer breaks its hellos (hc_be.hello_mangle).
+enum { HC_MANGLE_NONE, HC_MANGLE_TRUNCATE, HC_MANGLE_COUNT, HC_MANGLE_KEYLEN, HC_MANGLE_START, HC_MANGLE_TRAILER, HC_MANGLE_N };
 
 // Events hc_progress reports (hc_be.events): what Go must look at.
 enum { HC_EV_CONNREQ = 1, HC_EV_HELLO = 2, HC_EV_FAIL = 4, HC_EV_PROGRESS = 8, HC_EV_NOTIFY = 16 };
@@ -157,6 +161,7 @@ struct hc_be {
 	size_t waddr_len;
 	uint32_t events;
 	int canceling; // hc_cancel_all ran: UCS_ERR_CANCELED means canceled
+	int hello_mangle; // tests only: send_hello breaks its hellos this way (HC_MANGLE_*)
 
 	// Transfers (hc_attach).
 	uint32_t depth;
@@ -205,6 +210,18 @@ struct hc_be {
 	uint32_t nconnreq, connreq_cap;
 };
 
+// hc_hello is a peer's hello, parsed (hc_parse_hello): its arena table
+// and where the keys and the worker address are in the message.
+typedef struct hc_hello {
+	uint32_t narenas;
+	uint64_t start[HC_MAX_ARENAS], len[HC_MAX_ARENAS], base[HC_MAX_ARENAS];
+	size_t keyoff[HC_MAX_ARENAS];
+	uint32_t keylen[HC_MAX_ARENAS];
+	size_t addroff;
+	uint32_t addrlen;
+} hc_hello;
+
+int hc_parse_hello(const uint8_t *b, size_t n, hc_hello *h);
 int hc_open(hc_be **out, int shm, const char **err);
 void hc_destroy(hc_be *be);
 int hc_attach(hc_be *be, uint32_t depth);

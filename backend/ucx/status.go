@@ -29,7 +29,7 @@ func status(st int32) backend.Status {
 		return backend.StatusOK
 	case st == C.UCS_ERR_CANCELED || st == C.HC_ST_CANCELED_STAGED:
 		return backend.StatusCanceled
-	case st == C.HC_ST_PEER_GONE:
+	case st == C.HC_ST_PEER_GONE || st == C.HC_ST_PROTOCOL:
 		return backend.StatusBackend + stPeerGone
 	case st == C.HC_ST_BOUNDS:
 		return backend.StatusBackend + stBounds

@@ -182,6 +182,8 @@ func ucsString(st C.int) string {
 		return "canceled before posting"
 	case C.HC_ST_NO_SLOT:
 		return "no request slot left"
+	case C.HC_ST_PROTOCOL:
+		return "malformed handshake or notification"
 	}
 	return C.GoString(C.ucs_status_string(C.ucs_status_t(st)))
 }
@@ -323,6 +325,9 @@ func (b *Backend) Connect(ctx context.Context, addr string) (uint32, error) {
 		case stateReady:
 			return p.idx, nil
 		case stateFailed, stateClosed:
+			if p.status == C.HC_ST_PROTOCOL {
+				return 0, fmt.Errorf("ucx: connect %s: %s: %w: %w", addr, ucsString(C.int(p.status)), ErrConnect, ErrProtocol)
+			}
 			return 0, fmt.Errorf("ucx: connect %s: %s: %w", addr, ucsString(C.int(p.status)), ErrConnect)
 		}
 		if b.cfg.CallerProgress {

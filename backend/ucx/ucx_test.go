@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,10 @@ func servePeer() int {
 		return 1
 	}
 	defer b.Close()
+	if v := os.Getenv("HCOMM_UCX_PEER_MANGLE"); v != "" {
+		k, _ := strconv.Atoi(v)
+		b.mangleHello(k) // TestBadHello: a lying peer
+	}
 	go func() { // notified puts (TestNotifyPeerKilled) complete once taken
 		for range b.Notifications() {
 		}
