@@ -88,11 +88,24 @@ func servePeer() int {
 
 // transports are the UCX_TLS values the tests run under: "shm" means
 // UCX_TLS=shm,tcp with Config.SharedMemory (tcp carries the listener's
-// connection; put/get run over posix/sysv/cma).
-var transports = []string{"tcp", "shm"}
+// connection; put/get run over posix/sysv/cma). With HCOMM_UCX_TLS set
+// (e.g. rc_verbs,ud_verbs, with UCX_NET_DEVICES=rxe0:1 and whatever else
+// UCX needs in the environment) they run under that alone, "env":
+// TestTransport then fails unless UCX chose it.
+var transports = func() []string {
+	if os.Getenv(tlsEnv) != "" {
+		return []string{"env"}
+	}
+	return []string{"tcp", "shm"}
+}()
+
+// tlsEnv names the UCX_TLS the tests run under instead of tcp and shm.
+const tlsEnv = "HCOMM_UCX_TLS"
 
 func ucxTLS(tls string) (string, bool) {
 	switch tls {
+	case "env":
+		return os.Getenv(tlsEnv), false
 	case "shm":
 		return "shm,tcp", true
 	case "posix":
