@@ -154,7 +154,11 @@ type Description struct {
 	// "/var/tmp/x").
 	Device string
 	// Locs is the set of Loc kinds the backend accepts besides host
-	// blocks (bit 1<<LocDevice, 1<<LocFile, 1<<LocRemote).
+	// blocks (bit 1<<LocDevice, 1<<LocFile, 1<<LocRemote), and bit
+	// 1<<LocHost when it moves host memory to host memory: an engine
+	// routes a Loc that names no backend to the one backend whose Locs
+	// has its kind (host → host: the one with LocHost, or the engine's
+	// only backend).
 	Locs uint32
 	// MaxTransfer is the largest transfer in bytes (0: 4 GiB - 1).
 	MaxTransfer uint32

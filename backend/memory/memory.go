@@ -35,7 +35,7 @@ const slotShift = 40
 
 // Describe implements backend.Backend.
 func (b *Backend) Describe() backend.Description {
-	return backend.Description{Name: "memory", Device: "host memory", Align: 1, CPUThreshold: -1}
+	return backend.Description{Name: "memory", Device: "host memory", Locs: 1 << backend.LocHost, Align: 1, CPUThreshold: -1}
 }
 
 // Attach implements backend.Backend.
