@@ -63,6 +63,14 @@ _PROTOS = {
     "hcomm_finalize_timeout": (ctypes.c_int, [handle_t, ctypes.c_int]),
 }
 
+# Declared when the library has them (newer than the oldest ABI this
+# package loads); their users check hasattr first.
+_OPTIONAL = {
+    "hcomm_open_file": (ctypes.c_int, [ctypes.POINTER(handle_t), ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint32,
+                                       ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)]),
+}
+HCOMM_FILE_DIRECT = 1
+
 _lock = threading.Lock()
 _lib = None
 
@@ -112,6 +120,10 @@ def load(path=None):
             for name, (res, args) in _PROTOS.items():
                 f = getattr(lib, name)
                 f.restype, f.argtypes = res, args
+            for name, (res, args) in _OPTIONAL.items():
+                f = getattr(lib, name, None)
+                if f is not None:
+                    f.restype, f.argtypes = res, args
             lib.path = c
             _lib = lib
             return lib

@@ -56,6 +56,7 @@ def test_pip_install_offline(tmp_path, python, isolation):
     assert out[1] == hcomm_version()
     site = os.path.dirname(os.path.dirname(out[0]))
     assert os.path.exists(os.path.join(site, "hcomm", "py.typed"))
+    assert os.path.exists(os.path.join(site, "hcomm", "data.py"))
 
 
 def hcomm_version():

@@ -1,0 +1,235 @@
+"""hcomm.data: the loader reads every record once per epoch, byte for byte,
+in an order that is a function of the seed, within its memory budget; bad
+shards are named; close releases everything; the lifetime rule is checked
+in debug mode."""
+
+import gc
+import os
+import subprocess
+import sys
+
+import pytest
+
+import hcomm
+from hcomm import data
+
+np = pytest.importorskip("numpy", reason="python3-numpy not installed (apt-get install python3-numpy)")
+
+RS = 8192  # record bytes: 4096-aligned, so O_DIRECT where the file system has it
+
+
+def _direct_ok(d):
+    try:
+        fd = os.open(os.path.join(d, ".probe"), os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o600)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(os.path.join(d, ".probe"))
+    return True
+
+
+@pytest.fixture
+def shards(tmp_path):
+    """5 shards of 7..11 records of RS random bytes; returns (dir, all
+    records in global order)."""
+    rng = np.random.default_rng(7)
+    recs = []
+    for i in range(5):
+        a = rng.integers(0, 256, size=(7 + i, RS), dtype=np.uint8)
+        a.tofile(tmp_path / f"shard-{i}.bin")
+        recs.append(a)
+    return tmp_path, np.concatenate(recs)
+
+
+def _epochs(loader):
+    """[[ids of batch, ...] per epoch], checking each batch's bytes."""
+    out = []
+    for x, ids in loader:
+        out.append(list(ids))
+    return out
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("batch,drop_last", [(4, False), (4, True), (1, False), (45, False), (64, False)])
+def test_every_record_once_bytes_equal(shards, shuffle, batch, drop_last):
+    d, recs = shards
+    n = len(recs)
+    with data.Loader(d, record_size=RS, batch_size=batch, shuffle=shuffle, seed=11, epochs=2, drop_last=drop_last,
+                     return_ids=True, prefetch=2) as L:
+        assert L.records == n and len(L) == 2 * L.batches_per_epoch()
+        got = []
+        for x, ids in L:
+            assert x.shape == (len(ids), RS) and x.dtype == np.uint8
+            assert (x == recs[ids]).all(), "bytes differ from the files'"
+            assert len(ids) == batch or (not drop_last and len(ids) == n % batch)
+            got.append(ids)
+        per_epoch = len(got) // 2
+        assert len(got) == len(L)
+        for e in range(2):
+            ids = np.concatenate(got[e * per_epoch:(e + 1) * per_epoch])
+            want = n - (n % batch if drop_last else 0)
+            assert len(ids) == want and len(set(ids.tolist())) == want, "a record twice or missing in an epoch"
+            if not drop_last:
+                assert sorted(ids.tolist()) == list(range(n))
+        if not shuffle:
+            assert np.concatenate(got[:per_epoch]).tolist() == list(range(n - (n % batch if drop_last else 0)))
+        if _direct_ok(str(d)):
+            assert L.stats["opened_direct"] == L.stats["opened"] > 0, L.stats
+
+
+def test_order_by_seed(shards):
+    d, _ = shards
+
+    def order(seed, epochs=2):
+        with data.Loader(d, record_size=RS, batch_size=8, shuffle=True, seed=seed, epochs=epochs,
+                         return_ids=True) as L:
+            return [ids.tolist() for _, ids in L]
+
+    a, b, c = order(1), order(1), order(2)
+    assert a == b, "the same seed gave another order"
+    assert a != c, "another seed gave the same order"
+    half = len(a) // 2
+    assert a[:half] != a[half:], "two epochs in the same order"
+    flat = [i for ids in a[:half] for i in ids]
+    # Shuffled by shard and within shards: shards stay together.
+    L = data.Loader(d, record_size=RS, shuffle=True, seed=1)
+    shard_of = [s for s, _ in L.order(0)]
+    assert [s for s, r in L.order(0)] == shard_of and sorted(set(shard_of)) == list(range(5))
+    runs = [shard_of[0]] + [y for x, y in zip(shard_of, shard_of[1:]) if x != y]
+    assert len(runs) == 5, f"a shard's records are not together: {runs}"
+    assert flat != sorted(flat)
+    L.close()
+
+
+def test_npy_shards(tmp_path):
+    rng = np.random.default_rng(3)
+    arrs = [rng.standard_normal((5 + i, 3, 4)).astype(np.float32) for i in range(3)]
+    for i, a in enumerate(arrs):
+        np.save(tmp_path / f"part-{i}.npy", a)
+    allr = np.concatenate(arrs)
+    with data.Loader(tmp_path, batch_size=4, shuffle=True, seed=5, return_ids=True) as L:
+        assert L.record_size == 48 and L.shape == (3, 4)
+        seen = []
+        for x, ids in L:
+            assert x.dtype == np.float32 and x.shape == (len(ids), 3, 4)
+            assert np.array_equal(x, allr[ids])
+            seen += ids.tolist()
+        assert sorted(seen) == list(range(len(allr)))
+    np.save(tmp_path / "part-9.npy", np.zeros((2, 5), np.float32))
+    with pytest.raises(hcomm.InvalidArgument, match="part-9.npy"):
+        data.Loader(tmp_path)
+
+
+def test_memory_budget(shards):
+    d, _ = shards
+    slot = 4 * RS
+    L = data.Loader(d, record_size=RS, batch_size=4, prefetch=8, keep=1, memory_budget=5 * slot, epochs=2)
+    assert L.prefetch == 3, "the budget did not lower prefetch"
+    for _ in L:
+        assert L.stats["max_bytes_in_flight"] <= 5 * slot
+    assert 0 < L.stats["max_bytes_in_flight"] <= L.memory_budget == 5 * slot
+    L.close()
+    with pytest.raises(hcomm.InvalidArgument, match="memory_budget"):
+        data.Loader(d, record_size=RS, batch_size=4, keep=1, memory_budget=2 * slot)
+
+
+def test_truncated_and_unreadable(shards):
+    d, recs = shards
+    with open(d / "shard-2.bin", "r+b") as f:
+        f.truncate(9 * RS - 100)
+    with pytest.raises(hcomm.InvalidArgument, match="shard-2.bin.*truncated") as e:
+        data.Loader(d, record_size=RS)
+    assert e.value.path.endswith("shard-2.bin")
+    # Go on: the shard is left out, with the reason.
+    L = data.Loader(d, record_size=RS, on_error="skip", batch_size=5, return_ids=True)
+    assert [os.path.basename(p) for p, _ in L.skipped] == ["shard-2.bin"]
+    assert L.records == len(recs) - 9
+    assert sum(len(ids) for _, ids in L) == L.records
+    L.close()
+    # Unreadable: a directory among the shards, a missing file.
+    os.mkdir(d / "shard-5.bin")
+    with pytest.raises(hcomm.InvalidArgument, match="shard-5.bin.*not a regular file"):
+        data.Loader([d / "shard-0.bin", d / "shard-5.bin"], record_size=RS)
+    with pytest.raises(hcomm.NoDevice, match="shard-6.bin") as e:
+        data.Loader([d / "shard-0.bin", d / "shard-6.bin"], record_size=RS)
+    assert e.value.path.endswith("shard-6.bin")
+    # A shard truncated after the loader was made: the read raises, naming it.
+    L = data.Loader([d / "shard-0.bin", d / "shard-1.bin"], record_size=RS, batch_size=4)
+    os.truncate(d / "shard-1.bin", RS)
+    with pytest.raises(hcomm.InvalidArgument, match="shard-1.bin.*truncated"):
+        for _ in L:
+            pass
+    L.close()
+
+
+def _fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_close_mid_epoch_releases_everything(shards):
+    d, _ = shards
+    torch = pytest.importorskip("torch", reason="python3-torch not installed")
+    for _ in range(2):  # warm up: the library's own first-use descriptors
+        L = data.Loader(d, record_size=RS, batch_size=4, prefetch=3)
+        next(iter(L))
+        L.close()
+    gc.collect()
+    fds = _fds()
+    L = data.Loader(d, record_size=RS, batch_size=4, prefetch=3, format="torch")
+    it = iter(L)
+    for _ in range(3):
+        t = next(it)
+    assert _fds() > fds, "no shard open mid-epoch?"
+    L.close()
+    assert L.closed and _fds() == fds, "a descriptor left open by close"
+    del t, it
+    gc.collect()
+    assert hcomm._dlpack_live() == 0
+    with pytest.raises(hcomm.BadHandle):
+        next(iter(L))
+    L.close()  # twice is fine
+    assert torch is not None
+
+
+def test_numpy_torch_dlpack(shards):
+    d, recs = shards
+    torch = pytest.importorskip("torch", reason="python3-torch not installed")
+    with data.Loader(d, record_size=RS, batch_size=4, return_ids=True, dtype="float32", shape=(RS // 4 // 8, 8)) as L:
+        x, ids = next(iter(L))
+        assert x.shape == (4, RS // 32, 8) and x.dtype == np.float32
+        t = torch.from_dlpack(x)  # NumPy's DLPack: the same memory, no copy
+        assert t.data_ptr() == x.ctypes.data and t.dtype == torch.float32
+        assert np.array_equal(t.numpy().view(np.uint8).reshape(4, RS), recs[ids])
+        del t
+    with data.Loader(d, record_size=RS, batch_size=4, return_ids=True, format="torch") as L:
+        seen = []
+        for t, ids in torch.utils.data.DataLoader(L.torch_dataset(), batch_size=None):
+            assert isinstance(t, torch.Tensor) and t.dtype == torch.uint8 and t.shape == (len(ids), RS)
+            assert np.array_equal(t.numpy(), recs[ids.numpy()])
+            seen += ids.tolist()
+        assert sorted(seen) == list(range(len(recs)))
+
+
+def test_lifetime_rule_debug(shards):
+    d, _ = shards
+    with data.Loader(d, record_size=RS, batch_size=4, keep=2, debug=True, epochs=2) as L:
+        kept = []
+        for x in L:  # batches i-2 .. i in use while the body runs on batch i: allowed
+            kept.append(x[1:3])  # a slice is a view too
+            assert len(kept) <= 3
+            kept = kept[-2:]  # batch i-2 let go before asking for batch i+1
+    with data.Loader(d, record_size=RS, batch_size=4, keep=1, debug=True) as L:
+        it = iter(L)
+        first = next(it)
+        next(it)
+        with pytest.raises(hcomm.Busy, match="batch 0.*keep=1"):
+            next(it)
+        del first
+
+
+def test_info_and_help():
+    out = subprocess.run([sys.executable, "-m", "hcomm", "info"], capture_output=True, text=True, check=True).stdout
+    assert f"library: {hcomm.__version__}" in out and "io_uring:" in out and "hugepages:" in out
+    assert "memory: ok" in out and "read files (hcomm.data): ok" in out
+    assert "lifetime rule" in data.__doc__ and "memory_budget" in data.Loader.__doc__
+    assert os.path.exists(os.path.join(os.path.dirname(hcomm.__file__), "py.typed"))
