@@ -147,6 +147,12 @@ PYTHON ?=
 python-test: capi
 	PYTHON=$(PYTHON) HCOMM_LIBRARY=$(abspath $(CAPI))/libhcomm.so python/tests/run.sh
 
+# hcomm.data's loader vs torch's DataLoader (num_workers 0 and 2) on 1 GiB of
+# 128 KiB records, side by side (python/bench/loader_bench.py, docs/python.md;
+# BENCH_ARGS="--gib 2 --reps 5").
+python-bench: capi
+	PYTHON=$(PYTHON) HCOMM_LIBRARY=$(abspath $(CAPI))/libhcomm.so python/tests/run.sh bench
+
 bench-capi: capi
 	mkdir -p $(CAPI)/tests
 	cc -Wall -Werror -O2 -I $(CAPI) -o $(CAPI)/tests/bench_submit tests/capi/bench_submit.c -L $(CAPI) -lhcomm -Wl,-rpath,$(abspath $(CAPI))
@@ -177,7 +183,7 @@ bench-vm:
 test-long:
 	HCOMM_LONG=1 $(GO) test -count=1 -timeout 60m -v -run 'Stress' ./ring/...
 
-bench: deps-bench bench-uring-nop bench-hcomm
+bench: deps-bench bench-uring-nop bench-hcomm python-bench
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 # io_uring NOPs: Go (internal/uring BenchmarkNop) vs C liburing (internal/uring/testdata/uring_nop.c,

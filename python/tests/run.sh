@@ -10,8 +10,11 @@
 # PYTHON was not given, the tests run with /usr/bin/python3's instead (after
 # the install into $PYTHON's venv has been checked), and say so.
 #
+# "run.sh bench" (make python-bench) runs python/bench/loader_bench.py the
+# same way instead of the tests (it needs numpy and torch).
+#
 # Environment: PYTHON, HCOMM_LIBRARY (the library the tests use), VENV (the
-# directory of the venvs; default bin/python-test), PYTEST_ARGS.
+# directory of the venvs; default bin/python-test), PYTEST_ARGS, BENCH_ARGS.
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY=${PYTHON:-python3}
@@ -33,16 +36,22 @@ if ! command -v "$PY" >/dev/null 2>&1; then
 fi
 venv "$VENV/venv" "$PY"
 TESTPY=$VENV/venv/bin/python
-if ! "$TESTPY" -c 'import pytest' 2>/dev/null; then
-	if [ -z "${PYTHON:-}" ] && [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import pytest' 2>/dev/null; then
-		echo "python-test: $PY has no pytest; the tests run with /usr/bin/python3's (Debian's python3-pytest)"
+NEED=pytest
+[ "${1:-}" = bench ] && NEED="numpy, torch"
+if ! "$TESTPY" -c "import $NEED" 2>/dev/null; then
+	if [ -z "${PYTHON:-}" ] && [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import $NEED" 2>/dev/null; then
+		echo "python-test: $PY has no $NEED; running with /usr/bin/python3's (Debian's python3-* packages)"
 		venv "$VENV/venv-system" /usr/bin/python3
 		TESTPY=$VENV/venv-system/bin/python
 	else
-		echo "python-test: $PY has no pytest module: install it (Debian: apt-get install python3-pytest python3-numpy python3-torch) or run with PYTHON=/usr/bin/python3" >&2
+		echo "python-test: $PY has no $NEED: install it (Debian: apt-get install python3-pytest python3-numpy python3-torch) or run with PYTHON=/usr/bin/python3" >&2
 		exit 1
 	fi
 fi
 cd "$VENV"
+if [ "${1:-}" = bench ]; then
+	# shellcheck disable=SC2086 # BENCH_ARGS is a list of words
+	exec "$TESTPY" "$ROOT/python/bench/loader_bench.py" ${BENCH_ARGS:-}
+fi
 # shellcheck disable=SC2086 # PYTEST_ARGS is a list of words
 PYTHONDONTWRITEBYTECODE=1 HCOMM_TEST_INSTALLED=1 "$TESTPY" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} "$ROOT/python/tests"

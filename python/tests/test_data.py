@@ -233,3 +233,13 @@ def test_info_and_help():
     assert "memory: ok" in out and "read files (hcomm.data): ok" in out
     assert "lifetime rule" in data.__doc__ and "memory_budget" in data.Loader.__doc__
     assert os.path.exists(os.path.join(os.path.dirname(hcomm.__file__), "py.typed"))
+
+
+def test_train_loader_example_runs():
+    """The example trains with both loaders on the same batches (its
+    throughputs are printed, never asserted)."""
+    pytest.importorskip("torch", reason="python3-torch not installed")
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", "train_loader.py")
+    out = subprocess.run([sys.executable, path, "--quick"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "hcomm.data.Loader" in out.stdout and "torch DataLoader" in out.stdout
