@@ -539,6 +539,8 @@ class Loader:
 
         try:
             while True:
+                if self._closed:
+                    raise BadHandle("hcomm.data: the loader was closed during the iteration: its memory is gone")
                 # Batch i is handed out: batch i - keep - 1's slot is free.
                 if len(handed) > self.keep:
                     self._release(handed.pop(0))

@@ -182,6 +182,8 @@ def test_close_mid_epoch_releases_everything(shards):
     assert _fds() > fds, "no shard open mid-epoch?"
     L.close()
     assert L.closed and _fds() == fds, "a descriptor left open by close"
+    with pytest.raises(hcomm.BadHandle, match="closed during the iteration"):
+        next(it)
     del t, it
     gc.collect()
     assert hcomm._dlpack_live() == 0
