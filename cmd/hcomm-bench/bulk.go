@@ -3,26 +3,18 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/hcomm-go/hcomm/backend/memory"
+	"github.com/hcomm-go/hcomm/cmd/internal/figures"
 	"github.com/hcomm-go/hcomm/engine"
 )
 
 var bulkSizes = []int{1 << 20, 16 << 20}
 
 func bulkBatch(size int) int { return max(1, (32<<20)/size/2) } // 1 MiB: 16, 16 MiB: 1
-
-func sizeLabel(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return fmt.Sprintf("%dB", n)
-}
 
 func init() {
 	for _, size := range bulkSizes {
@@ -172,3 +164,6 @@ func setupSyncPool(size int) (*runner, error) {
 			return nil
 		}}, nil
 }
+
+// sizeLabel is a size in variant names and goal IDs: "1MiB", "16MiB".
+func sizeLabel(n int) string { return strings.ReplaceAll(figures.Size(n), " ", "") }

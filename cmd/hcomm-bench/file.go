@@ -258,11 +258,7 @@ func setupWriteAt(o *options, write, direct bool, workers int) (*runner, error) 
 // depth 64 (io_uring with fixedbufs and registerfiles), or psync (one
 // pwrite/pread per I/O, queue depth 1).
 func setupFio(o *options, op, ioengine string) (*runner, error) {
-	fio, err := exec.LookPath("fio")
-	if err != nil {
-		return nil, fmt.Errorf("fio not installed (make bench installs it: apt-get install fio)")
-	}
-	path, err := prepareFile(o)
+	fio, path, err := fioAndFile(o)
 	if err != nil {
 		return nil, err
 	}
@@ -585,4 +581,13 @@ func setupEngineFilePipe(o *options, write bool, mode engine.Mode) (*runner, err
 				}
 			}
 		}}, nil
+}
+
+// fioAndFile finds fio and lays out the data file it reads and writes.
+func fioAndFile(o *options) (fio, path string, err error) {
+	if fio, err = exec.LookPath("fio"); err != nil {
+		return "", "", fmt.Errorf("fio not installed (make bench installs it: apt-get install fio)")
+	}
+	path, err = prepareFile(o)
+	return fio, path, err
 }

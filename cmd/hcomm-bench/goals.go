@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/hcomm-go/hcomm/cmd/internal/figures"
 	"io"
 	"math"
 	"strconv"
@@ -319,7 +320,7 @@ func remoteParts(es entries, tls, peer string) []part {
 			continue
 		}
 		if size, _ := strconv.Atoi(f[2]); size >= 64<<10 {
-			ps = append(ps, part{sizeName(size) + " " + f[3], e})
+			ps = append(ps, part{figures.Size(size) + " " + f[3], e})
 		}
 	}
 	return ps

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
+	"github.com/hcomm-go/hcomm/cmd/internal/figures"
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/internal/baseline"
 )
@@ -45,13 +46,11 @@ type latPct struct {
 	P50, P90, P99, P999, Max float64
 }
 
+// pctOf sorts s and returns its percentiles.
 func pctOf(s []float64) latPct {
 	slices.Sort(s)
-	at := func(q float64) float64 {
-		i := int(q * float64(len(s)))
-		return s[min(i, len(s)-1)]
-	}
-	return latPct{at(0.50), at(0.90), at(0.99), at(0.999), s[len(s)-1]}
+	at := func(q float64) float64 { return figures.Quantile(s, q) }
+	return latPct{at(0.50), at(0.90), at(0.99), at(0.999), at(1)}
 }
 
 type latVariant struct {
@@ -420,11 +419,7 @@ func latFio(o *options, ioengine string) (*latRunner, error) { return latFioDept
 
 // latFioDepth: fio's lat_ns percentiles at queue depth qd.
 func latFioDepth(o *options, ioengine string, qd int) (*latRunner, error) {
-	fio, err := exec.LookPath("fio")
-	if err != nil {
-		return nil, fmt.Errorf("fio not installed (make bench installs it: apt-get install fio)")
-	}
-	path, err := prepareFile(o)
+	fio, path, err := fioAndFile(o)
 	if err != nil {
 		return nil, err
 	}

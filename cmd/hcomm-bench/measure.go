@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hcomm-go/hcomm/cmd/internal/figures"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,13 +20,7 @@ func newStat(v []float64) stat {
 	if len(v) == 0 {
 		return stat{}
 	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return stat{Median: m, Min: s[0], Max: s[len(s)-1], Runs: v}
+	return stat{Median: figures.Median(v), Min: slices.Min(v), Max: slices.Max(v), Runs: v}
 }
 
 // calibrate picks a transfer count whose run takes about target: it grows

@@ -25,7 +25,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -33,7 +32,9 @@ import (
 	"unsafe"
 
 	"github.com/hcomm-go/hcomm/backend/ucx"
+	"github.com/hcomm-go/hcomm/cmd/internal/figures"
 	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/internal/testutil"
 )
 
 const (
@@ -414,32 +415,14 @@ func engineBW(ctx context.Context, eng *engine.Engine, peer uint32, blk engine.B
 	}
 	// Untimed warm-up transfers, as many as ucx_perftest's (-w), then
 	// the timed ones.
-	for sent := 0; sent < remoteWarmup(n); sent += batch {
-		for k := 0; k < batch; {
-			m, err := eng.SubmitBatchContext(ctx, ts[k:], ids[k:])
-			if err != nil {
-				return 0, 0, err
-			}
-			k += m
-		}
-	}
-	if err := eng.Drain(ctx); err != nil {
+	if err := submitRounds(ctx, eng, ts, ids, remoteWarmup(n), batch); err != nil {
 		return 0, 0, err
 	}
 	// Drain ran every warm-up callback: the marks start over.
 	done.Store(0)
 	start := time.Now()
 	t0 := int64(start.Sub(base))
-	for sent := 0; sent < n; sent += batch {
-		for k := 0; k < batch; {
-			m, err := eng.SubmitBatchContext(ctx, ts[k:], ids[k:])
-			if err != nil {
-				return 0, 0, err
-			}
-			k += m
-		}
-	}
-	if err := eng.Drain(ctx); err != nil {
+	if err := submitRounds(ctx, eng, ts, ids, n, batch); err != nil {
 		return 0, 0, err
 	}
 	el := time.Since(start)
@@ -457,7 +440,7 @@ func engineBW(ctx context.Context, eng *engine.Engine, peer uint32, blk engine.B
 			}
 			wins[i] = float64(marks[i]-prev) / 1e9 / float64(window)
 		}
-		typical = float64(size) / (1 << 20) / median(wins)
+		typical = float64(size) / (1 << 20) / figures.Median(wins)
 	}
 	return overall, typical, nil
 }
@@ -532,7 +515,7 @@ func engineLat(ctx context.Context, tls string, shm bool, iters int) (float64, f
 		}
 	}
 	el := time.Since(start)
-	return float64(el.Nanoseconds()) / float64(iters) / 2 / 1000, median(rtts) / 2 / 1000, nil
+	return float64(el.Nanoseconds()) / float64(iters) / 2 / 1000, figures.Median(rtts) / 2 / 1000, nil
 }
 
 // socketBW: the traditional path. put: a header, then batch writes of size
@@ -575,7 +558,7 @@ func socketBW(c net.Conn, heap []byte, put bool, size, batch, n int) (float64, f
 		per = append(per, time.Since(t0).Seconds()/float64(batch))
 	}
 	overall := float64(n) * float64(size) / (1 << 20) / time.Since(start).Seconds()
-	return overall, float64(size) / (1 << 20) / median(per), nil
+	return overall, float64(size) / (1 << 20) / figures.Median(per), nil
 }
 
 // socketLat: ping-pong of 8 B over a TCP socket (write, the peer reads and
@@ -626,7 +609,7 @@ func socketLat(iters, reps int) ([]float64, []float64, error) {
 			rtts[i] = float64(time.Since(t0).Nanoseconds())
 		}
 		out = append(out, float64(time.Since(start).Nanoseconds())/float64(iters)/2/1000)
-		typ = append(typ, median(rtts)/2/1000)
+		typ = append(typ, figures.Median(rtts)/2/1000)
 	}
 	return out, typ, nil
 }
@@ -707,73 +690,43 @@ func lastLine(s string) string {
 	return strings.TrimSpace(ls[len(ls)-1])
 }
 
-// remotePeer is the peer process.
+// remotePeer is the peer process (the protocol of testutil.LaunchPeer: its
+// ADDR line names its UCX address, its TCP socket's and the offset of its
+// ping block).
 type remotePeer struct {
-	p                *exec.Cmd
-	in               io.WriteCloser
-	out              *bufio.Reader
+	p                *testutil.PeerProc
 	ucxAddr, tcpAddr string
 	pingOff          uint64
 }
 
 func startRemotePeer(mode, tls string, shm bool) (*remotePeer, error) {
-	p := exec.Command(os.Args[0], "-remote-peer="+mode)
-	p.Env = append(os.Environ(), "UCX_TLS="+tls, fmt.Sprintf("HCOMM_BENCH_SHM=%t", shm))
-	p.Stderr = os.Stderr
-	in, err := p.StdinPipe()
+	c := exec.Command(os.Args[0], "-remote-peer="+mode)
+	c.Env = append(os.Environ(), "UCX_TLS="+tls, fmt.Sprintf("HCOMM_BENCH_SHM=%t", shm))
+	p, err := testutil.LaunchPeer(c, 30*time.Second)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("remote peer: %w", err)
 	}
-	out, err := p.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := p.Start(); err != nil {
-		return nil, err
-	}
-	rp := &remotePeer{p: p, in: in, out: bufio.NewReader(out)}
-	// A peer that does not say its address in 30 s is killed (its stdout
-	// closes, and the read returns).
-	t := time.AfterFunc(30*time.Second, func() { p.Process.Kill() })
-	line, err := rp.out.ReadString('\n')
-	t.Stop()
-	f := strings.Fields(line)
-	if err != nil || len(f) != 4 || f[0] != "ADDR" {
+	rp := &remotePeer{p: p}
+	if len(p.Addr) != 3 {
 		rp.stop()
-		return nil, fmt.Errorf("remote peer: said %q: %v", line, err)
+		return nil, fmt.Errorf("remote peer: ADDR %q, want the UCX address, the socket's and the ping offset", p.Addr)
 	}
-	rp.ucxAddr, rp.tcpAddr = f[1], f[2]
-	rp.pingOff, _ = strconv.ParseUint(f[3], 10, 64)
+	rp.ucxAddr, rp.tcpAddr = p.Addr[0], p.Addr[1]
+	if rp.pingOff, err = strconv.ParseUint(p.Addr[2], 10, 64); err != nil {
+		rp.stop()
+		return nil, fmt.Errorf("remote peer: ping offset: %w", err)
+	}
 	return rp, nil
 }
 
 // cmd sends a command and waits for the peer's "OK".
-func (rp *remotePeer) cmd(c string) error {
-	if _, err := fmt.Fprintln(rp.in, c); err != nil {
-		return err
-	}
-	t := time.AfterFunc(30*time.Second, func() { rp.p.Process.Kill() })
-	line, err := rp.out.ReadString('\n')
-	t.Stop()
-	if err != nil || strings.TrimSpace(line) != "OK" {
-		return fmt.Errorf("remote peer: %s: %q %v", c, line, err)
-	}
-	return nil
-}
+func (rp *remotePeer) cmd(c string) error { return rp.p.Command(c, 30*time.Second) }
 
 func (rp *remotePeer) stop() {
 	if rp.p == nil {
 		return
 	}
-	rp.in.Close()
-	done := make(chan struct{})
-	go func() { rp.p.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		rp.p.Process.Kill()
-		<-done
-	}
+	_ = rp.p.Stop(5 * time.Second) // its failures surface as the measurements' errors
 	rp.p = nil
 }
 
@@ -830,7 +783,9 @@ func remotePeerMain(mode string) int {
 	}
 	defer l.Close()
 	go serveSocket(l)
-	fmt.Printf("ADDR %s %s %d\n", b.Addr(), l.Addr(), pingOff)
+	if err := testutil.Announce(os.Stdout, b.Addr(), l.Addr(), pingOff); err != nil {
+		return 1
+	}
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		f := strings.Fields(in.Text())
@@ -922,15 +877,6 @@ func serveSocket(l net.Listener) {
 	}
 }
 
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	return s[len(s)/2]
-}
-
 func printRemote(w io.Writer, rows []*remoteRow, o *options) {
 	fmt.Fprintf(w, "\n== remote: engine (backend/ucx) vs ucx_perftest vs TCP socket, two processes on 127.0.0.1 (medians of %d; MiB/s higher is better, µs lower is better)\n", o.reps)
 	fmt.Fprintf(w, "   each cell: overall (typical) — overall is bytes ÷ wall time or wall time ÷ round trips; typical is the median per-operation figure (ucx_perftest's \"typical\"), what scheduling stalls on a loaded machine move least\n")
@@ -940,22 +886,22 @@ func printRemote(w io.Writer, rows []*remoteRow, o *options) {
 			return "n/a"
 		}
 		if len(t) == 0 {
-			return num(median(v)) + " (—)"
+			return num(figures.Median(v)) + " (—)"
 		}
-		return fmt.Sprintf("%s (%s)", num(median(v)), num(median(t)))
+		return fmt.Sprintf("%s (%s)", num(figures.Median(v)), num(figures.Median(t)))
 	}
 	ratio := func(a, b []float64) string {
-		if len(a) == 0 || len(b) == 0 || median(b) == 0 {
+		if len(a) == 0 || len(b) == 0 || figures.Median(b) == 0 {
 			return "—"
 		}
-		return fmt.Sprintf("%.2f", median(a)/median(b))
+		return fmt.Sprintf("%.2f", figures.Median(a)/figures.Median(b))
 	}
 	for _, r := range rows {
 		es := cell(r.eng, r.engT)
 		if r.err != "" && len(r.eng) == 0 {
 			es = "FAILED"
 		}
-		fmt.Fprintf(w, "%-4s %-12s %7s %5d %22s %22s %22s %13s %13s  %s\n", r.tls, r.op, sizeName(r.size), r.batch, es,
+		fmt.Fprintf(w, "%-4s %-12s %7s %5d %22s %22s %22s %13s %13s  %s\n", r.tls, r.op, figures.Size(r.size), r.batch, es,
 			cell(r.pt, r.ptT), cell(r.sock, r.sockT),
 			ratio(r.eng, r.pt)+" ("+ratio(r.engT, r.ptT)+")", ratio(r.eng, r.sock)+" ("+ratio(r.engT, r.sockT)+")", r.unit)
 		if r.err != "" {
@@ -968,12 +914,17 @@ func printRemote(w io.Writer, rows []*remoteRow, o *options) {
 	fmt.Fprintln(w, "ratios are engine ÷ baseline, overall (typical): for MiB/s above 1 is better, for µs below 1 is better")
 }
 
-func sizeName(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
+// submitRounds submits the batch ts (len batch) again and again until n
+// transfers have gone, then drains the engine.
+func submitRounds(ctx context.Context, eng *engine.Engine, ts []engine.Transfer, ids []engine.ID, n, batch int) error {
+	for sent := 0; sent < n; sent += batch {
+		for k := 0; k < batch; {
+			m, err := eng.SubmitBatchContext(ctx, ts[k:], ids[k:])
+			if err != nil {
+				return err
+			}
+			k += m
+		}
 	}
-	return fmt.Sprintf("%d B", n)
+	return eng.Drain(ctx)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hcomm-go/hcomm/cmd/internal/figures"
 	"github.com/hcomm-go/hcomm/hugepage"
 	"golang.org/x/sys/unix"
 )
@@ -21,10 +22,10 @@ func (d *demo) machine() error {
 	for _, ps := range []int{2 * mib, gib} {
 		c, err := hugepage.ReadHugeCounts(ps)
 		if err != nil {
-			d.printf("hugetlb %-6s not offered by this kernel (%v)", sizeName(ps), err)
+			d.printf("hugetlb %-6s not offered by this kernel (%v)", figures.Size(ps), err)
 			continue
 		}
-		d.printf("hugetlb %-6s pool: %d pages, %d free, %d promised to mappings", sizeName(ps), c.Total, c.Free, c.Resv)
+		d.printf("hugetlb %-6s pool: %d pages, %d free, %d promised to mappings", figures.Size(ps), c.Total, c.Free, c.Resv)
 	}
 	if b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled"); err == nil {
 		d.printf("transparent hugepages: %s", strings.TrimSpace(string(b)))
@@ -44,11 +45,11 @@ func (d *demo) reserve(ps, n int, what string) bool {
 	if !d.root {
 		c, err := hugepage.ReadHugeCounts(ps)
 		if err == nil && c.Available() >= n {
-			d.printf("using %d already reserved %s pages for %s", n, sizeName(ps), what)
+			d.printf("using %d already reserved %s pages for %s", n, figures.Size(ps), what)
 			return true
 		}
 		d.skip("%s: needs %d hugetlb pages of %s; not root, so the demo cannot reserve them (run as root, or as root: echo %d > /sys/kernel/mm/hugepages/hugepages-%dkB/nr_hugepages)",
-			what, n, sizeName(ps), c.Total+n-c.Available(), ps>>10)
+			what, n, figures.Size(ps), c.Total+n-c.Available(), ps>>10)
 		return false
 	}
 	r, err := hugepage.Reserve(ps, n)
@@ -56,10 +57,10 @@ func (d *demo) reserve(ps, n int, what string) bool {
 		d.skip("%s: %v", what, err)
 		return false
 	}
-	d.printf("reserved %d pages of %s for %s (given back at the end)", n, sizeName(ps), what)
+	d.printf("reserved %d pages of %s for %s (given back at the end)", n, figures.Size(ps), what)
 	d.cleanup = append(d.cleanup, func() {
 		if err := r.Release(); err != nil {
-			fmt.Fprintf(os.Stderr, "releasing %d pages of %s: %v\n", n, sizeName(ps), err)
+			fmt.Fprintf(os.Stderr, "releasing %d pages of %s: %v\n", n, figures.Size(ps), err)
 		}
 	})
 	return true
@@ -95,18 +96,18 @@ func (d *demo) describe(a *hugepage.Arena) {
 	if a.Fd() >= 0 {
 		fd = fmt.Sprintf(", memfd %d", a.Fd())
 	}
-	d.printf("  got %v: %s at %#x%s", a.Backing(), sizeName(a.Len()), a.Addr(), fd)
+	d.printf("  got %v: %s at %#x%s", a.Backing(), figures.Size(a.Len()), a.Addr(), fd)
 	for _, fb := range a.Fallbacks() {
 		d.printf("  fallback: %v", fb)
 	}
 	if r, err := a.Residency(); err == nil {
 		d.printf("  smaps: KernelPageSize %d kB, resident %s, THP %s, hugetlb %s", r.KernelPageSize>>10,
-			sizeName(int(r.Rss)), sizeName(int(r.AnonHugePages)), sizeName(int(r.Hugetlb)))
+			figures.Size(int(r.Rss)), figures.Size(int(r.AnonHugePages)), figures.Size(int(r.Hugetlb)))
 	}
 	runs, err := a.PhysRuns()
 	switch {
 	case err == nil:
-		d.printf("  pagemap: %d physically contiguous run(s), first %s at %#x", len(runs), sizeName(runs[0].Len), runs[0].Phys)
+		d.printf("  pagemap: %d physically contiguous run(s), first %s at %#x", len(runs), figures.Size(runs[0].Len), runs[0].Phys)
 	case errors.Is(err, hugepage.ErrNotResident):
 		d.printf("  pagemap: not populated, no physical addresses yet")
 	default:
@@ -116,7 +117,7 @@ func (d *demo) describe(a *hugepage.Arena) {
 
 func (d *demo) faults() error {
 	size := d.touchGB * gib
-	d.printf("each case maps %s without prefaulting and writes one byte per 4 KiB page", sizeName(size))
+	d.printf("each case maps %s without prefaulting and writes one byte per 4 KiB page", figures.Size(size))
 	type result struct {
 		b      hugepage.Backing
 		faults int64
@@ -124,7 +125,7 @@ func (d *demo) faults() error {
 	}
 	var res []result
 	for _, b := range []hugepage.Backing{hugepage.Backing4K, hugepage.BackingTHP, hugepage.BackingHugetlb2M, hugepage.BackingHugetlb1G} {
-		if b.Hugetlb() && !d.reserve(b.PageSize(), size/b.PageSize(), fmt.Sprintf("touching %s of %v", sizeName(size), b)) {
+		if b.Hugetlb() && !d.reserve(b.PageSize(), size/b.PageSize(), fmt.Sprintf("touching %s of %v", figures.Size(size), b)) {
 			continue
 		}
 		a, err := hugepage.NewArena(hugepage.ArenaConfig{Size: size, Backings: []hugepage.Backing{b}})
@@ -174,7 +175,7 @@ func (d *demo) pool() error {
 	}
 	defer p.Close()
 	a := p.Arenas()[0]
-	d.printf("pool of %s on %v", sizeName(a.Len()), a.Backing())
+	d.printf("pool of %s on %v", figures.Size(a.Len()), a.Backing())
 	for _, fb := range a.Fallbacks() {
 		d.printf("  fallback: %v", fb)
 	}
@@ -211,21 +212,9 @@ func classNames(cs []hugepage.ClassStats) string {
 	return "[" + strings.Join(parts, " ") + "]"
 }
 
-func sizeName(n int) string {
-	switch {
-	case n >= gib && n%gib == 0:
-		return fmt.Sprintf("%d GiB", n/gib)
-	case n >= mib && n%mib == 0:
-		return fmt.Sprintf("%d MiB", n/mib)
-	case n >= 1024 && n%1024 == 0:
-		return fmt.Sprintf("%d KiB", n/1024)
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
 func rlimitName(v uint64) string {
 	if v == unix.RLIM_INFINITY {
 		return "unlimited"
 	}
-	return sizeName(int(v))
+	return figures.Size(int(v))
 }

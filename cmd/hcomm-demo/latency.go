@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
+	"github.com/hcomm-go/hcomm/cmd/internal/figures"
 	"github.com/hcomm-go/hcomm/engine"
 )
 
@@ -81,10 +82,10 @@ func openSyncTraditional() (*syncPath, error) {
 // pcts is one distribution's p50 and p99, in ns.
 type pcts struct{ p50, p99 float64 }
 
+// pctOf sorts s and returns its p50 and p99.
 func pctOf(s []float64) pcts {
 	slices.Sort(s)
-	at := func(q float64) float64 { return s[min(int(q*float64(len(s))), len(s)-1)] }
-	return pcts{at(0.50), at(0.99)}
+	return pcts{figures.Quantile(s, 0.50), figures.Quantile(s, 0.99)}
 }
 
 // latency prints the second figure: the latency of one synchronous
