@@ -184,127 +184,110 @@ func setEnv(kvs []string) func() {
 	}
 }
 
+// remoteTransport measures one UCX transport: the bandwidth rows (puts
+// first, every repetition of a row before the next), then the 8 B latency
+// row with what is left of the budget.
 func remoteTransport(o *options, name, engineTLS, perftestTLS string, deadline time.Time) ([]*remoteRow, error) {
 	os.Setenv("UCX_TLS", engineTLS)
 	defer os.Unsetenv("UCX_TLS")
 	if name == "tcp" {
 		defer setEnv(remoteTCPEnv)()
 	}
-	shm := name == "shm"
-	peer, err := startRemotePeer("passive", engineTLS, shm)
+	rr := &remoteRun{o: o, name: name, engineTLS: engineTLS, perftestTLS: perftestTLS, shm: name == "shm"}
+	rows, err := rr.bandwidth(time.Now().Add(time.Until(deadline) * 3 / 4))
+	rr.close()
 	if err != nil {
-		return nil, err
+		return rows, err
 	}
-	defer peer.stop()
-	b, err := ucx.New(ucx.Config{SharedMemory: shm})
+	return append(rows, remoteLatency(o, name, engineTLS, perftestTLS, deadline)), nil
+}
+
+// remoteRun is one transport's bandwidth measurements: the engine over
+// backend/ucx connected to a passive peer, and a TCP connection to the
+// peer's socket.
+type remoteRun struct {
+	o               *options
+	name, engineTLS string
+	perftestTLS     string
+	shm             bool
+	peer            *remotePeer
+	eng             *engine.Engine
+	pidx            uint32
+	conn            net.Conn
+	heap            []byte
+	blocks          map[int]engine.Block
+}
+
+func (rr *remoteRun) open() error {
+	var err error
+	if rr.peer, err = startRemotePeer("passive", rr.engineTLS, rr.shm); err != nil {
+		return err
+	}
+	b, err := ucx.New(ucx.Config{SharedMemory: rr.shm})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	eng, err := engine.Open(engine.Config{Backend: b, PoolSize: remotePool, QueueDepth: remoteDepth})
-	if err != nil {
-		return nil, err
+	if rr.eng, err = engine.Open(engine.Config{Backend: b, PoolSize: remotePool, QueueDepth: remoteDepth}); err != nil {
+		return err
 	}
-	defer eng.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	pidx, err := b.Connect(ctx, peer.ucxAddr)
+	rr.pidx, err = b.Connect(ctx, rr.peer.ucxAddr)
 	cancel()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	conn, err := net.Dial("tcp", peer.tcpAddr)
-	if err != nil {
-		return nil, err
+	if rr.conn, err = net.Dial("tcp", rr.peer.tcpAddr); err != nil {
+		return err
 	}
-	defer func() { conn.Close() }()
-	heap := make([]byte, 16<<20)
+	rr.heap = make([]byte, 16<<20)
+	rr.blocks = map[int]engine.Block{}
+	for _, size := range remoteSizes(rr.o.quick) {
+		if rr.blocks[size], err = rr.eng.Alloc(size); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
+func (rr *remoteRun) close() {
+	if rr.conn != nil {
+		rr.conn.Close()
+	}
+	if rr.eng != nil {
+		rr.eng.Close()
+	}
+	if rr.peer != nil {
+		rr.peer.stop()
+	}
+}
+
+// bandwidth measures every bandwidth row until bwDeadline. Every
+// repetition of a row comes before the next row: when the budget runs out,
+// the rows measured have all their repetitions (puts first: the goals are
+// on puts).
+func (rr *remoteRun) bandwidth(bwDeadline time.Time) ([]*remoteRow, error) {
+	if err := rr.open(); err != nil {
+		return nil, err
+	}
 	var rows []*remoteRow
 	for _, op := range []string{"put", "get"} {
-		for _, size := range remoteSizes(o.quick) {
+		for _, size := range remoteSizes(rr.o.quick) {
 			for _, batch := range []int{1, 64} {
-				rows = append(rows, &remoteRow{tls: name, op: op, size: size, batch: batch, unit: "MiB/s"})
+				rows = append(rows, &remoteRow{tls: rr.name, op: op, size: size, batch: batch, unit: "MiB/s"})
 			}
 		}
 	}
-	blocks := map[int]engine.Block{}
-	for _, size := range remoteSizes(o.quick) {
-		blk, err := eng.Alloc(size)
-		if err != nil {
-			return nil, err
-		}
-		blocks[size] = blk
-	}
-	// The latency row is measured last, with a reserve of the budget.
-	bwDeadline := time.Now().Add(time.Until(deadline) * 3 / 4)
-	// Every repetition of a row before the next row: when the budget runs
-	// out, the rows measured have all their repetitions (puts first: the
-	// issue's targets are on puts).
 	for _, r := range rows {
-		for rep := 0; rep < o.reps; rep++ {
+		for rep := 0; rep < rr.o.reps; rep++ {
 			if time.Now().After(bwDeadline) {
-				if r.err == "" && len(r.eng) < o.reps {
-					r.err = fmt.Sprintf("%s (%d of %d repetitions)", outOfTime, len(r.eng), o.reps)
+				if r.err == "" && len(r.eng) < rr.o.reps {
+					r.err = fmt.Sprintf("%s (%d of %d repetitions)", outOfTime, len(r.eng), rr.o.reps)
 				}
 				continue
 			}
-			n := remoteCount(o.quick, shm, r.size, r.batch)
-			ctx, cancel := measureCtx(bwDeadline)
-			if !shm { // the tcp target must progress (see remotePeerMain)
-				if err := peer.cmd("spin"); err != nil {
-					cancel()
-					return rows, err
-				}
+			if err := rr.repetition(r, bwDeadline); err != nil {
+				return rows, err
 			}
-			v, vt, err := engineBW(ctx, eng, pidx, blocks[r.size], r.op == "put", r.size, r.batch, n)
-			cancel()
-			if !shm {
-				if err := peer.cmd("idle"); err != nil {
-					return rows, err
-				}
-			}
-			if err != nil {
-				r.err = err.Error()
-				continue
-			}
-			r.eng = append(r.eng, v)
-			r.engT = append(r.engT, vt)
-			if r.batch == 1 { // ucx_perftest has no batches: once per size
-				test := "ucp_put_bw"
-				if r.op == "get" {
-					test = "ucp_get"
-				}
-				pn := n
-				if !shm && r.size < 64<<10 {
-					pn = min(n, 100) // its small tcp gets take ms each here
-				}
-				pv, pvt, err := perftest(perftestTLS, test, r.size, pn, remoteWarmup(pn), bwDeadline)
-				if err != nil {
-					r.ptErr = err.Error()
-				} else {
-					r.pt = append(r.pt, pv)
-					// Over tcp a put or get is queued, not done, when
-					// ucx_perftest times it: its typical figure is the
-					// posting cost, no bandwidth. Over shared memory it
-					// is the memcpy.
-					if shm {
-						r.ptT = append(r.ptT, pvt)
-					}
-				}
-			}
-			conn.SetDeadline(measureEnd(bwDeadline))
-			// The socket moves ~1 GB/s at best here: tcp's count.
-			sv, svt, err := socketBW(conn, heap, r.op == "put", r.size, r.batch, remoteCount(o.quick, false, r.size, r.batch))
-			if err != nil {
-				r.err = "socket: " + err.Error()
-				// The stream is out of step: a new connection.
-				conn.Close()
-				if conn, err = net.Dial("tcp", peer.tcpAddr); err != nil {
-					return rows, err
-				}
-				continue
-			}
-			r.sock = append(r.sock, sv)
-			r.sockT = append(r.sockT, svt)
 		}
 	}
 	for _, r := range rows { // the batch-64 rows share the batch-1 row's yardstick
@@ -316,9 +299,81 @@ func remoteTransport(o *options, name, engineTLS, perftestTLS string, deadline t
 			}
 		}
 	}
-	eng.Close()
-	peer.stop()
+	return rows, nil
+}
 
+// repetition measures r once: the engine, ucx_perftest (batch 1 only: it
+// has no batches) and the socket. A measurement's failure is the row's;
+// an error returned is the peer's, and ends the transport's run.
+func (rr *remoteRun) repetition(r *remoteRow, bwDeadline time.Time) error {
+	n := remoteCount(rr.o.quick, rr.shm, r.size, r.batch)
+	ctx, cancel := measureCtx(bwDeadline)
+	if !rr.shm { // the tcp target must progress (see remotePeerMain)
+		if err := rr.peer.cmd("spin"); err != nil {
+			cancel()
+			return err
+		}
+	}
+	v, vt, err := engineBW(ctx, rr.eng, rr.pidx, rr.blocks[r.size], r.op == "put", r.size, r.batch, n)
+	cancel()
+	if !rr.shm {
+		if err := rr.peer.cmd("idle"); err != nil {
+			return err
+		}
+	}
+	if err != nil {
+		r.err = err.Error()
+		return nil
+	}
+	r.eng = append(r.eng, v)
+	r.engT = append(r.engT, vt)
+	if r.batch == 1 {
+		rr.perftestBW(r, n, bwDeadline)
+	}
+	rr.conn.SetDeadline(measureEnd(bwDeadline))
+	// The socket moves ~1 GB/s at best here: tcp's count.
+	sv, svt, err := socketBW(rr.conn, rr.heap, r.op == "put", r.size, r.batch, remoteCount(rr.o.quick, false, r.size, r.batch))
+	if err != nil {
+		r.err = "socket: " + err.Error()
+		// The stream is out of step: a new connection.
+		rr.conn.Close()
+		rr.conn, err = net.Dial("tcp", rr.peer.tcpAddr)
+		return err
+	}
+	r.sock = append(r.sock, sv)
+	r.sockT = append(r.sockT, svt)
+	return nil
+}
+
+// perftestBW measures r's yardstick once: ucx_perftest's put or get
+// bandwidth at r's size.
+func (rr *remoteRun) perftestBW(r *remoteRow, n int, bwDeadline time.Time) {
+	test := "ucp_put_bw"
+	if r.op == "get" {
+		test = "ucp_get"
+	}
+	pn := n
+	if !rr.shm && r.size < 64<<10 {
+		pn = min(n, 100) // its small tcp gets take ms each here
+	}
+	pv, pvt, err := perftest(rr.perftestTLS, test, r.size, pn, remoteWarmup(pn), bwDeadline)
+	if err != nil {
+		r.ptErr = err.Error()
+		return
+	}
+	r.pt = append(r.pt, pv)
+	// Over tcp a put or get is queued, not done, when ucx_perftest times
+	// it: its typical figure is the posting cost, no bandwidth. Over
+	// shared memory it is the memcpy.
+	if rr.shm {
+		r.ptT = append(r.ptT, pvt)
+	}
+}
+
+// remoteLatency is the 8 B put latency row: the engine's ping-pong, then
+// ucx_perftest's, per repetition until deadline, and the socket's.
+func remoteLatency(o *options, name, engineTLS, perftestTLS string, deadline time.Time) *remoteRow {
+	shm := name == "shm"
 	lat := &remoteRow{tls: name, op: "put latency", size: 8, batch: 1, unit: "µs"}
 	iters := 10000 // shared memory: µs per round trip
 	if !shm {
@@ -354,8 +409,7 @@ func remoteTransport(o *options, name, engineTLS, perftestTLS string, deadline t
 	} else {
 		lat.sock, lat.sockT = sv, svt
 	}
-	rows = append(rows, lat)
-	return rows, nil
+	return lat
 }
 
 // remoteWarmup is how many untimed iterations come before n timed ones:

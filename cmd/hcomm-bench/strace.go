@@ -158,6 +158,31 @@ func parseStrace(r io.Reader) (map[string]float64, error) {
 	return m, sc.Err()
 }
 
+// straceItem is one workload the strace check counts: n transfers, the
+// path calls' relative tolerance tol.
+type straceItem struct {
+	scenario, variant string
+	n                 int
+	tol               float64
+}
+
+// straceItems: tol is 1% where the path fixes the calls per transfer; 30%
+// for the engine's file target, whose io_uring_enter count depends on how
+// completions cluster (it refills with what has completed, and strace
+// slows every call down). The file items need the data file.
+func straceItems(o *options) []straceItem {
+	items := []straceItem{
+		{"device-small", "4096/traditional", 4000, 0.01},
+		{"device-small", "4096/engine-b64", 64000, 0.01},
+		{"device-small", "4096/engine-b1", 8000, 0.01},
+		{"bulk", "device-1MiB/engine", 3200, 0.01},
+	}
+	if o.dir != "" {
+		items = append(items, straceItem{"file-4k", "randwrite/engine", 8000, 0.3}, straceItem{"file-4k", "randread/readat-direct-qd1", 2000, 0.01})
+	}
+	return items
+}
+
 // runStraceCheck counts the same workloads with strace -c -f (two runs of
 // different lengths: the difference per transfer cancels set-up and
 // teardown) and with eBPF (the windowed count hcomm-bench prints), and
@@ -175,118 +200,104 @@ func runStraceCheck(o *options, out io.Writer) int {
 			o.dir = ""
 		}
 	}
-	// tol is the relative tolerance on the path calls: 1% where the path
-	// fixes them per transfer; 30% for the engine's file target, whose
-	// io_uring_enter count depends on how completions cluster (it refills
-	// with what has completed, and strace slows every call down).
-	type item struct {
-		scenario, variant string
-		n                 int
-		tol               float64
-	}
-	items := []item{
-		{"device-small", "4096/traditional", 4000, 0.01},
-		{"device-small", "4096/engine-b64", 64000, 0.01},
-		{"device-small", "4096/engine-b1", 8000, 0.01},
-		{"bulk", "device-1MiB/engine", 3200, 0.01},
-	}
-	if o.dir != "" {
-		items = append(items, item{"file-4k", "randwrite/engine", 8000, 0.3}, item{"file-4k", "randread/readat-direct-qd1", 2000, 0.01})
-	}
 	fail := 0
-	for _, it := range items {
+	for _, it := range straceItems(o) {
 		w, err := lookup(it.scenario, it.variant)
 		if err != nil {
 			fmt.Fprintln(out, err)
 			return 2
 		}
-		n1, n2 := it.n/4, it.n
-		s1, err1 := straceCounts(o, w, n1)
-		s2, err2 := straceCounts(o, w, n2)
-		if err1 != nil || err2 != nil {
-			fmt.Fprintf(out, "%s/%s: strace failed: %v %v\n", it.scenario, it.variant, err1, err2)
+		if !checkStrace(o, out, it, w, ok, why) {
 			fail++
-			continue
 		}
-		marg := map[string]float64{}
-		for k, v := range s2 {
-			if d := (v - s1[k]) / float64(n2-n1); math.Abs(d) >= 0.0005 {
-				marg[k] = d
-			}
-		}
-		var eb *counts
-		if ok {
-			if eb, err = countInChild(o, w, n2); err != nil {
-				fmt.Fprintf(out, "%s/%s: eBPF count failed: %v\n", it.scenario, it.variant, err)
-				fail++
-				continue
-			}
-		}
-		fmt.Fprintf(out, "\n== %s/%s: calls per transfer (strace: (runs of %d − %d transfers)/%d; eBPF: %d transfers between snapshots)\n",
-			it.scenario, it.variant, n2, n1, n2-n1, n2)
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "syscall\tstrace -c -f\teBPF\tkind\n")
-		names := map[string]bool{}
-		for k := range marg {
-			names[k] = true
-		}
-		if eb != nil {
-			for k, v := range eb.ByName {
-				if v >= 0.0005 {
-					names[k] = true
-				}
-			}
-		}
-		var all map[string]float64 = map[string]float64{}
-		for k := range names {
-			all[k] = marg[k]
-			if eb != nil && eb.ByName[k] > all[k] {
-				all[k] = eb.ByName[k]
-			}
-		}
-		// Path calls (the transfer's own: pwrite64, read, io_uring_enter
-		// ...) are deterministic per transfer and must agree. The Go
-		// runtime's housekeeping (sysmon's nanosleep, futex hand-offs,
-		// preemption signals, thread start-up) depends on timing, and
-		// strace slows every call down many times: listed, not compared.
-		var st, et, sr, er float64
-		for _, k := range sortedNames(all) {
-			e := why
-			if eb != nil {
-				e = fmt.Sprintf("%.4f", eb.ByName[k])
-			}
-			kind := "path"
-			if runtimeCalls[k] {
-				kind = "runtime"
-				sr += marg[k]
-				if eb != nil {
-					er += eb.ByName[k]
-				}
-			} else {
-				st += marg[k]
-				if eb != nil {
-					et += eb.ByName[k]
-				}
-			}
-			fmt.Fprintf(tw, "%s\t%.4f\t%s\t%s\n", k, marg[k], e, kind)
-		}
-		e := why
-		verdict := ""
-		if eb != nil {
-			e = fmt.Sprintf("%.4f", et)
-			if math.Abs(st-et) > it.tol*math.Max(st, et)+0.002 {
-				verdict = "DISAGREE"
-				fail++
-			} else {
-				verdict = "agree"
-			}
-			fmt.Fprintf(tw, "runtime total\t%.4f\t%.4f\t(timing-dependent)\n", sr, er)
-		}
-		fmt.Fprintf(tw, "path total\t%.4f\t%s\t%s\n", st, e, verdict)
-		tw.Flush()
 	}
 	if fail > 0 {
 		return 1
 	}
 	return 0
+}
+
+// checkStrace counts one item both ways (eBPF only when ok; why says why
+// not) and prints the table; false when a count failed or they disagree.
+func checkStrace(o *options, out io.Writer, it straceItem, w *workload, ok bool, why string) bool {
+	n1, n2 := it.n/4, it.n
+	s1, err1 := straceCounts(o, w, n1)
+	s2, err2 := straceCounts(o, w, n2)
+	if err1 != nil || err2 != nil {
+		fmt.Fprintf(out, "%s/%s: strace failed: %v %v\n", it.scenario, it.variant, err1, err2)
+		return false
+	}
+	marg := map[string]float64{}
+	for k, v := range s2 {
+		if d := (v - s1[k]) / float64(n2-n1); math.Abs(d) >= 0.0005 {
+			marg[k] = d
+		}
+	}
+	var eb *counts
+	if ok {
+		var err error
+		if eb, err = countInChild(o, w, n2); err != nil {
+			fmt.Fprintf(out, "%s/%s: eBPF count failed: %v\n", it.scenario, it.variant, err)
+			return false
+		}
+	}
+	fmt.Fprintf(out, "\n== %s/%s: calls per transfer (strace: (runs of %d − %d transfers)/%d; eBPF: %d transfers between snapshots)\n",
+		it.scenario, it.variant, n2, n1, n2-n1, n2)
+	return printStraceTable(out, it, marg, eb, why)
+}
+
+// printStraceTable prints every call either count saw, strace's marginal
+// count beside eBPF's (why where eBPF did not count), and the path totals
+// with their verdict; false when they disagree.
+func printStraceTable(out io.Writer, it straceItem, marg map[string]float64, eb *counts, why string) bool {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintf(tw, "syscall\tstrace -c -f\teBPF\tkind\n")
+	// Every call either count saw, ordered by the larger of the two.
+	all := map[string]float64{}
+	for k, v := range marg {
+		all[k] = v
+	}
+	if eb != nil {
+		for k, v := range eb.ByName {
+			if v >= 0.0005 {
+				all[k] = max(all[k], v)
+			}
+		}
+	}
+	// Path calls (the transfer's own: pwrite64, read, io_uring_enter ...)
+	// are deterministic per transfer and must agree. The Go runtime's
+	// housekeeping (sysmon's nanosleep, futex hand-offs, preemption
+	// signals, thread start-up) depends on timing, and strace slows every
+	// call down many times: listed, not compared.
+	var st, et, sr, er float64
+	for _, k := range sortedNames(all) {
+		e := why
+		if eb != nil {
+			e = fmt.Sprintf("%.4f", eb.ByName[k])
+		}
+		kind := "path"
+		if runtimeCalls[k] {
+			kind = "runtime"
+			sr += marg[k]
+			if eb != nil {
+				er += eb.ByName[k]
+			}
+		} else {
+			st += marg[k]
+			if eb != nil {
+				et += eb.ByName[k]
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%.4f\t%s\t%s\n", k, marg[k], e, kind)
+	}
+	if eb == nil {
+		fmt.Fprintf(tw, "path total\t%.4f\t%s\t\n", st, why)
+		return true
+	}
+	agree := math.Abs(st-et) <= it.tol*math.Max(st, et)+0.002
+	verdict := map[bool]string{true: "agree", false: "DISAGREE"}[agree]
+	fmt.Fprintf(tw, "runtime total\t%.4f\t%.4f\t(timing-dependent)\n", sr, er)
+	fmt.Fprintf(tw, "path total\t%.4f\t%.4f\t%s\n", st, et, verdict)
+	return agree
 }
