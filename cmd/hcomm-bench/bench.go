@@ -227,85 +227,12 @@ func (b *bench) measure() (failed bool) {
 		}
 	}
 	for _, g := range gs {
-		b.step(g.scenario + ": " + g.title)
-		var ws []*workload
-		for _, v := range g.variants {
-			w, err := lookup(g.scenario, v)
-			if err != nil {
-				panic(err) // the tables and the registry disagree: a bug
-			}
-			ws = append(ws, w)
+		if b.measureTable(g, canCount, why) {
+			failed = true
 		}
-		b.o.logf("measuring %s: %s", g.scenario, g.title)
-		res := measureGroup(b.o, ws)
-		for i, r := range res {
-			if r.err != nil {
-				continue
-			}
-			if !canCount {
-				r.countErr = why
-				continue
-			}
-			if strings.Contains(r.variant, "fio-") {
-				if b.o.quick && !quickCounted[r.scenario+"/"+r.variant] {
-					r.countErr = "— (-quick)"
-					continue
-				}
-				r.counts, r.countErr = countFio(b.o, r.variant, countN(b.o, r))
-				continue
-			}
-			if !ws[i].count {
-				r.countErr = "not counted"
-				continue
-			}
-			if b.o.quick && !quickCounted[r.scenario+"/"+r.variant] {
-				r.countErr = "— (-quick)"
-				continue
-			}
-			n := countN(b.o, r)
-			b.o.logf("counting %s/%s (%d transfers, traced child)", r.scenario, r.variant, n)
-			c, err := countInChild(b.o, ws[i], n)
-			if err != nil {
-				r.countErr = "count failed: " + err.Error()
-				continue
-			}
-			r.counts = c
-		}
-		for _, r := range res {
-			if strings.HasPrefix(r.countErr, "count failed") {
-				b.skipped = append(b.skipped, fmt.Sprintf("%s/%s syscall count: %s", r.scenario, r.variant, strings.TrimPrefix(r.countErr, "count failed: ")))
-			}
-			if r.err != nil {
-				if strings.Contains(r.err.Error(), "fio not installed") {
-					b.skipped = append(b.skipped, fmt.Sprintf("%s/%s: %v", r.scenario, r.variant, r.err))
-				} else {
-					failed = true
-					b.skipped = append(b.skipped, fmt.Sprintf("%s/%s FAILED: %v", r.scenario, r.variant, r.err))
-				}
-			}
-		}
-		b.addGroup(g, res)
 	}
 	if b.o.scenarios["latency"] {
-		if pct, err := idleCPU(time.Second); err != nil {
-			b.skipped = append(b.skipped, "latency/idle CPU: "+err.Error())
-		} else {
-			b.entries = append(b.entries, entry{Name: "idle", Variant: "engine-reaper", Metric: "cpu_percent", Unit: "% of one CPU",
-				Engine: ptr(pct), Runs: 1, Better: "lower", Note: "process CPU over 1 s with an idle engine in the default mode (reaper asleep)"})
-			if b.tables() {
-				fmt.Fprintf(b.out, "\n== idle: an engine in the default mode with nothing to do: %.3f%% of one CPU (process CPU over 1 s)\n", pct)
-			}
-		}
-		for _, g := range lgs {
-			b.step("latency: " + g.title)
-			res := runLatency(b.o, g)
-			for _, r := range res {
-				if r.err != nil {
-					b.skipped = append(b.skipped, fmt.Sprintf("latency/%s: %v", r.name, r.err))
-				}
-			}
-			b.addLatency(g, res)
-		}
+		b.measureLatency(lgs)
 	}
 	if b.o.scenarios["footprint"] {
 		b.step("footprint: memory with 1, 64, 1024 reads in flight")
@@ -332,6 +259,97 @@ func (b *bench) measure() (failed bool) {
 		failed = failed || bad
 	}
 	return failed
+}
+
+// measureTable measures one table's variants, counts their system calls
+// and copies where it can (canCount; why not otherwise), and adds the
+// table; true when a variant failed.
+func (b *bench) measureTable(g group, canCount bool, why string) (failed bool) {
+	b.step(g.scenario + ": " + g.title)
+	var ws []*workload
+	for _, v := range g.variants {
+		w, err := lookup(g.scenario, v)
+		if err != nil {
+			panic(err) // the tables and the registry disagree: a bug
+		}
+		ws = append(ws, w)
+	}
+	b.o.logf("measuring %s: %s", g.scenario, g.title)
+	res := measureGroup(b.o, ws)
+	for i, r := range res {
+		if r.err != nil {
+			continue
+		}
+		if !canCount {
+			r.countErr = why
+			continue
+		}
+		b.count(r, ws[i])
+	}
+	for _, r := range res {
+		if strings.HasPrefix(r.countErr, "count failed") {
+			b.skipped = append(b.skipped, fmt.Sprintf("%s/%s syscall count: %s", r.scenario, r.variant, strings.TrimPrefix(r.countErr, "count failed: ")))
+		}
+		if r.err != nil {
+			if strings.Contains(r.err.Error(), "fio not installed") {
+				b.skipped = append(b.skipped, fmt.Sprintf("%s/%s: %v", r.scenario, r.variant, r.err))
+			} else {
+				failed = true
+				b.skipped = append(b.skipped, fmt.Sprintf("%s/%s FAILED: %v", r.scenario, r.variant, r.err))
+			}
+		}
+	}
+	b.addGroup(g, res)
+	return failed
+}
+
+// count counts one measured variant's system calls and copies: fio's
+// through countFio, the engine's and the baselines' in a
+// traced child; -quick counts only quickCounted.
+func (b *bench) count(r *result, w *workload) {
+	quickSkip := b.o.quick && !quickCounted[r.scenario+"/"+r.variant]
+	switch {
+	case strings.Contains(r.variant, "fio-") && quickSkip:
+		r.countErr = "— (-quick)"
+	case strings.Contains(r.variant, "fio-"):
+		r.counts, r.countErr = countFio(b.o, r.variant, countN(b.o, r))
+	case !w.count:
+		r.countErr = "not counted"
+	case quickSkip:
+		r.countErr = "— (-quick)"
+	default:
+		n := countN(b.o, r)
+		b.o.logf("counting %s/%s (%d transfers, traced child)", r.scenario, r.variant, n)
+		c, err := countInChild(b.o, w, n)
+		if err != nil {
+			r.countErr = "count failed: " + err.Error()
+			return
+		}
+		r.counts = c
+	}
+}
+
+// measureLatency measures the idle engine's CPU and the latency groups.
+func (b *bench) measureLatency(lgs []latGroup) {
+	if pct, err := idleCPU(time.Second); err != nil {
+		b.skipped = append(b.skipped, "latency/idle CPU: "+err.Error())
+	} else {
+		b.entries = append(b.entries, entry{Name: "idle", Variant: "engine-reaper", Metric: "cpu_percent", Unit: "% of one CPU",
+			Engine: ptr(pct), Runs: 1, Better: "lower", Note: "process CPU over 1 s with an idle engine in the default mode (reaper asleep)"})
+		if b.tables() {
+			fmt.Fprintf(b.out, "\n== idle: an engine in the default mode with nothing to do: %.3f%% of one CPU (process CPU over 1 s)\n", pct)
+		}
+	}
+	for _, g := range lgs {
+		b.step("latency: " + g.title)
+		res := runLatency(b.o, g)
+		for _, r := range res {
+			if r.err != nil {
+				b.skipped = append(b.skipped, fmt.Sprintf("latency/%s: %v", r.name, r.err))
+			}
+		}
+		b.addLatency(g, res)
+	}
 }
 
 // step checkpoints what the child has so far and reports the next step.

@@ -29,6 +29,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -67,90 +68,28 @@ var allScenarios = []string{"latency", "device-small", "file-4k", "bulk", "alloc
 
 func main() {
 	var o options
-	var scen string
-	worker := flag.Bool("worker", false, "internal: run one workload as a traced child")
-	wScen := flag.String("w-scenario", "", "internal: worker scenario")
-	wVar := flag.String("w-variant", "", "internal: worker variant")
-	wN := flag.Int("w-n", 0, "internal: worker transfer count")
-	wNoHS := flag.Bool("w-no-handshake", false, "internal: worker runs without the snapshot handshake (strace)")
-	straceCheck := flag.Bool("strace-check", false, "count syscalls with strace -c -f and with eBPF for the same workloads, side by side")
-	flag.BoolVar(&o.quick, "quick", false, "everything in under a minute: shorter repetitions, smaller files and arenas")
-	flag.BoolVar(&o.json, "json", false, "print one JSON object (schema: docs/benchmarks.md) instead of tables")
-	flag.StringVar(&o.jsonOut, "json-out", "", "also write the -json object to this file (tables still print)")
-	flag.BoolVar(&o.csv, "csv", false, "print the results as CSV (one row per metric of an engine variant against a baseline) instead of tables")
-	flag.StringVar(&o.plot, "plot", "", "write SVG charts of the run into this directory (created if missing)")
-	flag.BoolVar(&o.keep, "keep", false, "keep the benchmark's data files (512 MiB each in -dir) for the next run; they are removed at exit otherwise")
-	flag.IntVar(&o.reps, "reps", 5, "repetitions per measurement (at least 5 for the medians)")
-	flag.StringVar(&scen, "scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
-	flag.StringVar(&o.dir, "dir", "", "directory for file-4k (default: the first ext4/xfs of $TMPDIR, /var/tmp, the working directory)")
-	flag.BoolVar(&o.noTrace, "no-trace", false, "do not count syscalls/copies with eBPF even when privileged")
-	flag.BoolVar(&o.verbose, "v", false, "log progress to stderr")
-	flag.Usage = usage
-	remotePeer := flag.String("remote-peer", "", "internal: run as the remote scenario's peer (passive or pong)")
-	flag.BoolVar(&o.child, "scenario-child", false, "internal: run the named scenarios for a parent hcomm-bench (tables to stdout unless -json, the report to -child-out)")
-	flag.StringVar(&o.childOut, "child-out", "", "internal: the scenario child's report file")
-	remoteTLS := flag.String("remote-tls", "", "internal: the scenario child measures only this remote transport")
-	flag.DurationVar(&o.timeout, "timeout", 0, "the whole run's time budget, shared among the scenarios (each runs as a child process, stopped with its rows marked when its share is spent; default 20m, 8m with -quick)")
-	flag.Parse()
+	f := parseFlags(&o)
 	exitIfVersion()
-	if *remotePeer != "" {
-		os.Exit(remotePeerMain(*remotePeer))
+	if f.remotePeer != "" {
+		os.Exit(remotePeerMain(f.remotePeer))
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 
-	if *worker {
+	if f.worker {
 		o.worker = true
-		if *wScen == "footprint" {
-			os.Exit(footprintWorker(&o, *wVar, *wN))
+		if f.wScen == "footprint" {
+			os.Exit(footprintWorker(&o, f.wVar, f.wN))
 		}
-		os.Exit(runWorker(*wScen, *wVar, *wN, !*wNoHS, &o))
+		os.Exit(runWorker(f.wScen, f.wVar, f.wN, !f.wNoHS, &o))
 	}
-	if o.reps < 5 {
-		fmt.Fprintf(os.Stderr, "hcomm-bench: -reps %d: medians need at least 5 repetitions\n", o.reps)
+	if err := o.setup(f.scen, f.straceCheck); err != nil {
+		fmt.Fprintln(os.Stderr, "hcomm-bench:", err)
 		os.Exit(2)
-	}
-	o.scenarios = map[string]bool{}
-	for _, s := range strings.Split(scen, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
-		if !contains(allScenarios, s) {
-			fmt.Fprintf(os.Stderr, "hcomm-bench: unknown scenario %q (want %s)\n", s, strings.Join(allScenarios, ", "))
-			os.Exit(2)
-		}
-		o.scenarios[s] = true
-	}
-	if len(o.scenarios) == 0 && !*straceCheck {
-		fmt.Fprintf(os.Stderr, "hcomm-bench: -scenarios %q names no scenario (want some of %s)\n", scen, strings.Join(allScenarios, ","))
-		os.Exit(2)
-	}
-	if o.json && o.csv {
-		fmt.Fprintln(os.Stderr, "hcomm-bench: -json and -csv both print to stdout: choose one (-json-out FILE writes the JSON beside either)")
-		os.Exit(2)
-	}
-	if o.plot != "" {
-		if err := os.MkdirAll(o.plot, 0o755); err != nil {
-			fmt.Fprintf(os.Stderr, "hcomm-bench: -plot: %v\n", err)
-			os.Exit(2)
-		}
-	}
-	if o.jsonOut != "" {
-		f, err := os.Create(o.jsonOut)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "hcomm-bench: -json-out: %v\n", err)
-			os.Exit(2)
-		}
-		o.jsonFile = f
-	}
-	o.target = 150 * time.Millisecond
-	if o.quick {
-		o.target = 20 * time.Millisecond
 	}
 	// The data files (512 MiB each) go at exit, Ctrl-C included, unless
 	// -keep.
 	undoData := atExit(func() { removeDataFiles(&o) })
-	if *straceCheck {
+	if f.straceCheck {
 		code := runStraceCheck(&o, os.Stdout)
 		undoData()
 		os.Exit(code)
@@ -167,8 +106,8 @@ func main() {
 		os.Exit(130)
 	}()
 	if o.child {
-		if *remoteTLS != "" {
-			remoteTransports = slices.DeleteFunc(remoteTransports, func(t struct{ name, engineTLS, perftestTLS string }) bool { return t.name != *remoteTLS })
+		if f.remoteTLS != "" {
+			remoteTransports = slices.DeleteFunc(remoteTransports, func(t struct{ name, engineTLS, perftestTLS string }) bool { return t.name != f.remoteTLS })
 		}
 		b := newBench(&o)
 		code := b.runChild()
@@ -185,6 +124,88 @@ func main() {
 	code := b.run()
 	undoData()
 	os.Exit(code)
+}
+
+// cmdFlags are the flags main acts on itself (the others set options).
+type cmdFlags struct {
+	worker             bool   // -worker: run one workload as a traced child
+	wScen, wVar        string // its scenario and variant
+	wN                 int    // its transfer count
+	wNoHS, straceCheck bool
+	remotePeer         string
+	remoteTLS          string
+	scen               string // -scenarios, comma-separated
+}
+
+func parseFlags(o *options) *cmdFlags {
+	f := &cmdFlags{}
+	flag.BoolVar(&f.worker, "worker", false, "internal: run one workload as a traced child")
+	flag.StringVar(&f.wScen, "w-scenario", "", "internal: worker scenario")
+	flag.StringVar(&f.wVar, "w-variant", "", "internal: worker variant")
+	flag.IntVar(&f.wN, "w-n", 0, "internal: worker transfer count")
+	flag.BoolVar(&f.wNoHS, "w-no-handshake", false, "internal: worker runs without the snapshot handshake (strace)")
+	flag.BoolVar(&f.straceCheck, "strace-check", false, "count syscalls with strace -c -f and with eBPF for the same workloads, side by side")
+	flag.BoolVar(&o.quick, "quick", false, "everything in under a minute: shorter repetitions, smaller files and arenas")
+	flag.BoolVar(&o.json, "json", false, "print one JSON object (schema: docs/benchmarks.md) instead of tables")
+	flag.StringVar(&o.jsonOut, "json-out", "", "also write the -json object to this file (tables still print)")
+	flag.BoolVar(&o.csv, "csv", false, "print the results as CSV (one row per metric of an engine variant against a baseline) instead of tables")
+	flag.StringVar(&o.plot, "plot", "", "write SVG charts of the run into this directory (created if missing)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the benchmark's data files (512 MiB each in -dir) for the next run; they are removed at exit otherwise")
+	flag.IntVar(&o.reps, "reps", 5, "repetitions per measurement (at least 5 for the medians)")
+	flag.StringVar(&f.scen, "scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
+	flag.StringVar(&o.dir, "dir", "", "directory for file-4k (default: the first ext4/xfs of $TMPDIR, /var/tmp, the working directory)")
+	flag.BoolVar(&o.noTrace, "no-trace", false, "do not count syscalls/copies with eBPF even when privileged")
+	flag.BoolVar(&o.verbose, "v", false, "log progress to stderr")
+	flag.Usage = usage
+	flag.StringVar(&f.remotePeer, "remote-peer", "", "internal: run as the remote scenario's peer (passive or pong)")
+	flag.BoolVar(&o.child, "scenario-child", false, "internal: run the named scenarios for a parent hcomm-bench (tables to stdout unless -json, the report to -child-out)")
+	flag.StringVar(&o.childOut, "child-out", "", "internal: the scenario child's report file")
+	flag.StringVar(&f.remoteTLS, "remote-tls", "", "internal: the scenario child measures only this remote transport")
+	flag.DurationVar(&o.timeout, "timeout", 0, "the whole run's time budget, shared among the scenarios (each runs as a child process, stopped with its rows marked when its share is spent; default 20m, 8m with -quick)")
+	flag.Parse()
+	return f
+}
+
+// setup checks the options and opens what they name: the scenarios of
+// scen, -plot's directory, -json-out's file.
+func (o *options) setup(scen string, straceCheck bool) error {
+	if o.reps < 5 {
+		return fmt.Errorf("-reps %d: medians need at least 5 repetitions", o.reps)
+	}
+	o.scenarios = map[string]bool{}
+	for _, s := range strings.Split(scen, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !contains(allScenarios, s) {
+			return fmt.Errorf("unknown scenario %q (want %s)", s, strings.Join(allScenarios, ", "))
+		}
+		o.scenarios[s] = true
+	}
+	if len(o.scenarios) == 0 && !straceCheck {
+		return fmt.Errorf("-scenarios %q names no scenario (want some of %s)", scen, strings.Join(allScenarios, ","))
+	}
+	if o.json && o.csv {
+		return errors.New("-json and -csv both print to stdout: choose one (-json-out FILE writes the JSON beside either)")
+	}
+	if o.plot != "" {
+		if err := os.MkdirAll(o.plot, 0o755); err != nil {
+			return fmt.Errorf("-plot: %w", err)
+		}
+	}
+	if o.jsonOut != "" {
+		f, err := os.Create(o.jsonOut)
+		if err != nil {
+			return fmt.Errorf("-json-out: %w", err)
+		}
+		o.jsonFile = f
+	}
+	o.target = 150 * time.Millisecond
+	if o.quick {
+		o.target = 20 * time.Millisecond
+	}
+	return nil
 }
 
 // usage prints the flags people use; the internal ones (worker

@@ -42,65 +42,12 @@ func writePlots(dir string, rep report) (files []string, err error) {
 		}
 		return nil
 	}
-	// values collects one metric of one scenario by variant (engine
-	// variants from Engine, baselines from Baseline), in first-seen order.
-	values := func(name, metric, prefix string) ([]string, []float64) {
-		var names []string
-		var vals []float64
-		add := func(v string, x *float64) {
-			if x == nil || !strings.HasPrefix(v, prefix) || slices.Contains(names, v) {
-				return
-			}
-			names = append(names, v)
-			vals = append(vals, *x)
-		}
-		for _, e := range rep.Scenarios {
-			if e.Name == name && e.Metric == metric {
-				add(e.Variant, e.Engine)
-				add(e.BaselineVariant, e.Baseline)
-			}
-		}
-		return names, vals
-	}
 	bars := func(file, title, ylabel, name, metric, prefix string) error {
-		names, vals := values(name, metric, prefix)
-		if len(vals) == 0 {
-			return nil
+		p, n, err := barPlot(rep, title, ylabel, name, metric, prefix)
+		if p == nil || err != nil {
+			return err
 		}
-		p := plot.New()
-		p.Title.Text = title
-		p.Y.Label.Text = ylabel
-		// The engine's bars first, then the peers', then the traditional
-		// path's; one colour per kind, named in the legend.
-		idx := make([]int, len(names))
-		for i := range idx {
-			idx[i] = i
-		}
-		slices.SortStableFunc(idx, func(a, b int) int { return barKind(names[a]) - barKind(names[b]) })
-		short := make([]string, len(names))
-		seen := map[int]bool{}
-		for x, i := range idx {
-			short[x] = strings.TrimPrefix(names[i], prefix)
-			bc, err := plotter.NewBarChart(plotter.Values{vals[i]}, vg.Points(18))
-			if err != nil {
-				return err
-			}
-			k := barKind(names[i])
-			bc.Color = barColors[k]
-			bc.XMin = float64(x)
-			p.Add(bc)
-			if !seen[k] {
-				seen[k] = true
-				p.Legend.Add(barKindNames[k], bc)
-			}
-		}
-		p.Legend.Top = true
-		p.Y.Min = 0
-		p.Y.Max = slices.Max(vals) * 1.35 // room for the legend above the bars
-		p.NominalX(short...)
-		p.X.Tick.Label.Rotation = 0.6
-		p.X.Tick.Label.XAlign = -0.9
-		return save(p, file, vg.Length(len(vals))*1.6*vg.Centimeter+6*vg.Centimeter)
+		return save(p, file, vg.Length(n)*1.6*vg.Centimeter+6*vg.Centimeter)
 	}
 	var errs []error
 	for _, op := range fileOps {
@@ -123,6 +70,70 @@ func writePlots(dir string, rep report) (files []string, err error) {
 		}
 	}
 	return files, nil
+}
+
+// plotValues collects one metric of one scenario by variant (engine
+// variants from Engine, baselines from Baseline), in first-seen order.
+func plotValues(rep report, name, metric, prefix string) ([]string, []float64) {
+	var names []string
+	var vals []float64
+	add := func(v string, x *float64) {
+		if x == nil || !strings.HasPrefix(v, prefix) || slices.Contains(names, v) {
+			return
+		}
+		names = append(names, v)
+		vals = append(vals, *x)
+	}
+	for _, e := range rep.Scenarios {
+		if e.Name == name && e.Metric == metric {
+			add(e.Variant, e.Engine)
+			add(e.BaselineVariant, e.Baseline)
+		}
+	}
+	return names, vals
+}
+
+// barPlot is a bar chart of one metric of the variants under prefix: the
+// engine's bars first, then the peers', then the traditional path's; one
+// colour per kind, named in the legend; n bars. nil when nothing was
+// measured.
+func barPlot(rep report, title, ylabel, name, metric, prefix string) (p *plot.Plot, n int, err error) {
+	names, vals := plotValues(rep, name, metric, prefix)
+	if len(vals) == 0 {
+		return nil, 0, nil
+	}
+	p = plot.New()
+	p.Title.Text = title
+	p.Y.Label.Text = ylabel
+	idx := make([]int, len(names))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return barKind(names[a]) - barKind(names[b]) })
+	short := make([]string, len(names))
+	seen := map[int]bool{}
+	for x, i := range idx {
+		short[x] = strings.TrimPrefix(names[i], prefix)
+		bc, err := plotter.NewBarChart(plotter.Values{vals[i]}, vg.Points(18))
+		if err != nil {
+			return nil, 0, err
+		}
+		k := barKind(names[i])
+		bc.Color = barColors[k]
+		bc.XMin = float64(x)
+		p.Add(bc)
+		if !seen[k] {
+			seen[k] = true
+			p.Legend.Add(barKindNames[k], bc)
+		}
+	}
+	p.Legend.Top = true
+	p.Y.Min = 0
+	p.Y.Max = slices.Max(vals) * 1.35 // room for the legend above the bars
+	p.NominalX(short...)
+	p.X.Tick.Label.Rotation = 0.6
+	p.X.Tick.Label.XAlign = -0.9
+	return p, len(vals), nil
 }
 
 // latencyPlot draws each latency table's percentiles (p50 … max) per
