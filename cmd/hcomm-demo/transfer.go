@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
+	"github.com/hcomm-go/hcomm/cmd/internal/figures"
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/internal/baseline"
 	"github.com/hcomm-go/hcomm/internal/selftrace"
@@ -300,6 +301,9 @@ func count(kind string, n int) (*tally, error) {
 	return t, nil
 }
 
+// transfers prints the first figure: 4 KiB transfers pipelined on both
+// paths, timed, counted by eBPF (as root) and verified, then the latency
+// figure.
 func (d *demo) transfers() error {
 	// As root, reserve the 2 MiB pages the engine's pool wants.
 	d.reserve(2<<20, poolSize/(2<<20)+2, "the engine's 32 MiB pool")
@@ -315,56 +319,70 @@ func (d *demo) transfers() error {
 	d.printf("%d blocks of 4 KiB go host→device and back, %d times per run, %d runs, interleaved;", batch, d.n/batch, reps)
 	d.printf("device: vfio-mock's HDMA model (IOMMU, descriptor rings, DMA by memmove, MSI on an eventfd), one per path")
 	d.printf("engine pool: %s", paths[1].pool)
+	times, err := d.timePaths(paths)
+	if err != nil {
+		return err
+	}
+	d.printf("every block came back byte for byte, on both paths")
+	tallies, traced := d.countPaths()
+	ratio := d.printThroughput(paths, times, tallies, traced)
+	d.explain(paths, tallies, ratio)
+	return d.latency()
+}
+
+// timePaths warms both paths up, then times reps interleaved runs of d.n
+// round trips each (ns per transfer), and verifies what came back.
+func (d *demo) timePaths(paths []*path) ([][]float64, error) {
 	times := make([][]float64, len(paths))
 	for _, p := range paths {
 		if err := p.roundTrips(batch); err != nil { // warm up
-			return fmt.Errorf("%s: %w", p.name, err)
+			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
 	}
 	for range reps {
 		for i, p := range paths {
 			t0 := time.Now()
 			if err := p.roundTrips(d.n); err != nil {
-				return fmt.Errorf("%s: %w", p.name, err)
+				return nil, fmt.Errorf("%s: %w", p.name, err)
 			}
 			times[i] = append(times[i], float64(time.Since(t0).Nanoseconds())/float64(2*d.n))
 		}
 	}
 	for _, p := range paths {
 		if err := p.verify(); err != nil {
-			return fmt.Errorf("%s: %w", p.name, err)
+			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
 	}
-	d.printf("every block came back byte for byte, on both paths")
+	return times, nil
+}
 
-	tallies := make([]*tally, len(paths))
-	traced := ""
-	switch {
-	case !d.root:
-		traced = "n/a (needs root)"
+// countPaths counts both paths with eBPF in traced children; without the
+// privileges (or when a count fails) the tallies are nil and traced says
+// why, for the table's cells.
+func (d *demo) countPaths() (tallies []*tally, traced string) {
+	tallies = make([]*tally, 2)
+	if !d.root {
 		d.skip("syscall and copy counts: eBPF tracing needs root (CAP_BPF+CAP_PERFMON); the timings above still ran")
-	default:
-		if err := trace.CheckPrivileges(); err != nil {
-			traced = "n/a (" + firstLine(err.Error()) + ")"
-			d.skip("syscall and copy counts: %v", err)
-			break
-		}
-		for i, kind := range []string{"traditional", "engine"} {
-			t, err := count(kind, d.n)
-			if err != nil {
-				traced = "n/a (count failed)"
-				d.skip("counting %s: %v", kind, err)
-				break
-			}
-			tallies[i] = t
-		}
+		return tallies, "n/a (needs root)"
 	}
+	if err := trace.CheckPrivileges(); err != nil {
+		d.skip("syscall and copy counts: %v", err)
+		return tallies, "n/a (" + firstLine(err.Error()) + ")"
+	}
+	for i, kind := range []string{"traditional", "engine"} {
+		t, err := count(kind, d.n)
+		if err != nil {
+			d.skip("counting %s: %v", kind, err)
+			return tallies, "n/a (count failed)"
+		}
+		tallies[i] = t
+	}
+	return tallies, ""
+}
 
-	med := func(v []float64) (m, lo, hi float64) {
-		s := slices.Clone(v)
-		slices.Sort(s)
-		return s[len(s)/2], s[0], s[len(s)-1]
-	}
+// printThroughput prints the throughput table and returns the engine's
+// time per transfer over the traditional path's.
+func (d *demo) printThroughput(paths []*path, times [][]float64, tallies []*tally, traced string) float64 {
 	fmt.Fprintln(d.out)
 	tw := tabwriter.NewWriter(d.out, 0, 0, 2, ' ', 0)
 	d.printf("Throughput: 4 KiB transfers pipelined (the engine: batches of 64, one doorbell each; the traditional")
@@ -372,8 +390,7 @@ func (d *demo) transfers() error {
 	fmt.Fprintf(tw, "   \ttime/transfer, pipelined, median [min–max]\tsyscalls/transfer\tCPU copies/transfer\t\n")
 	var tm [2]float64
 	for i, p := range paths {
-		m, lo, hi := med(times[i])
-		tm[i] = m
+		tm[i] = figures.Median(times[i])
 		sc, cp := traced, ""
 		if t := tallies[i]; t != nil {
 			sc = fmt.Sprintf("%.3f", t.syscalls)
@@ -382,7 +399,7 @@ func (d *demo) transfers() error {
 			}
 			cp = fmt.Sprintf("%.3f", t.copies)
 		}
-		fmt.Fprintf(tw, "   %s\t%s [%s–%s]\t%s\t%s\t\n", p.name, dur(m), dur(lo), dur(hi), sc, cp)
+		fmt.Fprintf(tw, "   %s\t%s [%s–%s]\t%s\t%s\t\n", p.name, dur(tm[i]), dur(slices.Min(times[i])), dur(slices.Max(times[i])), sc, cp)
 	}
 	ratio := tm[1] / tm[0]
 	rs, rc := "", ""
@@ -393,6 +410,12 @@ func (d *demo) transfers() error {
 	fmt.Fprintf(tw, "   engine ÷ traditional\t%.3f× (%.0f× less time per transfer, pipelined)\t%s\t%s\t\n", ratio, 1/ratio, rs, rc)
 	tw.Flush()
 	fmt.Fprintln(d.out)
+	return ratio
+}
+
+// explain says what the throughput table means, with the counts when
+// there are any, and what each path does.
+func (d *demo) explain(paths []*path, tallies []*tally, ratio float64) {
 	if tallies[0] != nil && tallies[1] != nil {
 		d.printf("What it means: per 4 KiB transfer the traditional path makes %.1f system calls and the kernel", tallies[0].syscalls)
 		d.printf("copies every byte once (pwrite into, pread out of its staging buffer); the engine writes a 64-byte")
@@ -414,7 +437,6 @@ func (d *demo) transfers() error {
 			d.printf("%-17s eBPF saw per transfer: %s", "", byName(t.byName))
 		}
 	}
-	return d.latency()
 }
 
 func byName(m map[string]float64) string {
