@@ -147,29 +147,13 @@ func setupEngineDevice(size, batch, cpu int, back, inline bool) (*runner, error)
 		m.Close()
 		return nil, err
 	}
-	ts := make([]engine.Transfer, batch)
-	var blk0 engine.Block
-	devSpan := uint64(max(size, 64))
-	for i := range ts {
-		b, err := e.Alloc(size)
-		if err != nil {
-			ctx, cancel := closeCtx()
-			defer cancel()
-			e.Shutdown(ctx)
-			m.Close()
-			return nil, err
-		}
-		for j, p := 0, b.Bytes(); j < size; j++ {
-			p[j] = byte(i + j)
-		}
-		if i == 0 {
-			blk0 = b
-		}
-		if back {
-			ts[i] = engine.Transfer{Src: engine.DeviceAt(uint64(i) * devSpan), Dst: engine.Host(b), Len: size}
-		} else {
-			ts[i] = engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(uint64(i) * devSpan), Len: size}
-		}
+	ts, blk0, err := deviceBatch(e, size, batch, back)
+	if err != nil {
+		ctx, cancel := closeCtx()
+		defer cancel()
+		e.Shutdown(ctx)
+		m.Close()
+		return nil, err
 	}
 	ctx := context.Background()
 	r := &runner{per: batch, bytes: size, oneThread: inline,
@@ -220,6 +204,32 @@ func setupEngineDevice(size, batch, cpu int, back, inline bool) (*runner, error)
 		return nil
 	}
 	return r, nil
+}
+
+// deviceBatch allocates batch blocks of size bytes, fills them with a
+// pattern and returns one transfer per block, host→device (device→host
+// when back) at consecutive device offsets; blk0 is the first block.
+func deviceBatch(e *engine.Engine, size, batch int, back bool) (ts []engine.Transfer, blk0 engine.Block, err error) {
+	ts = make([]engine.Transfer, batch)
+	devSpan := uint64(max(size, 64))
+	for i := range ts {
+		b, err := e.Alloc(size)
+		if err != nil {
+			return nil, blk0, err
+		}
+		for j, p := 0, b.Bytes(); j < size; j++ {
+			p[j] = byte(i + j)
+		}
+		if i == 0 {
+			blk0 = b
+		}
+		if back {
+			ts[i] = engine.Transfer{Src: engine.DeviceAt(uint64(i) * devSpan), Dst: engine.Host(b), Len: size}
+		} else {
+			ts[i] = engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(uint64(i) * devSpan), Len: size}
+		}
+	}
+	return ts, blk0, nil
 }
 
 // setupEngineStream: batches of 64 with two batches in flight (QueueDepth
@@ -312,98 +322,120 @@ func setupEngineStream(size int, inline bool) (*runner, error) {
 // the engine's device path (driver and device model, nothing else), so
 // the tables show how much of the engine's time is the engine's.
 func setupDriverFloor(size, batch int, inline bool) (*runner, error) {
-	const entries, iova = 128, 0x1_0000_0000 // the engine's ring: twice QueueDepth 64
+	f, err := openDriverFloor(size, batch, inline)
+	if err != nil {
+		return nil, err
+	}
+	return &runner{per: batch, bytes: size, close: f.close, oneThread: inline,
+		devSyscalls: func() uint64 { return f.m.Counters().MSIs },
+		desc:        fmt.Sprintf("the floor: the HDMA driver alone on the same device, no engine: batches of %d descriptors built from the caller's requests, one doorbell, completions polled and checked", batch),
+		check: func() error {
+			if f.failed > 0 {
+				return fmt.Errorf("%d descriptors failed", f.failed)
+			}
+			return nil
+		},
+		run: f.run}, nil
+}
+
+// driverFloor is the HDMA driver on its own: one queue in a DMA-mapped
+// hugepage arena, and batch requests of size bytes each.
+type driverFloor struct {
+	m      *mock.Device
+	ar     *hugepage.Arena
+	drv    *hdma.Driver
+	q      *hdma.Queue
+	reqs   []floorRequest
+	descs  []hdma.Desc
+	out    []hdma.Completion
+	failed int
+}
+
+type floorRequest struct {
+	off  int    // in the DMA-mapped arena
+	dev  uint64 // device offset
+	n    uint32
+	done bool
+}
+
+const floorEntries, floorIOVA = 128, 0x1_0000_0000 // the engine's ring: twice QueueDepth 64
+
+func openDriverFloor(size, batch int, inline bool) (*driverFloor, error) {
 	m, err := newMock(64<<20, inline)
 	if err != nil {
 		return nil, err
 	}
 	span := max(size, 64)
-	dataOff := hdma.QueueBytes(entries)
-	dataOff = (dataOff + 4095) &^ 4095
+	dataOff := (hdma.QueueBytes(floorEntries) + 4095) &^ 4095
 	arenaSize := (dataOff + batch*span + 2<<20 - 1) &^ (2<<20 - 1)
 	ar, err := hugepage.NewArena(hugepage.ArenaConfig{Size: arenaSize, Populate: true})
 	if err != nil {
 		m.Close()
 		return nil, err
 	}
+	f := &driverFloor{m: m, ar: ar, reqs: make([]floorRequest, batch), descs: make([]hdma.Desc, batch), out: make([]hdma.Completion, batch)}
 	mem := ar.Bytes()[:ar.Len()]
-	var drv *hdma.Driver
-	var q *hdma.Queue
-	err = m.MapDMA(iova, mem, vfio.DMAReadWrite)
+	err = m.MapDMA(floorIOVA, mem, vfio.DMAReadWrite)
 	if err == nil {
 		var qc hdma.QueueConfig
-		if qc, err = hdma.LayoutQueue(0, entries, mem[:dataOff], iova, false); err == nil {
-			drv, q, err = hdma.Start(m, hdma.Config{Logger: quietLogger()}, qc)
+		if qc, err = hdma.LayoutQueue(0, floorEntries, mem[:dataOff], floorIOVA, false); err == nil {
+			f.drv, f.q, err = hdma.Start(m, hdma.Config{Logger: quietLogger()}, qc)
 		}
-	}
-	closeAll := func() error {
-		var errs []error
-		if drv != nil {
-			errs = append(errs, drv.Close())
-		}
-		errs = append(errs, m.Close(), ar.Close())
-		return errors.Join(errs...)
 	}
 	if err != nil {
-		closeAll()
+		f.close()
 		return nil, err
 	}
-	type request struct {
-		off  int    // in the DMA-mapped arena
-		dev  uint64 // device offset
-		n    uint32
-		done bool
-	}
-	reqs := make([]request, batch)
-	for i := range reqs {
-		reqs[i] = request{off: dataOff + i*span, dev: uint64(i * span), n: uint32(size)}
+	for i := range f.reqs {
+		f.reqs[i] = floorRequest{off: dataOff + i*span, dev: uint64(i * span), n: uint32(size)}
 		for j := range size {
-			mem[reqs[i].off+j] = byte(i + j)
+			mem[f.reqs[i].off+j] = byte(i + j)
 		}
 	}
-	descs := make([]hdma.Desc, batch)
-	out := make([]hdma.Completion, batch)
-	var failed int
-	return &runner{per: batch, bytes: size, close: closeAll, oneThread: inline,
-		devSyscalls: func() uint64 { return m.Counters().MSIs },
-		desc:        fmt.Sprintf("the floor: the HDMA driver alone on the same device, no engine: batches of %d descriptors built from the caller's requests, one doorbell, completions polled and checked", batch),
-		check: func() error {
-			if failed > 0 {
-				return fmt.Errorf("%d descriptors failed", failed)
+	return f, nil
+}
+
+func (f *driverFloor) close() error {
+	var errs []error
+	if f.drv != nil {
+		errs = append(errs, f.drv.Close())
+	}
+	errs = append(errs, f.m.Close(), f.ar.Close())
+	return errors.Join(errs...)
+}
+
+// run moves n transfers: batches of descriptors, one doorbell each,
+// completions polled.
+func (f *driverFloor) run(n int) error {
+	batch := len(f.reqs)
+	for i := 0; i < n; i += batch {
+		for j := range f.reqs {
+			r := &f.reqs[j]
+			r.done = false
+			f.descs[j] = hdma.Desc{Op: hdma.OpH2D, Len: r.n, Src: floorIOVA + uint64(r.off), Dst: r.dev, User: uint64(j)}
+		}
+		if k, err := f.q.SubmitBatch(f.descs); err != nil || k != batch {
+			return fmt.Errorf("driver submit: %d of %d: %w", k, batch, err)
+		}
+		for got, idle := 0, 0; got < batch; {
+			k := f.q.Reap(f.out)
+			for _, c := range f.out[:k] {
+				if c.Err != nil {
+					f.failed++
+				}
+				f.reqs[c.User].done = true
 			}
-			return nil
-		},
-		run: func(n int) error {
-			for i := 0; i < n; i += batch {
-				for j := range reqs {
-					r := &reqs[j]
-					r.done = false
-					descs[j] = hdma.Desc{Op: hdma.OpH2D, Len: r.n, Src: iova + uint64(r.off), Dst: r.dev, User: uint64(j)}
-				}
-				if k, err := q.SubmitBatch(descs); err != nil || k != batch {
-					return fmt.Errorf("driver submit: %d of %d: %w", k, batch, err)
-				}
-				for got, idle := 0, 0; got < batch; {
-					k := q.Reap(out)
-					for _, c := range out[:k] {
-						if c.Err != nil {
-							failed++
-						}
-						reqs[c.User].done = true
-					}
-					got += k
-					// Yield now and then, as the engine's Drain does: a
-					// device worker woken by the doorbell may sit in
-					// this P's run queue.
-					if idle++; k != 0 {
-						idle = 0
-					} else if idle%16 == 0 {
-						runtime.Gosched()
-					}
-				}
+			got += k
+			// Yield now and then, as the engine's Drain does: a device
+			// worker woken by the doorbell may sit in this P's run queue.
+			if idle++; k != 0 {
+				idle = 0
+			} else if idle%16 == 0 {
+				runtime.Gosched()
 			}
-			return nil
-		}}, nil
+		}
+	}
+	return nil
 }
 
 // openDeviceEngine opens an engine over the HDMA backend on m (which stays

@@ -65,74 +65,16 @@ func footprintRun(o *options, variant string, n int) (footprint, error) {
 		return footprint{}, err
 	}
 	defer f.Close()
-	offs := offsets(o, offsRing)
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	var runErr error
-	var errOnce sync.Once
-	fail := func(err error) { errOnce.Do(func() { runErr = err; stop.Store(true) }) }
+	ld := &footprintLoad{f: f, offs: offsets(o, offsRing), n: n}
 	switch variant {
 	case "traditional":
-		for g := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := g; !stop.Load(); i += n {
-					buf, err := baseline.AlignedBuffer(fileBlock, 4096) // a buffer per request
-					if err != nil {
-						fail(err)
-						return
-					}
-					if _, err := f.ReadAt(buf, offs[i&(offsRing-1)]); err != nil {
-						fail(err)
-						return
-					}
-				}
-			}()
-		}
+		ld.startTraditional()
 	case "engine":
-		qd := 1
-		for qd < n {
-			qd *= 2
-		}
-		pool := int64(max(64<<10, qd*fileBlock))
-		e, err := openFileEngine(f, engine.Config{PoolSize: pool, QueueDepth: qd, Alignment: 4096, Logger: quietLogger()})
+		closeEngine, err := ld.startEngine()
 		if err != nil {
 			return footprint{}, err
 		}
-		defer func() {
-			ctx, cancel := closeCtx()
-			defer cancel()
-			e.Shutdown(ctx)
-		}()
-		blocks := make([]engine.Block, n)
-		for i := range blocks {
-			if blocks[i], err = e.Alloc(fileBlock); err != nil {
-				return footprint{}, err
-			}
-		}
-		ts := make([]engine.Transfer, n)
-		ids := make([]engine.ID, n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx := context.Background()
-			for k := 0; !stop.Load(); k++ {
-				for i := range ts {
-					ts[i] = engine.Transfer{Src: engine.FileAt(offs[(k*n+i)&(offsRing-1)]), Dst: engine.Host(blocks[i]), Len: fileBlock}
-				}
-				if _, err := e.SubmitBatchContext(ctx, ts, ids); err != nil {
-					fail(err)
-					return
-				}
-				for _, id := range ids {
-					if err := e.Wait(ctx, id); err != nil {
-						fail(err)
-						return
-					}
-				}
-			}
-		}()
+		defer closeEngine()
 	default:
 		return footprint{}, fmt.Errorf("footprint variant %q (want engine or traditional)", variant)
 	}
@@ -142,16 +84,103 @@ func footprintRun(o *options, variant string, n int) (footprint, error) {
 		time.Sleep(40 * time.Millisecond)
 		fp, err := readFootprint()
 		if err != nil {
-			fail(err)
+			ld.fail(err)
 			break
 		}
 		if fp.RSS > best.RSS {
 			best = fp
 		}
 	}
-	stop.Store(true)
-	wg.Wait()
-	return best, runErr
+	ld.stop.Store(true)
+	ld.wg.Wait()
+	return best, ld.err
+}
+
+// footprintLoad keeps n reads of f in flight until stop; the first
+// failure stops it and is err.
+type footprintLoad struct {
+	f       *os.File
+	offs    []int64
+	n       int
+	stop    atomic.Bool
+	wg      sync.WaitGroup
+	errOnce sync.Once
+	err     error
+}
+
+func (ld *footprintLoad) fail(err error) {
+	ld.errOnce.Do(func() { ld.err = err; ld.stop.Store(true) })
+}
+
+// startTraditional: n goroutines, each allocating a buffer per request.
+func (ld *footprintLoad) startTraditional() {
+	for g := range ld.n {
+		ld.wg.Add(1)
+		go func() {
+			defer ld.wg.Done()
+			for i := g; !ld.stop.Load(); i += ld.n {
+				buf, err := baseline.AlignedBuffer(fileBlock, 4096) // a buffer per request
+				if err != nil {
+					ld.fail(err)
+					return
+				}
+				if _, err := ld.f.ReadAt(buf, ld.offs[i&(offsRing-1)]); err != nil {
+					ld.fail(err)
+					return
+				}
+			}
+		}()
+	}
+}
+
+// startEngine: one engine (QueueDepth n rounded up to a power of two, its
+// pool sized for n blocks) and one goroutine that keeps n reads in flight;
+// the function returned shuts the engine down.
+func (ld *footprintLoad) startEngine() (func(), error) {
+	qd := 1
+	for qd < ld.n {
+		qd *= 2
+	}
+	pool := int64(max(64<<10, qd*fileBlock))
+	e, err := openFileEngine(ld.f, engine.Config{PoolSize: pool, QueueDepth: qd, Alignment: 4096, Logger: quietLogger()})
+	if err != nil {
+		return nil, err
+	}
+	closeEngine := func() {
+		ctx, cancel := closeCtx()
+		defer cancel()
+		e.Shutdown(ctx)
+	}
+	blocks := make([]engine.Block, ld.n)
+	for i := range blocks {
+		if blocks[i], err = e.Alloc(fileBlock); err != nil {
+			closeEngine()
+			return nil, err
+		}
+	}
+	ts := make([]engine.Transfer, ld.n)
+	ids := make([]engine.ID, ld.n)
+	ld.wg.Add(1)
+	go func() {
+		defer ld.wg.Done()
+		ctx := context.Background()
+		for k := 0; !ld.stop.Load(); k++ {
+			for i := range ts {
+				ts[i] = engine.Transfer{Src: engine.FileAt(ld.offs[(k*ld.n+i)&(offsRing-1)]), Dst: engine.Host(blocks[i]), Len: fileBlock}
+			}
+			if _, err := e.SubmitBatchContext(ctx, ts, ids); err != nil {
+				ld.fail(err)
+				return
+			}
+			for _, id := range ids {
+				if err := e.Wait(ctx, id); err != nil {
+					ld.fail(err)
+					return
+				}
+			}
+		}
+	}()
+	return closeEngine, nil
 }
 
 // readFootprint reads this process's memory from /proc.
