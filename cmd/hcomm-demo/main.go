@@ -13,6 +13,13 @@
 // back at the end; unprivileged it runs on a THP/4 KiB pool without
 // tracing and says what it skipped. -hugepages adds the hugepage sections
 // (backings, fallbacks, page faults, the pool).
+//
+// The runtime's periodic GOMAXPROCS update is off (updatemaxprocs=0): once
+// a second it calls sched_getaffinity and preads the cgroup's CPU limit,
+// two system calls a counted window would charge to the path it measures.
+// A demo's GOMAXPROCS need not follow CPU limits changed while it runs.
+//
+//go:debug updatemaxprocs=0
 package main
 
 import (
