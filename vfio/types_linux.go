@@ -2,7 +2,7 @@
 
 // Input to internal/cmd/godefs (`go tool cgo -godefs`, see gen.go): the VFIO
 // structs and ioctl numbers of linux/vfio.h, turned into the pure-Go
-// zvfio_linux_amd64.go, the way golang.org/x/sys/unix generates its types.
+// zvfio_linux_$GOARCH.go (one per architecture), the way golang.org/x/sys/unix generates its types.
 // Nothing here is compiled into the package; regenerate with `make generate`
 // (needs gcc and the kernel headers, Debian's linux-libc-dev).
 

@@ -2,7 +2,7 @@
 
 // Input to internal/cmd/godefs (`go tool cgo -godefs`, see gen.go): the
 // io_uring structs and constants of linux/io_uring.h, turned into the pure-Go
-// zuring_linux_amd64.go, the way golang.org/x/sys/unix generates its types.
+// zuring_linux_$GOARCH.go (one per architecture), the way golang.org/x/sys/unix generates its types.
 // Nothing here is compiled into the package; regenerate with `make generate`
 // (needs gcc and the kernel headers, Debian's linux-libc-dev). Constants newer
 // than the headers the generator reads (Debian bookworm's are 6.1) live, with

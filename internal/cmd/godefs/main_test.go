@@ -16,26 +16,30 @@ var committed = []string{"../../uring", "../../../vfio"}
 // TestCommittedFilesFresh regenerates each committed z-file and compares it
 // byte for byte (the same check as make check-generate, run by go test).
 func TestCommittedFilesFresh(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		t.Skip("the committed files are for amd64; this is " + runtime.GOARCH)
-	}
 	for _, dir := range committed {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			out, got, err := generate(dir)
-			if errors.Is(err, errMissingTool) {
-				t.Skipf("cannot run cgo -godefs here: %v", err)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("%s differs from what its types_linux.go produces: run make generate", out)
-			}
-		})
+		for _, a := range arches {
+			t.Run(filepath.Base(dir)+"/"+a.goarch, func(t *testing.T) {
+				testFresh(t, dir, a)
+			})
+		}
+	}
+}
+
+// testFresh compares dir's committed z-file for a with what generate makes.
+func testFresh(t *testing.T, dir string, a arch) {
+	out, got, err := generate(dir, a)
+	if errors.Is(err, errMissingTool) {
+		t.Skipf("cannot run cgo -godefs here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs from what its types_linux.go produces: run make generate", out)
 	}
 }
 
@@ -55,7 +59,11 @@ func TestStaleFileFails(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err := run(dir, true)
+	a, err := lookupArch(runtime.GOARCH)
+	if err != nil {
+		t.Skip(err)
+	}
+	err = run(dir, a, true)
 	if errors.Is(err, errMissingTool) {
 		t.Skipf("cannot run cgo -godefs here: %v", err)
 	}
