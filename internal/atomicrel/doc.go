@@ -14,7 +14,9 @@
 //
 // On amd64 (x86-TSO) every plain store has release semantics, so the
 // stores are single MOV instructions in assembly, which the compiler also
-// cannot move other memory accesses across. Elsewhere, and under the race
+// cannot move other memory accesses across. On arm64, whose memory model
+// lets a plain store pass earlier loads and stores, they are single STLR
+// (store-release) instructions in assembly. Elsewhere, and under the race
 // detector (which sees no assembly stores and so would miss the
 // happens-before edge they make), they are sync/atomic's stores.
 package atomicrel
