@@ -19,7 +19,9 @@
 // through uprobes on its hook functions (see Hooks: the symbol names are a
 // stable contract; trace never imports engine).
 //
-// Requirements: Linux on x86-64, root or CAP_BPF+CAP_PERFMON (checked up
+// Requirements: Linux on amd64 or arm64 (the programs are built for each,
+// with its system call table; user page faults are counted on amd64 only,
+// the one architecture with a page_fault_user tracepoint), root or CAP_BPF+CAP_PERFMON (checked up
 // front, see CheckPrivileges), kernel BTF, tp_btf and uprobes; StartCommand
 // also needs a mounted cgroup v2 hierarchy (hybrid set-ups are fine: the
 // filter uses the cgroup v2 membership every task has).
@@ -35,8 +37,8 @@
 //   - ErrNoCgroup2: no cgroup v2 hierarchy is mounted, or it is not writable.
 //   - ErrEngineAbsent: the traced binary lacks the engine hook symbols; the
 //     rest of the trace still works and the report marks the engine absent.
-//   - ErrNotSupported: the platform cannot run the programs (not x86-64
-//     Linux, or a required tracepoint is missing from the kernel). It wraps
+//   - ErrNotSupported: the platform cannot run the programs (not amd64 or
+//     arm64 Linux, or a required tracepoint is missing from the kernel). It wraps
 //     errors.ErrUnsupported and is hcomm's shared sentinel, the same value
 //     as engine.ErrNotSupported.
 package trace

@@ -6,11 +6,11 @@ import "strconv"
 // whose symbol names are a stable, documented interface (docs/tracing.md).
 // Go has no USDT probes, so hcomm-trace attaches uprobes to these symbols and
 // reads the arguments from registers at function entry. With Go's register
-// ABI on amd64, integer arguments are passed one per register in RAX, RBX,
-// RCX, RDI, RSI, R8, R9, R10, R11, so:
+// ABI, integer arguments are passed one per register (amd64: RAX, RBX, RCX,
+// RDI, RSI, R8, R9, R10, R11; arm64: R0-R15), so:
 //
-//	func hookSubmitBatch(count uint32, bytes uint64, path uint8)  // RAX, RBX, RCX
-//	func hookReapBatch(count uint32, bytes uint64, errors uint32) // RAX, RBX, RCX
+//	func hookSubmitBatch(count uint32, bytes uint64, path uint8)  // amd64 RAX, RBX, RCX; arm64 R0, R1, R2
+//	func hookReapBatch(count uint32, bytes uint64, errors uint32) // amd64 RAX, RBX, RCX; arm64 R0, R1, R2
 //
 // count is the number of transfers in the batch, bytes their total length;
 // path says how the batch is carried out (see EnginePath*); errors is how

@@ -7,7 +7,9 @@ import (
 	"github.com/hcomm-go/hcomm/internal/bpf"
 )
 
-// SyscallName names an x86-64 syscall number ("syscall_NNN" when unknown,
+// SyscallName names a system call number of this architecture (the
+// kernel's tables differ: arm64 uses the generic one, without open, stat,
+// fork or poll) ("syscall_NNN" when unknown,
 // "other" for the overflow slot).
 func SyscallName(nr int) string {
 	if n, ok := syscallNames[nr]; ok {

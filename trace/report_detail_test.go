@@ -22,7 +22,7 @@ func TestKernelCopyAndFaultsInReport(t *testing.T) {
 	s.Copy[bpf.CopyIndex(bpf.SrcSyscall, bpf.DirKernelToKernel, bpf.ClassCopy)] = bpf.HcommCopyStat{Ops: 3, Bytes: 3000}
 	s.Copy[bpf.CopyIndex(bpf.SrcURing, bpf.DirKernelToKernel, bpf.ClassCopy)] = bpf.HcommCopyStat{Ops: 1, Bytes: 10}
 	s.Faults = bpf.HcommFaultStat{Total: 10, Write: 3, Instr: 2}
-	s.MinMax[1] = bpf.HcommSysMinmax{MinNs: 7, MaxNs: 9000}
+	s.MinMax[SyscallNumber("write")] = bpf.HcommSysMinmax{MinNs: 7, MaxNs: 9000}
 	if got := s.KernelCopyBytes(); got != 3010 {
 		t.Errorf("KernelCopyBytes = %d, want 3010", got)
 	}
@@ -45,12 +45,14 @@ func TestKernelCopyAndFaultsInReport(t *testing.T) {
 }
 
 func TestTaskReportsAndSub(t *testing.T) {
-	prev := []TaskCount{{ID: 10, TGID: 10, Comm: "sh", Nr: 1, Count: 2, TotalNs: 20}}
+	// This architecture's numbers (read < write < execve on both tables).
+	read, write, execve := SyscallNumber("read"), SyscallNumber("write"), SyscallNumber("execve")
+	prev := []TaskCount{{ID: 10, TGID: 10, Comm: "sh", Nr: write, Count: 2, TotalNs: 20}}
 	cur := []TaskCount{
-		{ID: 10, TGID: 10, Comm: "sh", Nr: 1, Count: 5, TotalNs: 50},
-		{ID: 10, TGID: 10, Comm: "sh", Nr: 0, Count: 1, TotalNs: 1},
-		{ID: 12, TGID: 12, Comm: "sh", Nr: 59, Count: 1, TotalNs: 9},
-		{ID: 12, TGID: 12, Comm: "sh", Nr: 1, Count: 4, Errors: 1, TotalNs: 8},
+		{ID: 10, TGID: 10, Comm: "sh", Nr: write, Count: 5, TotalNs: 50},
+		{ID: 10, TGID: 10, Comm: "sh", Nr: read, Count: 1, TotalNs: 1},
+		{ID: 12, TGID: 12, Comm: "sh", Nr: execve, Count: 1, TotalNs: 9},
+		{ID: 12, TGID: 12, Comm: "sh", Nr: write, Count: 4, Errors: 1, TotalNs: 8},
 	}
 	// Snapshot rows are sorted by (ID, Nr).
 	cur = []TaskCount{cur[1], cur[0], cur[3], cur[2]}
@@ -111,7 +113,8 @@ func TestFilterVarsAndReport(t *testing.T) {
 			}
 			if tc.name == "names" {
 				set := vars["syscall_set"].([bpf.MaxSyscalls / 64]uint64)
-				if set[0] != 1<<1 || set[426/64] != 1<<(426%64) {
+				w := SyscallNumber("write") // this architecture's number
+				if set[w/64] != 1<<(w%64) || set[426/64] != 1<<(426%64) {
 					t.Errorf("syscall_set = %x", set)
 				}
 			}

@@ -175,8 +175,8 @@ type target struct {
 // newTracer loads the programs filtered to tg, attaches them and the engine
 // uprobes on executables, and starts the ring-buffer reader.
 func newTracer(tg target, opts Options, executables []string) (*Tracer, error) {
-	if runtime.GOARCH != "amd64" {
-		return nil, fmt.Errorf("trace: the programs are built for x86-64, this is %s: %w", runtime.GOARCH, ErrNotSupported)
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		return nil, fmt.Errorf("trace: the programs are built for amd64 and arm64, this is %s: %w", runtime.GOARCH, ErrNotSupported)
 	}
 	if err := CheckPrivileges(); err != nil {
 		return nil, err

@@ -2,7 +2,7 @@
 
 package trace
 
-// syscallNames maps x86-64 syscall numbers to names.
+// syscallNames maps amd64 system call numbers to names.
 var syscallNames = map[int]string{
 	0:   "read",
 	1:   "write",

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -288,7 +289,9 @@ func TestFilters(t *testing.T) {
 	requireTracing(t)
 	prog := syscallsProg(t)
 	all, _ := runJSON(t, "--", prog, t.TempDir())
-	failedAccess := all.Syscalls["access"].Errors // ours 4, plus the loader's
+	// access(2) is faccessat on arm64, which has no access system call.
+	access := map[string]string{"amd64": "access", "arm64": "faccessat"}[runtime.GOARCH]
+	failedAccess := all.Syscalls[access].Errors // ours 4, plus the loader's
 	tests := []struct {
 		name   string
 		flags  []string
@@ -298,9 +301,9 @@ func TestFilters(t *testing.T) {
 		{"names", []string{"-e", "write,read", "--syscall", "openat"},
 			map[string]uint64{"write": 13, "read": all.Syscalls["read"].Count, "openat": all.Syscalls["openat"].Count},
 			trace.FilterReport{Syscalls: []string{"write", "read", "openat"}}},
-		{"failed", []string{"-x"}, map[string]uint64{"access": failedAccess}, trace.FilterReport{Failed: true}},
+		{"failed", []string{"-x"}, map[string]uint64{access: failedAccess}, trace.FilterReport{Failed: true}},
 		{"failed long", []string{"--failed", "-e", "write"}, map[string]uint64{}, trace.FilterReport{Syscalls: []string{"write"}, Failed: true}},
-		{"errno name", []string{"--errno", "ENOENT"}, map[string]uint64{"access": failedAccess}, trace.FilterReport{Errno: "ENOENT"}},
+		{"errno name", []string{"--errno", "ENOENT"}, map[string]uint64{access: failedAccess}, trace.FilterReport{Errno: "ENOENT"}},
 		{"errno number", []string{"--errno", "9"}, map[string]uint64{}, trace.FilterReport{Errno: "EBADF"}},
 	}
 	for _, tc := range tests {

@@ -46,7 +46,8 @@ func value(mf *dto.MetricFamily, want map[string]string) (float64, bool) {
 
 func TestCollectorFromSnapshot(t *testing.T) {
 	var s trace.Snapshot
-	s.Syscalls[1].Count, s.Syscalls[1].Errors, s.Syscalls[1].TotalNs = 77, 2, 3e9
+	w := trace.SyscallNumber("write") // this architecture's number
+	s.Syscalls[w].Count, s.Syscalls[w].Errors, s.Syscalls[w].TotalNs = 77, 2, 3e9
 	s.URing[5].Submitted, s.URing[5].Completed, s.URing[5].Bytes = 4, 4, 400
 	s.Faults.Total = 9
 	c := newCollector(func() (*trace.Snapshot, error) { return &s, nil }, nil)

@@ -1,8 +1,8 @@
 // Package bpf holds hcomm's eBPF programs: the C source (hcomm.bpf.c), the
 // vmlinux.h it is compiled against (generated with bpftool from
 // /sys/kernel/btf/vmlinux and committed), and the loader and object that
-// bpf2go generated from them (hcomm_x86_bpfel.go, hcomm_x86_bpfel.o, also
-// committed), so that users need neither clang nor kernel headers.
+// bpf2go generated from them (hcomm_x86_bpfel.go/.o for amd64,
+// hcomm_arm64_bpfel.go/.o for arm64, also committed), so that users need neither clang nor kernel headers.
 //
 // The programs count, for one process (a thread group, or every task of a
 // cgroup v2 subtree), and nothing else:
@@ -17,7 +17,8 @@
 //   - io_uring (tp_btf/io_uring_create, io_uring_submit_req,
 //     io_uring_complete): per opcode submitted, completed, errors, bytes, fixed
 //     vs non-fixed buffers, direct vs copied, submit->complete latency;
-//   - user page faults (tp_btf/page_fault_user);
+//   - user page faults (tp_btf/page_fault_user, an x86 tracepoint: not
+//     counted on arm64);
 //   - execs inside the traced set (tp_btf/sched_process_exec, ring buffer);
 //   - engine batches: uprobes on the engine's hook functions (engine_submit,
 //     engine_reap), read from Go's register ABI, counted and streamed through
@@ -28,6 +29,9 @@
 // with Go are in layout.go. Package trace loads and attaches the programs
 // and aggregates the maps; this package only carries them.
 //
-// The objects target x86-64 (syscall numbers, the pt_regs layout and Go's
-// amd64 register ABI are baked in).
+// One object per architecture: hcomm.bpf.c's __TARGET_ARCH_ block holds
+// what differs (system call numbers and argument registers, O_DIRECT, Go's
+// register ABI); kernel structures are read with CO-RE, relocated at load
+// time to the running kernel's layout, so one vmlinux.h (x86-64's) serves
+// both.
 package bpf

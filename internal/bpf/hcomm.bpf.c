@@ -14,12 +14,115 @@
 //
 // Only tracepoints (tp_btf), raw BTF-typed arguments and uprobes are used:
 // no kprobes, no fentry/fexit. Kernel structures are read with CO-RE against
-// the committed vmlinux.h. x86-64 only (syscall numbers, pt_regs layout).
+// the committed vmlinux.h (x86-64's; CO-RE relocates every field access to
+// the running kernel's layout at load time). What differs per architecture
+// (system call numbers and argument registers, O_DIRECT, Go's register ABI)
+// is in the __TARGET_ARCH_ block below: bpf2go builds one object for
+// x86-64 and one for arm64.
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+
+// ---- per architecture ----
+//
+// SYS_ARG(regs, n): argument n of the system call whose sys_enter regs is
+// (the kernel's struct pt_regs). GO_ARG(ctx, n): integer argument n of a Go
+// function at a uprobe on its entry (Go's register ABI). NR_*: system call
+// numbers.
+#if defined(__TARGET_ARCH_x86)
+
+#define SYS_ARG0(regs) BPF_CORE_READ(regs, di)
+#define SYS_ARG1(regs) BPF_CORE_READ(regs, si)
+#define SYS_ARG2(regs) BPF_CORE_READ(regs, dx)
+#define SYS_ARG3(regs) BPF_CORE_READ(regs, r10)
+// Go's register ABI on amd64: integer arguments in RAX, RBX, RCX, RDI,
+// RSI, R8, R9, R10, R11, one per argument.
+#define GO_ARG0(ctx) ((ctx)->ax)
+#define GO_ARG1(ctx) ((ctx)->bx)
+#define GO_ARG2(ctx) ((ctx)->cx)
+#define O_DIRECT_FLAG 040000
+
+#define NR_READ 0
+#define NR_WRITE 1
+#define NR_PREAD64 17
+#define NR_PWRITE64 18
+#define NR_READV 19
+#define NR_WRITEV 20
+#define NR_SENDFILE 40
+#define NR_SENDTO 44
+#define NR_RECVFROM 45
+#define NR_SENDMSG 46
+#define NR_RECVMSG 47
+#define NR_EXECVE 59
+#define NR_EXIT 60
+#define NR_EXIT_GROUP 231
+#define NR_SPLICE 275
+#define NR_PREADV 295
+#define NR_PWRITEV 296
+#define NR_RECVMMSG 299
+#define NR_SENDMMSG 307
+#define NR_EXECVEAT 322
+#define NR_COPY_FILE_RANGE 326
+#define NR_PREADV2 327
+#define NR_PWRITEV2 328
+
+#elif defined(__TARGET_ARCH_arm64)
+
+// The kernel's struct pt_regs on arm64, the fields read here: CO-RE finds
+// them inside its anonymous union (user_regs / regs[31], sp, pc, pstate).
+// Argument 0 is orig_x0, as the kernel's syscall_get_arguments reads it (x0
+// is the return value once the call ran).
+struct pt_regs___hcomm {
+	__u64 regs[31];
+	__u64 orig_x0;
+} __attribute__((preserve_access_index));
+#define SYS_ARG0(regs) BPF_CORE_READ((struct pt_regs___hcomm *)(regs), orig_x0)
+#define SYS_ARG1(regs) BPF_CORE_READ((struct pt_regs___hcomm *)(regs), regs[1])
+#define SYS_ARG2(regs) BPF_CORE_READ((struct pt_regs___hcomm *)(regs), regs[2])
+#define SYS_ARG3(regs) BPF_CORE_READ((struct pt_regs___hcomm *)(regs), regs[3])
+// A uprobe's context on arm64 is struct user_pt_regs (the UAPI layout, not
+// relocated). Go's register ABI on arm64: integer arguments in R0-R15.
+struct user_pt_regs___hcomm {
+	__u64 regs[31];
+	__u64 sp;
+	__u64 pc;
+	__u64 pstate;
+};
+#define GO_ARG0(ctx) (((struct user_pt_regs___hcomm *)(ctx))->regs[0])
+#define GO_ARG1(ctx) (((struct user_pt_regs___hcomm *)(ctx))->regs[1])
+#define GO_ARG2(ctx) (((struct user_pt_regs___hcomm *)(ctx))->regs[2])
+#define O_DIRECT_FLAG 0200000 // arm64's own (arch/arm64/include/uapi/asm/fcntl.h)
+
+// The kernel's generic table (include/uapi/asm-generic/unistd.h).
+#define NR_READ 63
+#define NR_WRITE 64
+#define NR_READV 65
+#define NR_WRITEV 66
+#define NR_PREAD64 67
+#define NR_PWRITE64 68
+#define NR_PREADV 69
+#define NR_PWRITEV 70
+#define NR_SENDFILE 71
+#define NR_SPLICE 76
+#define NR_EXIT 93
+#define NR_EXIT_GROUP 94
+#define NR_SENDTO 206
+#define NR_RECVFROM 207
+#define NR_SENDMSG 211
+#define NR_RECVMSG 212
+#define NR_EXECVE 221
+#define NR_RECVMMSG 243
+#define NR_SENDMMSG 269
+#define NR_EXECVEAT 281
+#define NR_COPY_FILE_RANGE 285
+#define NR_PREADV2 286
+#define NR_PWRITEV2 287
+
+#else
+#error "hcomm.bpf.c: build with -target amd64 or arm64 (bpf2go defines __TARGET_ARCH_x86 or __TARGET_ARCH_arm64)"
+#endif
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -61,7 +164,7 @@ const volatile __u32 by_task = 0;
 
 // ---- shared layout (mirrored in bpf/layout.go) ----
 
-#define MAX_SYSCALLS 512 // x86-64 syscall numbers; larger ones count at index MAX_SYSCALLS-1
+#define MAX_SYSCALLS 512 // syscall numbers; larger ones count at index MAX_SYSCALLS-1
 #define HIST_SLOTS 40    // log2 buckets: slot i holds values in [2^(i-1), 2^i), slot 0 holds 0
 #define MAX_OPS 64       // io_uring opcodes; OP_AUX collects CQEs without a request
 #define OP_AUX 63
@@ -370,7 +473,6 @@ static __always_inline void misc_add(int which)
 		ADD(m->task_lost, 1);
 }
 
-#define O_DIRECT_FLAG 040000 // x86-64
 #define S_IFMT_ 0170000
 #define S_IFREG_ 0100000
 #define S_IFBLK_ 0060000
@@ -437,10 +539,6 @@ static __always_inline void copy_add(__u32 src, __u32 dir, __u32 class, __u64 by
 // ---- system calls ----
 
 #define MSG_ZEROCOPY_ 0x4000000
-#define NR_EXIT 60
-#define NR_EXIT_GROUP 231
-#define NR_EXECVE 59
-#define NR_EXECVEAT 322
 
 // selected: does the per-syscall table count this call (sys_filter)?
 // ret is ignored for exit and exit_group, which never return.
@@ -535,49 +633,49 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	in.ts = bpf_ktime_get_ns();
 	in.nr = id;
 	switch (id) {
-	case 0:   // read
-	case 17:  // pread64
-	case 19:  // readv
-	case 295: // preadv
-	case 327: // preadv2
+	case NR_READ:
+	case NR_PREAD64:
+	case NR_READV:
+	case NR_PREADV:
+	case NR_PREADV2:
 		in.dir = DIR_K2U + 1;
-		in.class = file_class(fd_file(BPF_CORE_READ(regs, di)));
+		in.class = file_class(fd_file(SYS_ARG0(regs)));
 		break;
-	case 1:   // write
-	case 18:  // pwrite64
-	case 20:  // writev
-	case 296: // pwritev
-	case 328: // pwritev2
+	case NR_WRITE:
+	case NR_PWRITE64:
+	case NR_WRITEV:
+	case NR_PWRITEV:
+	case NR_PWRITEV2:
 		in.dir = DIR_U2K + 1;
-		in.class = file_class(fd_file(BPF_CORE_READ(regs, di)));
+		in.class = file_class(fd_file(SYS_ARG0(regs)));
 		break;
-	case 45: // recvfrom
-	case 47: // recvmsg
+	case NR_RECVFROM:
+	case NR_RECVMSG:
 		in.dir = DIR_K2U + 1;
 		break;
-	case 299: // recvmmsg
+	case NR_RECVMMSG: // recvmmsg(fd, vec, vlen, flags, timeout)
 		in.dir = DIR_K2U + 1;
-		in.vec = BPF_CORE_READ(regs, si);
+		in.vec = SYS_ARG1(regs);
 		break;
-	case 44: // sendto(fd, buf, len, flags, ...)
+	case NR_SENDTO: // sendto(fd, buf, len, flags, ...)
 		in.dir = DIR_U2K + 1;
-		if (BPF_CORE_READ(regs, r10) & MSG_ZEROCOPY_)
+		if (SYS_ARG3(regs) & MSG_ZEROCOPY_)
 			in.class = CLASS_ZEROCOPY;
 		break;
-	case 46: // sendmsg(fd, msg, flags)
+	case NR_SENDMSG: // sendmsg(fd, msg, flags)
 		in.dir = DIR_U2K + 1;
-		if (BPF_CORE_READ(regs, dx) & MSG_ZEROCOPY_)
+		if (SYS_ARG2(regs) & MSG_ZEROCOPY_)
 			in.class = CLASS_ZEROCOPY;
 		break;
-	case 307: // sendmmsg(fd, vec, vlen, flags)
+	case NR_SENDMMSG: // sendmmsg(fd, vec, vlen, flags)
 		in.dir = DIR_U2K + 1;
-		in.vec = BPF_CORE_READ(regs, si);
-		if (BPF_CORE_READ(regs, r10) & MSG_ZEROCOPY_)
+		in.vec = SYS_ARG1(regs);
+		if (SYS_ARG3(regs) & MSG_ZEROCOPY_)
 			in.class = CLASS_ZEROCOPY;
 		break;
-	case 40:  // sendfile
-	case 275: // splice
-	case 326: // copy_file_range
+	case NR_SENDFILE:
+	case NR_SPLICE:
+	case NR_COPY_FILE_RANGE:
 		in.dir = DIR_K2K + 1;
 		break;
 	}
@@ -591,7 +689,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 }
 
 #define MMSG_MAX 64
-#define MMSGHDR_SIZE 64   // struct mmsghdr on x86-64
+#define MMSGHDR_SIZE 64   // struct mmsghdr on 64-bit Linux
 #define MMSG_LEN_OFFSET 56 // offsetof(struct mmsghdr, msg_len)
 
 SEC("tp_btf/sys_exit")
@@ -842,6 +940,8 @@ int BPF_PROG(page_fault_user, unsigned long address, struct pt_regs *regs, unsig
 	if (!f)
 		return 0;
 	ADD(f->total, 1);
+	// page_fault_user is x86's (arch/x86/include/asm/trace/exceptions.h):
+	// other kernels lack it and the tracer leaves this program out.
 	if (error_code & 2) // X86_PF_WRITE
 		ADD(f->write, 1);
 	if (error_code & 16) // X86_PF_INSTR
@@ -906,11 +1006,11 @@ int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child
 
 // ---- engine batch hooks (uprobes on Go functions) ----
 //
-// The engine's hooks are //go:noinline Go functions; Go's register ABI on
-// amd64 passes integer arguments in RAX, RBX, RCX, RDI, RSI, R8, R9, R10,
-// R11, one per argument, so at function entry:
-//   hookSubmitBatch(count uint32, bytes uint64, path uint8): ax, bx, cx
-//   hookReapBatch(count uint32, bytes uint64, errors uint32):  ax, bx, cx
+// The engine's hooks are //go:noinline Go functions; Go's register ABI
+// passes integer arguments one per register (GO_ARG above: RAX, RBX, RCX on
+// amd64; R0, R1, R2 on arm64), so at function entry:
+//   hookSubmitBatch(count uint32, bytes uint64, path uint8): GO_ARG0, 1, 2
+//   hookReapBatch(count uint32, bytes uint64, errors uint32):  GO_ARG0, 1, 2
 // Narrow arguments are masked: Go leaves the upper bits unspecified.
 
 static __always_inline void engine_event(__u32 type, __u32 count, __u64 bytes, __u32 aux)
@@ -943,9 +1043,9 @@ int engine_submit(struct pt_regs *ctx)
 
 	if (!traced())
 		return 0;
-	count = (__u32)ctx->ax;
-	bytes = ctx->bx;
-	path = (__u8)ctx->cx;
+	count = (__u32)GO_ARG0(ctx);
+	bytes = GO_ARG1(ctx);
+	path = (__u8)GO_ARG2(ctx);
 	s = bpf_map_lookup_elem(&engine_stats, &k);
 	if (s) {
 		ADD(s->submit_batches, 1);
@@ -972,9 +1072,9 @@ int engine_reap(struct pt_regs *ctx)
 
 	if (!traced())
 		return 0;
-	count = (__u32)ctx->ax;
-	bytes = ctx->bx;
-	errors = (__u32)ctx->cx;
+	count = (__u32)GO_ARG0(ctx);
+	bytes = GO_ARG1(ctx);
+	errors = (__u32)GO_ARG2(ctx);
 	s = bpf_map_lookup_elem(&engine_stats, &k);
 	if (s) {
 		ADD(s->reap_batches, 1);
