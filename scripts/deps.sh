@@ -33,6 +33,8 @@ build      required  libc6-dev        cgo: the C library headers
 build      required  libucx-dev       backend/ucx: ucp/api/ucp.h and libucp (go vet/build ./...)
 generate   required  gcc              internal/cmd/godefs: go tool cgo -godefs
 generate   required  linux-libc-dev   the kernel UAPI headers (godefs, eBPF syscall numbers)
+generate   required  gcc-aarch64-linux-gnu       internal/cmd/godefs: the arm64 kernel ABI files
+generate   required  linux-libc-dev-arm64-cross  arm64's asm/ headers (godefs; its syscall table's choices)
 generate   required  clang-14         the eBPF programs' compiler
 generate   required  llvm-14          llvm-strip-14 for the eBPF objects
 generate   required  libbpf-dev       bpf_helpers.h
