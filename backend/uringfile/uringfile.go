@@ -51,6 +51,15 @@ type Backend struct {
 	queued    int
 	inFlight  int
 	canceling bool // an ASYNC_CANCEL of ours is in flight (Cancel)
+	cancelled bool // Cancel ran: an ECANCELED may be ours, never re-issued
+
+	// inflight remembers each forwarded transfer's Op by tag (tags in
+	// flight are distinct modulo the engine's queue depth, a power of
+	// two), so that one the kernel canceled because a submitting thread
+	// exited can be issued again (reissue).
+	inflight []inflightOp
+	tagMask  uint64
+	reissued atomic.Uint64
 
 	// WaitCompletions' own state: the ring fd and the wait argument
 	// (set at Attach, then used only by whoever holds the engine's reaping
@@ -104,6 +113,9 @@ func (b *Backend) Attach(env backend.Env) (err error) {
 	if !b.attached.CompareAndSwap(false, true) {
 		return errors.New("uringfile: backend already attached to an engine")
 	}
+	if env.QueueDepth < 1 || env.QueueDepth&(env.QueueDepth-1) != 0 {
+		return fmt.Errorf("uringfile: the engine's queue depth %d is not a power of two: %w", env.QueueDepth, backend.ErrBadConfig)
+	}
 	b.ctr, b.log = env.Counters, b.cfg.Logger
 	if b.log == nil {
 		b.log = env.Logger
@@ -125,6 +137,8 @@ func (b *Backend) Attach(env backend.Env) (err error) {
 		return fmt.Errorf("uringfile: io_uring for %s: %w", b.f.Name(), err)
 	}
 	b.cqes = make([]uring.CQE, b.u.CQEntries())
+	b.inflight = make([]inflightOp, env.QueueDepth)
+	b.tagMask = uint64(env.QueueDepth - 1)
 	b.ringFd = b.u.Fd()
 	b.minTimeout = b.u.Features()&featMinTimeout != 0
 	if err := b.u.RegisterBuffersSparse(backend.MaxArenas); err != nil {
@@ -224,6 +238,14 @@ func (b *Backend) Forward(tag uint64, op *backend.Op, last bool) bool {
 	if sqe == nil {
 		return false
 	}
+	b.prep(sqe, tag, op)
+	b.inflight[tag&b.tagMask] = inflightOp{op: op, tag: tag}
+	b.queued++
+	return true
+}
+
+// prep fills sqe with op's READ or WRITE.
+func (b *Backend) prep(sqe *uring.SQE, tag uint64, op *backend.Op) {
 	slot := op.HostArena & (backend.MaxArenas - 1)
 	buf := b.arenas[slot][op.Src : op.Src+uint64(op.Len)]
 	fd := b.fd
@@ -245,8 +267,6 @@ func (b *Backend) Forward(tag uint64, op *backend.Op, last bool) bool {
 		sqe.SetFlags(uring.SQEFixedFile)
 	}
 	sqe.SetUserData(tag)
-	b.queued++
-	return true
 }
 
 // Flush implements backend.Backend: the batch in one io_uring_enter.
@@ -297,26 +317,98 @@ func (b *Backend) SubmitDeferred() {
 }
 
 // Reap implements backend.Backend: ready CQEs, no system call unless the
-// kernel has deferred work.
+// kernel has deferred work, or a transfer is issued again (reissue).
 func (b *Backend) Reap(out []backend.Completion) int {
 	before := b.u.Stats().Enters
 	n, err := b.u.PeekCQEs(b.cqes[:min(len(out), len(b.cqes))])
-	b.ctr.Syscalls += b.u.Stats().Enters - before
 	if err != nil {
 		b.log.Warn("uringfile: io_uring reap", "err", err)
 	}
+	k, again := 0, 0
 	for i := range n {
 		c := &b.cqes[i]
 		res := c.Res()
-		if res < 0 {
-			out[i] = backend.Completion{Tag: c.UserData(), Status: backend.StatusErrno + backend.Status(-res)}
-		} else {
-			out[i] = backend.Completion{Tag: c.UserData(), N: uint32(res)} // short: the engine compares with Len
+		switch {
+		case res >= 0:
+			out[k] = backend.Completion{Tag: c.UserData(), N: uint32(res)} // short: the engine compares with Len
+		case b.reissue(c.UserData(), res):
+			again++
+			continue
+		default:
+			out[k] = backend.Completion{Tag: c.UserData(), Status: backend.StatusErrno + backend.Status(-res)}
 		}
+		k++
 	}
-	b.inFlight -= n
-	return n
+	if again > 0 {
+		// The kernel tied these to a thread that has exited; this
+		// thread starts them again (an error path: no batching).
+		if _, err := b.u.Submit(); err != nil {
+			b.log.Warn("uringfile: io_uring submit (re-issue)", "err", err)
+		}
+		b.reissued.Add(uint64(again))
+		b.log.Debug("uringfile: transfers canceled by the kernel at a submitting thread's exit, issued again", "n", again)
+	}
+	b.ctr.Syscalls += b.u.Stats().Enters - before
+	b.inFlight -= k
+	return k
 }
+
+// inflightOp is what the backend remembers of a forwarded transfer: the
+// engine's Op (which stays put until the transfer is reaped), its tag, and
+// how often it was issued again.
+type inflightOp struct {
+	op    *backend.Op
+	tag   uint64
+	tries uint32
+}
+
+// MaxReissue bounds how often one transfer is issued again after the
+// kernel canceled it at a submitting thread's exit (reissue); past that,
+// its error is reported as it came.
+const MaxReissue = 16
+
+// reissue queues again, and reports true for, a transfer that the kernel
+// ended because a thread that submitted it exited — never one the backend
+// canceled itself (Cancel).
+//
+// io_uring ties a request to the task that submitted it. When that thread
+// exits, the kernel tears down the thread's io-wq: what its workers have
+// not started is failed with ECANCELED (never run: io_wq_submit_work sees
+// IO_WQ_WORK_CANCEL before it issues the request), and a buffered read
+// waiting to be retried from the thread's task work (a page-cache miss)
+// fails with EFAULT. A running request completes with its real result.
+// Issuing either again is safe even where a first attempt did part of the
+// work before it was punted (a partial non-blocking write on file systems
+// with async buffered writes, a partial read): READ and WRITE here are
+// positional, from and to the engine's block, which the caller leaves
+// alone until the transfer completes, so doing them again leaves the file
+// and the block as doing them once. docs/io_uring.md has the kernel paths.
+func (b *Backend) reissue(tag uint64, res int32) bool {
+	if b.cancelled {
+		return false
+	}
+	in := &b.inflight[tag&b.tagMask]
+	if in.tag != tag || in.op == nil || in.tries >= MaxReissue {
+		return false
+	}
+	switch {
+	case res == -int32(unix.ECANCELED):
+	case res == -int32(unix.EFAULT) && in.op.Code == opRead:
+	default:
+		return false
+	}
+	sqe := b.u.GetSQE()
+	if sqe == nil {
+		return false
+	}
+	in.tries++
+	b.prep(sqe, tag, in.op)
+	return true
+}
+
+// Reissued is how many transfers were issued again because the kernel
+// canceled them at a submitting thread's exit. Safe to call at any time.
+func (b *Backend) Reissued() uint64 { return b.reissued.Load() }
 
 // geteventsArg is struct io_uring_getevents_arg (Linux 5.11; min_wait_usec
 // since 6.12, a padding word before).
@@ -400,6 +492,7 @@ const CancelWait = 500 * time.Millisecond
 // request stuck in the kernel (a hung device, a frozen file system) stays
 // outstanding (Outstanding > 0), and a later Cancel asks again.
 func (b *Backend) Cancel(out []backend.Completion) int {
+	b.cancelled = true
 	n := b.collect(out)
 	if b.inFlight == 0 || b.u == nil {
 		return n
