@@ -42,7 +42,7 @@ func TestSleepSurvivesArmingThreadExit(t *testing.T) {
 
 	// Arm everything from a thread that exits.
 	var first bool
-	onExitingThread(t, func() { first, _ = w.wait(time.Millisecond, -1) })
+	onExitingThread(t, func() { first, _ = w.wait(time.Millisecond, 0) })
 	if first {
 		t.Fatal("the first sleep woke with nothing signalled")
 	}
@@ -52,7 +52,7 @@ func TestSleepSurvivesArmingThreadExit(t *testing.T) {
 			signal()
 		}
 		start := time.Now()
-		woke, _ := w.wait(time.Second, -1)
+		woke, _ := w.wait(time.Second, 0)
 		if !woke || time.Since(start) > 900*time.Millisecond {
 			t.Fatalf("%s: the sleep did not wake (woke %v after %v)", what, woke, time.Since(start))
 		}
@@ -84,7 +84,7 @@ func TestSleepSurvivesArmingThreadExit(t *testing.T) {
 			t.Fatalf("watched ring: %d completions, want 1", n)
 		}
 	}
-	if woke, _ := w.wait(50*time.Millisecond, -1); woke {
+	if woke, _ := w.wait(50*time.Millisecond, 0); woke {
 		t.Fatal("the sleep woke with nothing signalled")
 	}
 }

@@ -13,6 +13,14 @@
 // block Close for ever), and no O_APPEND (the kernel would place every
 // write at the end, whatever its offset).
 //
+// A transfer does not depend on the thread that submitted it. io_uring
+// ties each request to its submitting thread, and when that thread exits
+// (a goroutine locked to it returned) the kernel cancels what the thread's
+// io-wq workers had not started: such a transfer is issued again from the
+// thread that reaps it (at most MaxReissue times; never once Cancel ran),
+// and the caller sees its real result. Reissued counts them;
+// docs/io_uring.md has the kernel's side.
+//
 // Completion errors: backend.ErrIO wrapping the errno (StatusErrno), and
 // backend.ErrShortIO for a transfer that moved fewer bytes than asked.
 package uringfile
