@@ -25,11 +25,10 @@ const (
 	opNotify = C.HC_NOTIFY // host → remote at Notify: a notification
 	// A put or get to a peer whose memory is mapped here (shared memory):
 	// the submitter copies (Execute). Op.Src is the offset in the local
-	// arena, Op.Dst the remote arena's index << directShift | the offset
-	// in it.
+	// arena, Op.Dst the offset in the peer's window (Execute finds its
+	// arena in the window then: the peer may have removed it since).
 	opDirectPut = 16
 	opDirectGet = 17
-	directShift = 56
 	// inlineMax is the largest direct transfer the submitter copies
 	// (Execute, only with CallerProgress); the others are copied by
 	// hc_submit in the engine's Flush.
@@ -123,14 +122,60 @@ func (b *Backend) mapMem(slot int, mem []byte, locked bool) (uint64, error) {
 	// The engine publishes the arena to submitters (Execute reads this)
 	// only after MapArena returned.
 	b.local[slot] = mem
+	// Connected peers learn of the arena (hc_map sent it to each) before
+	// it is used: before any of its blocks is handed out, so before an
+	// application can name it to a peer.
+	b.awaitArenaAcks("map", slot)
 	return addr, nil
 }
 
-// UnmapArena deregisters an arena. Peers that received it in their
-// handshake are disconnected first (their transfers in flight fail with
-// ErrPeerGone): the memory is about to go back to the system, and over tcp
-// or shared memory nothing but this backend stops a peer from writing to
-// it.
+// arenaAckWait bounds how long MapArena and UnmapArena wait for the peers'
+// acknowledgements of an arena update (Config.Timeout when shorter).
+const arenaAckWait = 10 * time.Second
+
+// awaitArenaAcks progresses the workers until every peer acknowledged the
+// arena updates sent to it (under mu). A peer that does not within
+// arenaAckWait (or Config.Timeout) is disconnected: it cannot be left
+// with a window that is not this side's.
+func (b *Backend) awaitArenaAcks(what string, slot int) {
+	wait := arenaAckWait
+	if b.timeout > 0 && b.timeout < wait {
+		wait = b.timeout
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		pending := false
+		for _, p := range *b.peers.Load() {
+			if cp := b.cpeer(p.idx); cp.arena_wait > 0 && cp.state < C.HC_FAILED {
+				pending = true
+			}
+		}
+		if !pending {
+			return
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		b.progress(true, C.HC_ROUNDS)
+	}
+	for _, p := range *b.peers.Load() {
+		if cp := b.cpeer(p.idx); cp.arena_wait > 0 && cp.state < C.HC_FAILED {
+			b.log.Warn("ucx: disconnecting a peer that did not acknowledge an arena update", "peer", p.idx, "arena", slot, "update", what, "waited", wait)
+			b.fence(p)
+			C.hc_peer_close(b.be, C.uint32_t(p.idx), C.HC_ST_PEER_GONE)
+			b.syncPeer(p)
+		}
+	}
+}
+
+// UnmapArena deregisters an arena. Peers that have it in their window are
+// told first, and it is unmapped only once each acknowledged: a peer
+// acknowledges after it removed the arena from its window (later
+// transfers to it are refused with ErrRemoteBounds) and a flush of its
+// endpoint completed (nothing it posted to it is in flight). A peer that
+// does not acknowledge in time is disconnected: the memory is about to go
+// back to the system, and over tcp or shared memory nothing but this
+// backend stops a peer from writing to it.
 func (b *Backend) UnmapArena(slot int) error {
 	if slot < 0 || slot >= backend.MaxArenas {
 		return fmt.Errorf("ucx: unmap arena %d: %w", slot, backend.ErrBadConfig)
@@ -140,7 +185,11 @@ func (b *Backend) UnmapArena(slot int) error {
 	if b.closed {
 		return errBackendClosed
 	}
+	C.hc_unpublish(b.be, C.int(slot))
+	b.awaitArenaAcks("unmap", slot)
 	for _, p := range *b.peers.Load() {
+		// A peer the removal could not be sent to still holds the
+		// arena: it goes.
 		cp := b.cpeer(p.idx)
 		if cp.state != C.HC_CLOSED && uint64(cp.exported)&(1<<slot) != 0 {
 			b.log.Warn("ucx: disconnecting a peer from an arena being unmapped", "peer", p.idx, "arena", slot)
@@ -207,26 +256,22 @@ func (b *Backend) Prepare(src, dst backend.Endpoint, n uint32, op *backend.Op) e
 		op.Src, op.Dst = host.Addr, 0
 		return nil
 	}
-	off, end := rem.Off, rem.Off+uint64(n)
-	if end < off || end > p.size {
-		return fmt.Errorf("ucx: peer %d: range %#x+%d outside its %d-byte window: %w: %w",
-			rem.Peer, off, n, p.size, ErrRemoteBounds, backend.ErrOutOfBounds)
-	}
-	i := 0
-	for ; i < p.n; i++ {
-		if off < p.start[i]+p.len[i] {
-			if end > p.start[i]+p.len[i] {
-				return fmt.Errorf("ucx: peer %d: range %#x+%d straddles its arenas %d and %d: %w: %w",
-					rem.Peer, off, n, i, i+1, ErrRemoteBounds, backend.ErrOutOfBounds)
-			}
-			break
+	off := rem.Off
+	w := p.win.Load()
+	i, straddle := w.find(off, n)
+	if i < 0 {
+		if straddle {
+			return fmt.Errorf("ucx: peer %d: range %#x+%d runs past the end of one of its arenas: %w: %w",
+				rem.Peer, off, n, ErrRemoteBounds, backend.ErrOutOfBounds)
 		}
+		return fmt.Errorf("ucx: peer %d: range %#x+%d outside its %d-byte window's arenas: %w: %w",
+			rem.Peer, off, n, w.size, ErrRemoteBounds, backend.ErrOutOfBounds)
 	}
 	op.Path = backend.PathRemote
 	op.Len = n
 	op.HostArena = uint16(host.Arena)
 	op.Aux = uint16(rem.Peer)
-	if p.direct[i] != nil && n <= inlineMax && b.cfg.CallerProgress && b.local[host.Arena] != nil {
+	if w.direct[i] != nil && n <= inlineMax && b.cfg.CallerProgress && b.local[host.Arena] != nil {
 		// The peer's arena is mapped here, and whoever submits also
 		// polls (CallerProgress, engine.ModePoll): the submitter copies,
 		// and its next Poll delivers the completion — no call into C.
@@ -235,7 +280,7 @@ func (b *Backend) Prepare(src, dst backend.Endpoint, n uint32, op *backend.Op) e
 		// flag measured slower there than hc_submit's (docs/remote.md);
 		// larger transfers are hc_submit's too.
 		op.Inline = true
-		op.Src, op.Dst = host.Off, uint64(i)<<directShift|(off-p.start[i])
+		op.Src, op.Dst = host.Off, off
 		op.Code += opDirectPut - opPut
 		return nil
 	}
@@ -261,8 +306,16 @@ func (b *Backend) Execute(op *backend.Op) (uint32, backend.Status) {
 		p.users.Add(-1)
 		return 0, backend.StatusBackend + stPeerGone
 	}
-	roff := op.Dst & (1<<directShift - 1)
-	rem := p.direct[op.Dst>>directShift][roff : roff+uint64(op.Len)]
+	// The window now (the peer may have removed the arena since
+	// Prepare: syncWindow waits for users after publishing a new one).
+	w := p.win.Load()
+	i, _ := w.find(op.Dst, op.Len)
+	if i < 0 || w.direct[i] == nil {
+		p.users.Add(-1)
+		return 0, backend.StatusBackend + stBounds
+	}
+	roff := op.Dst - w.start[i]
+	rem := w.direct[i][roff : roff+uint64(op.Len)]
 	loc := b.local[op.HostArena][op.Src : op.Src+uint64(op.Len)]
 	dst, src := rem, loc
 	if op.Code == opDirectGet {

@@ -15,15 +15,22 @@
 // Each arena the engine maps (MapArena) is registered once with ucp_mem_map
 // and its remote key packed. When two backends connect, each sends the other
 // a hello on the new connection: its exported window — every arena mapped
-// at that moment, laid end to end in slot order (offset, length, base
-// address, packed rkey) — and its worker address. engine.Remote(peer, off)
-// names byte off of that window. Prepare refuses, before anything is
-// posted, a range outside the window or straddling two of its arenas
-// (ErrRemoteBounds, wrapping backend.ErrOutOfBounds), an unknown peer
-// (ErrNoPeer) and a failed one (ErrPeerGone). Arenas mapped after a
-// handshake are not exported to that peer; unmapping an arena a live peer
-// received disconnects that peer first. See docs/remote.md for what this
-// means for security: the checks are the initiator's.
+// at that moment (offset, length, base address, packed rkey) — and its
+// worker address. The window lays arenas end to end in the order they were
+// mapped; an arena's offset never changes while it is mapped, and an
+// unmapped one leaves a hole (offsets are not reused). engine.Remote(peer,
+// off) names byte off of that window. Arenas mapped later are sent to
+// every connected peer, and MapArena returns once each acknowledged (the
+// engine hands out blocks of an arena only after MapArena): a peer knows
+// an arena before anyone can name it. UnmapArena first takes the arena out
+// of every peer's window and waits for their acknowledgements, which each
+// sends after a flush of its endpoint (nothing of its in flight there);
+// a peer that does not answer in time is disconnected. Prepare refuses,
+// before anything is posted, a range outside the window's arenas or
+// straddling two (ErrRemoteBounds, wrapping backend.ErrOutOfBounds), an
+// unknown peer (ErrNoPeer) and a failed one (ErrPeerGone). See
+// docs/remote.md for what this means for security: the checks are the
+// initiator's.
 //
 // # Transfers
 //

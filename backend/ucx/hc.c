@@ -18,6 +18,9 @@
 #define HC_AM_HELLO 0x4843 // "HC"
 #define HC_AM_NOTIFY 0x4844 // a notification: header its sequence number, data the message
 #define HC_AM_NACK 0x4845   // notifications delivered: header their count
+#define HC_AM_ARENA 0x4846  // an arena added to or removed from the sender's window
+#define HC_AM_AACK 0x4847   // an arena update applied
+enum { HC_ARENA_ADD = 1, HC_ARENA_REMOVE = 2 };
 #define HC_NRECV_MAX (1u << 16) // received notifications Go has not taken, at most
 #define HC_MAGIC 0x58554348u // "HCUX"
 #define HC_VERSION 1u
@@ -280,6 +283,270 @@ static ucs_status_t nack_cb(void *arg, const void *hdr, size_t hlen, void *data,
 	return UCS_OK;
 }
 
+// arena_cb queues a peer's arena update for Go (hc_arena_apply): it
+// unpacks a remote key, which is not done inside UCX's callback.
+static ucs_status_t arena_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+			     const ucp_am_recv_param_t *param) {
+	hc_be *be = arg;
+	(void)hdr;
+	(void)hlen;
+	hc_peer *p = reply_peer(be, param);
+	if (p == NULL)
+		return UCS_OK;
+	hc_upd *u = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ? NULL : malloc(sizeof(*u) + len);
+	if (u == NULL) {
+		peer_fail(be, p, (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ? HC_ST_PROTOCOL : UCS_ERR_NO_MEMORY);
+		return UCS_OK;
+	}
+	u->next = NULL;
+	u->len = len;
+	memcpy(u->data, data, len);
+	if (p->upd_tail != NULL)
+		p->upd_tail->next = u;
+	else
+		p->upd_head = u;
+	p->upd_tail = u;
+	be->events |= HC_EV_ARENA;
+	return UCS_OK;
+}
+
+// aack_cb: the peer applied one of our arena updates.
+static ucs_status_t aack_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+			    const ucp_am_recv_param_t *param) {
+	hc_be *be = arg;
+	(void)hdr;
+	(void)hlen;
+	(void)data;
+	hc_peer *p = reply_peer(be, param);
+	if (p == NULL)
+		return UCS_OK;
+	if (len != 16 || p->arena_wait <= 0) {
+		peer_fail(be, p, HC_ST_PROTOCOL);
+		return UCS_OK;
+	}
+	p->arena_wait--;
+	return UCS_OK;
+}
+
+static void free_cb(void *req, ucs_status_t st, void *ud) {
+	(void)st;
+	free(ud);
+	ucp_request_free(req);
+}
+
+// send_blob sends a small control message (a malloc'd buffer, freed when
+// the send completes) on p's control endpoint.
+static ucs_status_t send_blob(hc_peer *p, unsigned id, uint8_t *b, size_t n) {
+	ucp_request_param_t rp = {
+		.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+		.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER,
+		.cb = {.send = free_cb},
+		.user_data = b,
+	};
+	ucs_status_ptr_t r = ucp_am_send_nbx(p->ep, id, NULL, 0, b, n, &rp);
+	if (!UCS_PTR_IS_PTR(r))
+		free(b);
+	return UCS_PTR_IS_ERR(r) ? UCS_PTR_STATUS(r) : UCS_OK;
+}
+
+static void send_aack(hc_be *be, hc_peer *p, uint32_t op, uint64_t start) {
+	uint8_t *b = malloc(16);
+	if (b == NULL) {
+		peer_fail(be, p, UCS_ERR_NO_MEMORY);
+		return;
+	}
+	uint32_t f[2] = {op, 0};
+	memcpy(b, f, 8);
+	memcpy(b + 8, &start, 8);
+	ucs_status_t st = send_blob(p, HC_AM_AACK, b, 16);
+	if (st != UCS_OK)
+		peer_fail(be, p, st);
+}
+
+// send_arena sends arena slot's addition to (or removal from) this side's
+// window to peer p; the peer acknowledges it (arena_wait).
+static void send_arena(hc_be *be, hc_peer *p, int slot, uint32_t op) {
+	size_t n = 36 + (op == HC_ARENA_ADD ? be->rkeylen[slot] : 0);
+	uint8_t *b = malloc(n);
+	if (b == NULL) {
+		peer_fail(be, p, UCS_ERR_NO_MEMORY);
+		return;
+	}
+	uint32_t kl = op == HC_ARENA_ADD ? (uint32_t)be->rkeylen[slot] : 0;
+	uint64_t f[3] = {be->win_start[slot], be->arena_len[slot], be->export_addr[slot]};
+	memcpy(b, &op, 4);
+	memcpy(b + 4, f, 24);
+	memcpy(b + 28, &kl, 4);
+	memset(b + 32, 0, 4);
+	if (kl > 0)
+		memcpy(b + 36, be->rkeybuf[slot], kl);
+	ucs_status_t st = send_blob(p, HC_AM_ARENA, b, n);
+	if (st != UCS_OK) {
+		peer_fail(be, p, st);
+		return;
+	}
+	p->arena_wait++;
+	if (op == HC_ARENA_ADD)
+		p->exported |= 1ull << slot;
+	else
+		p->exported &= ~(1ull << slot);
+}
+
+// hc_publish: arena slot was mapped; every peer that got our hello before
+// gets it as an update (Go waits for their acknowledgements).
+static void hc_publish(hc_be *be, int slot) {
+	for (uint32_t k = 0; k < be->npeers; k++) {
+		hc_peer *p = be->peers[k];
+		if (p->hello_sent && p->state < HC_FAILED && p->ep != NULL)
+			send_arena(be, p, slot, HC_ARENA_ADD);
+	}
+}
+
+// hc_unpublish: arena slot is about to be unmapped; every peer that has it
+// is told (Go waits until they acknowledged: nothing of theirs is then in
+// flight to it, and none can start).
+void hc_unpublish(hc_be *be, int slot) {
+	for (uint32_t k = 0; k < be->npeers; k++) {
+		hc_peer *p = be->peers[k];
+		if ((p->exported & (1ull << slot)) && p->state < HC_FAILED && p->ep != NULL)
+			send_arena(be, p, slot, HC_ARENA_REMOVE);
+	}
+}
+
+static void rm_flush_cb(void *req, ucs_status_t st, void *ud) {
+	hc_rm *rm = ud;
+	(void)st;
+	ucp_request_free(req);
+	rm->done = 1;
+	rm->be->rm_due = 1;
+}
+
+// rm_finish destroys the keys of removed arenas whose flush completed and
+// acknowledges their removal.
+static void rm_finish(hc_be *be) {
+	be->rm_due = 0;
+	for (uint32_t k = 0; k < be->npeers; k++) {
+		hc_peer *p = be->peers[k];
+		for (hc_rm **q = &p->rm; *q != NULL;) {
+			hc_rm *rm = *q;
+			if (!rm->done) {
+				q = &rm->next;
+				continue;
+			}
+			*q = rm->next;
+			if (rm->rkey != NULL)
+				ucp_rkey_destroy(rm->rkey);
+			if (p->state < HC_FAILED && p->ep != NULL)
+				send_aack(be, p, HC_ARENA_REMOVE, rm->start);
+			free(rm);
+		}
+	}
+}
+
+// arena_apply1 applies one update from peer p (msg of n bytes).
+static int32_t arena_apply1(hc_be *be, hc_peer *p, const uint8_t *m, size_t n) {
+	uint32_t op, kl;
+	uint64_t f[3];
+	if (n < 36)
+		return HC_ST_PROTOCOL;
+	memcpy(&op, m, 4);
+	memcpy(f, m + 4, 24);
+	memcpy(&kl, m + 28, 4);
+	if (op == HC_ARENA_ADD) {
+		uint64_t end = p->narenas ? p->start[p->narenas - 1] + p->len[p->narenas - 1] : 0;
+		if (n - 36 != kl || kl == 0 || p->narenas == HC_MAX_ARENAS || f[0] < end || f[1] == 0 ||
+		    f[0] + f[1] < f[0] || f[2] + f[1] < f[2])
+			return HC_ST_PROTOCOL;
+		uint32_t i = p->narenas;
+		ucs_status_t st = ucp_ep_rkey_unpack(p->dep, m + 36, &p->rkey[i]);
+		if (st != UCS_OK)
+			return st;
+		p->start[i] = f[0];
+		p->len[i] = f[1];
+		p->base[i] = f[2];
+		p->direct[i] = NULL;
+		void *ptr;
+		if (be->shm_ep && ucp_rkey_ptr(p->rkey[i], p->base[i], &ptr) == UCS_OK)
+			p->direct[i] = ptr;
+		p->narenas++;
+		if (p->nadded < HC_MAX_ARENAS)
+			p->added[p->nadded++] = f[0];
+		return UCS_OK;
+	}
+	if (op != HC_ARENA_REMOVE || n != 36)
+		return HC_ST_PROTOCOL;
+	uint32_t i = 0;
+	while (i < p->narenas && p->start[i] != f[0])
+		i++;
+	if (i == p->narenas)
+		return HC_ST_PROTOCOL;
+	hc_rm *rm = calloc(1, sizeof(*rm));
+	if (rm == NULL)
+		return UCS_ERR_NO_MEMORY;
+	rm->be = be;
+	rm->rkey = p->rkey[i];
+	rm->start = f[0];
+	// Out of the window now (hc_submit refuses what is staged for it);
+	// the key goes, and the removal is acknowledged, once a flush of the
+	// endpoint says that nothing posted to it is in flight.
+	for (uint32_t j = i; j + 1 < p->narenas; j++) {
+		p->start[j] = p->start[j + 1];
+		p->len[j] = p->len[j + 1];
+		p->base[j] = p->base[j + 1];
+		p->rkey[j] = p->rkey[j + 1];
+		p->direct[j] = p->direct[j + 1];
+	}
+	p->narenas--;
+	p->rkey[p->narenas] = NULL;
+	p->direct[p->narenas] = NULL;
+	rm->next = p->rm;
+	p->rm = rm;
+	ucp_request_param_t rp = {
+		.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+		.cb = {.send = rm_flush_cb},
+		.user_data = rm,
+	};
+	ucs_status_ptr_t r = ucp_ep_flush_nbx(p->dep, &rp);
+	if (!UCS_PTR_IS_PTR(r)) {
+		rm->done = 1;
+		be->rm_due = 1;
+	}
+	return UCS_OK;
+}
+
+// hc_arena_apply applies peer idx's queued arena updates (once its hello
+// is imported): additions join its window (keys unpacked, acknowledged),
+// removals leave it at once and are acknowledged after a flush. A
+// malformed update fails the peer. Returns how many were applied.
+int hc_arena_apply(hc_be *be, uint32_t idx) {
+	hc_peer *p = be->peers[idx];
+	int n = 0;
+	while (p->upd_head != NULL && p->state == HC_READY) {
+		hc_upd *u = p->upd_head;
+		p->upd_head = u->next;
+		if (p->upd_head == NULL)
+			p->upd_tail = NULL;
+		int32_t st = arena_apply1(be, p, u->data, u->len);
+		free(u);
+		if (st != UCS_OK) {
+			peer_fail(be, p, st);
+			break;
+		}
+		n++;
+	}
+	return n;
+}
+
+// hc_arena_ack acknowledges the additions hc_arena_apply made: Go has
+// published the window that holds them, so the peer may hand out blocks
+// of them.
+void hc_arena_ack(hc_be *be, uint32_t idx) {
+	hc_peer *p = be->peers[idx];
+	for (uint32_t i = 0; i < p->nadded && p->state < HC_FAILED && p->ep != NULL; i++)
+		send_aack(be, p, HC_ARENA_ADD, p->added[i]);
+	p->nadded = 0;
+}
+
 hc_notif *hc_notify_peek(hc_be *be) {
 	return be->nr_head == be->nr_tail ? NULL : &be->nrecv[be->nr_head & (be->nr_cap - 1)];
 }
@@ -307,6 +574,8 @@ static void ack_cb(void *req, ucs_status_t st, void *ud) {
 // time, its count in ack_val) and the notifications whose puts are in
 // place. Returns the events that raised.
 uint32_t hc_notify_flush(hc_be *be) {
+	if (be->rm_due)
+		rm_finish(be);
 	if (be->notify_ready)
 		notify_send(be);
 	if (be->ack_due) {
@@ -543,6 +812,16 @@ int hc_open(hc_be **out, int shm, const char **err) {
 		ap.cb = nack_cb;
 		st = ucp_worker_set_am_recv_handler(be->worker, &ap);
 	}
+	if (st == UCS_OK) {
+		ap.id = HC_AM_ARENA;
+		ap.cb = arena_cb;
+		st = ucp_worker_set_am_recv_handler(be->worker, &ap);
+	}
+	if (st == UCS_OK) {
+		ap.id = HC_AM_AACK;
+		ap.cb = aack_cb;
+		st = ucp_worker_set_am_recv_handler(be->worker, &ap);
+	}
 	if (st != UCS_OK) {
 		*err = "ucp_worker_set_am_recv_handler";
 		goto fail;
@@ -763,6 +1042,9 @@ int hc_map(hc_be *be, int slot, uint64_t addr, uint64_t len, int lock, const cha
 	}
 	be->arena_addr[slot] = addr;
 	be->arena_len[slot] = len;
+	be->win_start[slot] = be->win_end;
+	be->win_end += len;
+	hc_publish(be, slot);
 	return UCS_OK;
 }
 
@@ -785,6 +1067,7 @@ int hc_unmap(hc_be *be, int slot) {
 	be->arena_addr[slot] = 0;
 	be->arena_len[slot] = 0;
 	be->export_addr[slot] = 0;
+	be->win_start[slot] = 0;
 	return st;
 }
 
@@ -826,18 +1109,22 @@ static ucs_status_t send_hello(hc_be *be, hc_peer *p) {
 	uint32_t hdr[3] = {HC_MAGIC, HC_VERSION, na};
 	memcpy(q, hdr, 12);
 	q += 12;
-	uint64_t start = 0;
-	for (int s = 0; s < HC_MAX_ARENAS; s++) {
-		if (be->memh[s] == NULL)
-			continue;
+	// In window order (an arena mapped later has a higher offset,
+	// whatever its slot).
+	uint64_t done = 0;
+	for (uint32_t k = 0; k < na; k++) {
+		int s = -1;
+		for (int t = 0; t < HC_MAX_ARENAS; t++)
+			if (be->memh[t] != NULL && !(done & (1ull << t)) && (s < 0 || be->win_start[t] < be->win_start[s]))
+				s = t;
+		done |= 1ull << s;
 		p->exported |= 1ull << s;
-		uint64_t f[3] = {start, be->arena_len[s], be->export_addr[s]};
+		uint64_t f[3] = {be->win_start[s], be->arena_len[s], be->export_addr[s]};
 		uint32_t kl = (uint32_t)be->rkeylen[s];
 		memcpy(q, f, 24);
 		memcpy(q + 24, &kl, 4);
 		memcpy(q + 28, be->rkeybuf[s], kl);
 		q += 28 + kl;
-		start += be->arena_len[s];
 	}
 	uint32_t al = (uint32_t)be->waddr_len;
 	memcpy(q, &al, 4);
@@ -873,6 +1160,7 @@ static ucs_status_t send_hello(hc_be *be, hc_peer *p) {
 	ucs_status_ptr_t r = ucp_am_send_nbx(p->ep, HC_AM_HELLO, NULL, 0, b, n, &rp);
 	if (r == NULL) {
 		free(b);
+		p->hello_sent = 1;
 		return UCS_OK;
 	}
 	if (UCS_PTR_IS_ERR(r)) {
@@ -881,6 +1169,7 @@ static ucs_status_t send_hello(hc_be *be, hc_peer *p) {
 	}
 	p->hello_req = r;
 	p->hello_out = b; // freed when the request completes (hc_peer_busy)
+	p->hello_sent = 1;
 	return UCS_OK;
 }
 
@@ -940,8 +1229,9 @@ int hc_accept(hc_be *be, uint32_t *idx) {
 
 // hc_parse_hello checks a hello (n bytes at b, from a peer) and, when it
 // is well formed, describes it in h: magic and version, at most
-// HC_MAX_ARENAS arenas, each non-empty, laid end to end from window offset
-// 0 without wrapping (a base address whose range does not wrap either),
+// HC_MAX_ARENAS arenas, each non-empty, in increasing window offsets
+// without overlap or wrapping (holes are arenas removed since; a base
+// address whose range does not wrap either),
 // each key and the worker address inside the message and non-empty, and
 // nothing after the address. Anything else is HC_ST_PROTOCOL: the
 // peer is refused, nothing is imported. No UCX call (the fuzz target calls
@@ -963,14 +1253,14 @@ int hc_parse_hello(const uint8_t *b, size_t n, hc_hello *h) {
 		memcpy(f, b + o, 24);
 		memcpy(&kl, b + o + 24, 4);
 		o += 28;
-		if (n - o < kl || kl == 0 || f[0] != start || f[1] == 0 || f[2] + f[1] < f[2] || start + f[1] < start)
+		if (n - o < kl || kl == 0 || f[0] < start || f[1] == 0 || f[2] + f[1] < f[2] || f[0] + f[1] < f[0])
 			return HC_ST_PROTOCOL;
 		h->start[i] = f[0];
 		h->len[i] = f[1];
 		h->base[i] = f[2];
 		h->keyoff[i] = o;
 		h->keylen[i] = kl;
-		start += f[1];
+		start = f[0] + f[1];
 		o += kl;
 	}
 	uint32_t al;
@@ -1064,6 +1354,20 @@ void hc_peer_close(hc_be *be, uint32_t idx, int32_t status) {
 	}
 	free(p->hello);
 	p->hello = NULL;
+	while (p->upd_head != NULL) {
+		hc_upd *u = p->upd_head;
+		p->upd_head = u->next;
+		free(u);
+	}
+	p->upd_tail = NULL;
+	p->arena_wait = 0;
+	// Arenas being removed: their keys go now; an entry stays until its
+	// flush's callback ran (rm_finish frees it).
+	for (hc_rm *rm = p->rm; rm != NULL; rm = rm->next) {
+		if (rm->rkey != NULL)
+			ucp_rkey_destroy(rm->rkey);
+		rm->rkey = NULL;
+	}
 	ucp_request_param_t rp = {
 		.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
 		.flags = UCP_EP_CLOSE_FLAG_FORCE,
@@ -1120,7 +1424,8 @@ int hc_peer_busy(hc_be *be, uint32_t idx) {
 	}
 	reap_req(&p->close_req);
 	reap_req(&p->dclose_req);
-	return p->hello_req != NULL || p->close_req != NULL || p->dclose_req != NULL || p->ack_req != NULL;
+	return p->hello_req != NULL || p->close_req != NULL || p->dclose_req != NULL || p->ack_req != NULL ||
+	       p->rm != NULL;
 }
 
 // hc_progress progresses the data worker — up to rounds calls of
@@ -1238,7 +1543,7 @@ uint32_t hc_submit(hc_be *be, int rounds) {
 		uint32_t a = 0;
 		while (a < p->narenas && s->roff >= p->start[a] + p->len[a])
 			a++;
-		if (a == p->narenas || s->len > p->start[a] + p->len[a] - s->roff) {
+		if (a == p->narenas || s->roff < p->start[a] || s->len > p->start[a] + p->len[a] - s->roff) {
 			cq_push(be, s->tag, 0, HC_ST_BOUNDS);
 			continue;
 		}

@@ -40,7 +40,26 @@ enum {
 enum { HC_MANGLE_NONE, HC_MANGLE_TRUNCATE, HC_MANGLE_COUNT, HC_MANGLE_KEYLEN, HC_MANGLE_START, HC_MANGLE_TRAILER, HC_MANGLE_N };
 
 // Events hc_progress reports (hc_be.events): what Go must look at.
-enum { HC_EV_CONNREQ = 1, HC_EV_HELLO = 2, HC_EV_FAIL = 4, HC_EV_PROGRESS = 8, HC_EV_NOTIFY = 16 };
+enum { HC_EV_CONNREQ = 1, HC_EV_HELLO = 2, HC_EV_FAIL = 4, HC_EV_PROGRESS = 8, HC_EV_NOTIFY = 16, HC_EV_ARENA = 32 };
+
+// hc_upd is an arena update a peer sent (an arena added to or removed
+// from its window), queued until Go applies it (hc_arena_apply).
+typedef struct hc_upd {
+	struct hc_upd *next;
+	size_t len;
+	uint8_t data[];
+} hc_upd;
+
+// hc_rm is an arena of a peer being removed: its key is destroyed, and
+// the removal acknowledged, once the endpoint's flush completed (nothing
+// of ours in flight to it).
+typedef struct hc_rm {
+	struct hc_rm *next;
+	struct hc_be *be;
+	ucp_rkey_h rkey;
+	uint64_t start;
+	int done;
+} hc_rm;
 
 // Notification states (hc_op.nstate).
 enum { HC_NS_WAIT = 0, HC_NS_READY = 1, HC_NS_SENT = 2, HC_NS_DONE = 3 };
@@ -142,6 +161,18 @@ typedef struct hc_peer {
 	uint8_t ack_due;
 	uint64_t ack_val; // the count the acknowledgement in flight carries
 	void *ack_req;    // that acknowledgement, or NULL
+	// Arena updates: hello_sent once our hello went out (later arenas
+	// are sent as updates); arena_wait counts updates we sent that the
+	// peer has not acknowledged; upd queues the peer's updates for Go;
+	// rm its arenas being removed.
+	uint8_t hello_sent;
+	int32_t arena_wait;
+	hc_upd *upd_head, *upd_tail;
+	hc_rm *rm;
+	// Additions applied, acknowledged once Go published the window
+	// (hc_arena_ack): their window offsets.
+	uint64_t added[HC_MAX_ARENAS];
+	uint32_t nadded;
 } hc_peer;
 
 struct hc_be {
@@ -184,7 +215,7 @@ struct hc_be {
 	// Notifications: some sent ones became ready (their flush completed),
 	// some received ones await an acknowledgement; the received ones Go
 	// has not taken (a ring of nr_cap entries, grown up to HC_NRECV_MAX).
-	uint8_t notify_ready, ack_due;
+	uint8_t notify_ready, ack_due, rm_due;
 	hc_notif *nrecv;
 	uint32_t nr_head, nr_tail, nr_cap;
 
@@ -198,6 +229,11 @@ struct hc_be {
 	uint64_t arena_addr[HC_MAX_ARENAS];
 	uint64_t arena_len[HC_MAX_ARENAS];
 	uint64_t export_addr[HC_MAX_ARENAS];
+	// win_start[s]: arena s's offset in this side's window; win_end the
+	// next arena's. Offsets are never reused: an arena added later goes
+	// at the end, one removed leaves a hole.
+	uint64_t win_start[HC_MAX_ARENAS];
+	uint64_t win_end;
 	void *rkeybuf[HC_MAX_ARENAS];
 	size_t rkeylen[HC_MAX_ARENAS];
 
@@ -240,6 +276,9 @@ uint32_t hc_cancel_all(hc_be *be);
 uint32_t hc_expire(hc_be *be, uint64_t timeout_ns);
 char *hc_ep_info(hc_be *be, uint32_t idx);
 hc_notif *hc_notify_peek(hc_be *be);
+int hc_arena_apply(hc_be *be, uint32_t idx);
+void hc_arena_ack(hc_be *be, uint32_t idx);
+void hc_unpublish(hc_be *be, int slot);
 void hc_notify_pop(hc_be *be);
 uint32_t hc_notify_flush(hc_be *be);
 void hc_copy(void *dst, const void *src, size_t n);

@@ -93,23 +93,50 @@ const (
 	stateClosed     int32 = C.HC_CLOSED
 )
 
-// peer is the Go side of a C hc_peer. Its window (n, start, len, size) is
-// written once before state is stored stateReady, and only read after a
-// load that saw stateReady: the atomic orders the two.
+// window is a peer's exported window as this side knows it: its arenas in
+// increasing offsets (holes where arenas were removed). Immutable once
+// published: an arena update publishes a new one (copy on write).
+type window struct {
+	n     int
+	size  uint64 // the end of the last arena
+	start [backend.MaxArenas]uint64
+	len   [backend.MaxArenas]uint64
+	// direct[i] is the peer's arena i mapped into this process (shared
+	// memory, ucp_rkey_ptr), or nil: a transfer to it is a copy by the
+	// submitter (Execute).
+	direct [backend.MaxArenas][]byte
+}
+
+// find is the arena holding [off, off+n), or -1; straddle says the range
+// starts in an arena and runs past it.
+func (w *window) find(off uint64, n uint32) (i int, straddle bool) {
+	end := off + uint64(n)
+	for i := 0; i < w.n; i++ {
+		if off < w.start[i]+w.len[i] {
+			if off < w.start[i] {
+				return -1, false // in a hole
+			}
+			if end > w.start[i]+w.len[i] || end < off {
+				return -1, true
+			}
+			return i, false
+		}
+	}
+	return -1, false
+}
+
+// peer is the Go side of a C hc_peer. Its window is published (win) before
+// state is stored stateReady, and replaced when the peer adds or removes
+// an arena (under mu); Prepare and Execute load it without locks.
 type peer struct {
 	idx    uint32
 	addr   string
 	state  atomic.Int32
 	status int32 // the failure, before state leaves ready
-	n      int
-	size   uint64
-	start  [backend.MaxArenas]uint64
-	len    [backend.MaxArenas]uint64
-	// direct[i] is the peer's arena i mapped into this process (shared
-	// memory, ucp_rkey_ptr), or nil: a transfer to it is a copy by the
-	// submitter (Execute). users counts copies in progress; fenced, set
-	// before the mapping goes (fence), makes new ones fail.
-	direct [backend.MaxArenas][]byte
+	win    atomic.Pointer[window]
+	// users counts direct copies in progress (Execute); fenced, set
+	// before the mappings go (fence), makes new ones fail. A removed
+	// arena's mapping is waited out the same way (syncWindow).
 	users  atomic.Int32
 	fenced atomic.Bool
 }
@@ -388,7 +415,7 @@ func (b *Backend) Peers() []PeerInfo {
 		st := p.state.Load()
 		out[i] = PeerInfo{Index: p.idx, Addr: p.addr, Ready: st == stateReady}
 		if st == stateReady {
-			out[i].Size = p.size
+			out[i].Size = p.win.Load().size
 		}
 		if st >= stateFailed {
 			out[i].Failed = fmt.Errorf("ucx: peer %d: %s: %w", p.idx, ucsString(C.int(p.status)), ErrPeerGone)
@@ -431,17 +458,10 @@ func (b *Backend) syncPeer(p *peer) {
 	}
 	switch {
 	case cs == stateReady && old == stateConnecting:
-		p.n = int(cp.narenas)
-		for i := 0; i < p.n; i++ {
-			p.start[i] = uint64(cp.start[i])
-			p.len[i] = uint64(cp.len[i])
-			p.size = p.start[i] + p.len[i]
-			if cp.direct[i] != nil {
-				p.direct[i] = unsafe.Slice((*byte)(cp.direct[i]), p.len[i])
-			}
-		}
+		w := b.loadWindow(cp)
+		p.win.Store(w)
 		p.state.Store(stateReady)
-		b.log.Info("ucx: peer ready", "peer", p.idx, "addr", p.addr, "arenas", p.n, "bytes", p.size)
+		b.log.Info("ucx: peer ready", "peer", p.idx, "addr", p.addr, "arenas", w.n, "bytes", w.size)
 	case cs >= stateFailed:
 		p.status = int32(cp.fail_status)
 		p.state.Store(cs)
@@ -472,15 +492,51 @@ func (b *Backend) handle(ev C.uint32_t) {
 			}
 		}
 	}
-	if ev&(C.HC_EV_HELLO|C.HC_EV_FAIL) != 0 {
+	if ev&(C.HC_EV_HELLO|C.HC_EV_FAIL|C.HC_EV_ARENA) != 0 {
 		for _, p := range *b.peers.Load() {
 			cp := b.cpeer(p.idx)
 			if cp.state == C.HC_CONNECTING && cp.hello != nil {
 				C.hc_import(b.be, C.uint32_t(p.idx))
 			}
 			b.syncPeer(p)
+			if cp.upd_head != nil && p.state.Load() == stateReady {
+				if C.hc_arena_apply(b.be, C.uint32_t(p.idx)) > 0 {
+					b.syncWindow(p)
+					C.hc_arena_ack(b.be, C.uint32_t(p.idx)) // after the window is published
+				}
+				b.syncPeer(p) // a malformed update failed it
+			}
 		}
 	}
+}
+
+// loadWindow reads a peer's window from C (under mu).
+func (b *Backend) loadWindow(cp *C.hc_peer) *window {
+	w := &window{n: int(cp.narenas)}
+	for i := 0; i < w.n; i++ {
+		w.start[i] = uint64(cp.start[i])
+		w.len[i] = uint64(cp.len[i])
+		w.size = w.start[i] + w.len[i]
+		if cp.direct[i] != nil {
+			w.direct[i] = unsafe.Slice((*byte)(cp.direct[i]), w.len[i])
+		}
+	}
+	return w
+}
+
+// syncWindow publishes peer p's window after arena updates (under mu), and
+// waits out the direct copies that may still use the old one: a removed
+// arena's mapping goes once the removal's flush completed (after this
+// returns, in a later progress). Execute counts itself in users before it
+// loads the window (sequentially consistent atomics, as fence): a copy
+// either sees the new window or is waited for.
+func (b *Backend) syncWindow(p *peer) {
+	w := b.loadWindow(b.cpeer(p.idx))
+	p.win.Store(w)
+	for p.users.Load() != 0 {
+		runtime.Gosched()
+	}
+	b.log.Info("ucx: peer's window changed", "peer", p.idx, "arenas", w.n, "bytes", w.size)
 }
 
 // progress drives the data worker (and the control worker with ctl) and
@@ -668,26 +724,26 @@ func (b *Backend) EndpointInfo(idx uint32) string {
 }
 
 // Offset is the offset of local address addr in the window this backend
-// exports now (every mapped arena, end to end in slot order): the offset a
-// peer that connects from now on passes to engine.Remote to reach addr
-// (e.g. Offset(block.Addr()) for an engine block). ok is false when addr is
-// in no mapped arena.
+// exports (every mapped arena, in the order they were mapped, end to end;
+// an arena unmapped leaves a hole, offsets are never reused): the offset
+// a peer passes to engine.Remote to reach addr (e.g.
+// Offset(block.Addr()) for an engine block). It is the same for every
+// peer and does not change while the arena stays mapped. ok is false when
+// addr is in no mapped arena.
 func (b *Backend) Offset(addr uintptr) (off uint64, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return 0, false
 	}
-	var start uint64
 	for s := 0; s < backend.MaxArenas; s++ {
 		if b.be.memh[s] == nil {
 			continue
 		}
 		base, n := uint64(b.be.arena_addr[s]), uint64(b.be.arena_len[s])
 		if a := uint64(addr); a >= base && a < base+n {
-			return start + (a - base), true
+			return uint64(b.be.win_start[s]) + (a - base), true
 		}
-		start += n
 	}
 	return 0, false
 }
