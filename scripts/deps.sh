@@ -40,6 +40,7 @@ generate   required  llvm-14          llvm-strip-14 for the eBPF objects
 generate   required  libbpf-dev       bpf_helpers.h
 generate   required  bpftool          make bpf-vmlinux
 vm         optional  qemu-system-x86  make test-vm: the QEMU guests
+vm         optional  qemu-system-arm  make test-vm ARCH=arm64 (test-vm-arm64): the AArch64 guest
 vm         optional  busybox-static   make test-vm: the guests' userland
 vm         optional  cpio             make test-vm: the guests' initramfs
 vm         optional  xz-utils         make test-vm: the guest kernel's modules

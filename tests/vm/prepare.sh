@@ -3,6 +3,11 @@
 # initramfs. Idempotent; a second run with everything cached takes well under a
 # second. Prints the cache directory of the guest kernel on stdout.
 #
+# HCOMM_VM_ARCH picks the guest: amd64 (default; qemu-system-x86_64, q35 with
+# a VT-d vIOMMU) or arm64 (qemu-system-aarch64, the virt machine with an
+# SMMUv3). Each architecture has its own kernel and base initramfs in the
+# cache.
+#
 # Exit codes: 0 ready; 3 a host tool is missing and cannot be installed here
 # (not root): the caller skips or fails (HCOMM_REQUIRE_PRIVILEGED=1); other
 # non-zero: a real error.
@@ -10,12 +15,14 @@
 # What it does (the facts behind each step are in docs/vm-tests.md):
 #   - host tools: qemu-system-x86_64, busybox (static), cpio, xz, mkfs.ext4;
 #     installed with apt-get when missing and running as root.
-#   - guest kernel: Debian's linux-image-amd64 resolved at run time to its
-#     versioned package (linux-image-X.Y.Z-N-amd64) through its Depends,
-#     fetched with `apt-get download` (never installed on the host); the
-#     kernel image is decompressed to vmlinux (QEMU boots it through its PVH
+#   - guest kernel: Debian's linux-image-ARCH resolved at run time to its
+#     versioned package (linux-image-X.Y.Z-N-ARCH) through its Depends,
+#     fetched with `apt-get download` (never installed on the host; for a
+#     foreign architecture through apt lists of its own in the cache, so
+#     that the host's apt and dpkg configuration stay as they are); the
+#     amd64 kernel image is decompressed to vmlinux (QEMU boots it through its PVH
 #     entry, ~2.5 s faster under TCG than letting the bzImage decompress
-#     itself), and the VFIO modules are extracted and decompressed (.ko.xz,
+#     itself; arm64's vmlinuz is a raw Image already), and the VFIO modules are extracted and decompressed (.ko.xz,
 #     .ko.zst) on the host, because the guest's busybox insmod cannot; the
 #     virtio-blk and ext4 modules too, for the guest's /tmp, and the NVMe
 #     ones (nvme, nvme-core, t10-pi and its CRCs) for the kernel cross-check.
@@ -27,6 +34,13 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${HCOMM_VM_CACHE:-$here/cache}"
 mkdir -p "$cache"
+arch="${HCOMM_VM_ARCH:-amd64}"
+case "$arch" in
+amd64) qemu=qemu-system-x86_64 qemupkg=qemu-system-x86 ;;
+arm64) qemu=qemu-system-aarch64 qemupkg=qemu-system-arm ;;
+*) echo "prepare: HCOMM_VM_ARCH=$arch: want amd64 or arm64" >&2; exit 2 ;;
+esac
+hostarch="$(dpkg --print-architecture)"
 
 log() { echo "prepare: $*" >&2; }
 
@@ -36,7 +50,7 @@ flock 9
 
 # --- host tools -------------------------------------------------------------
 need=()
-command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+command -v "$qemu" >/dev/null || need+=("$qemupkg")
 if ! dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "install ok installed"; then
 	need+=(busybox-static)
 fi
@@ -50,8 +64,38 @@ if [ ${#need[@]} -gt 0 ]; then
 	fi
 	log "installing ${need[*]}"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get install -y -qq "${need[@]}" >&2 || { apt-get update -qq >&2 && apt-get install -y -qq "${need[@]}" >&2; }
+	# Another apt-get (a parallel install) may hold dpkg's lock: wait for it.
+	aptget() { apt-get -o DPkg::Lock::Timeout=600 "$@"; }
+	aptget install -y -qq "${need[@]}" >&2 || { aptget update -qq >&2 && aptget install -y -qq "${need[@]}" >&2; }
 fi
+
+# --- apt for the guest's architecture ----------------------------------------
+# The host's own lists for its architecture; for another one, lists of its
+# own under the cache (APT::Architectures and Dir::State::Lists point apt
+# there), filled by one `apt-get update` of the host's sources for that
+# architecture: nothing of the host's apt or dpkg configuration changes (no
+# dpkg --add-architecture), and nothing is installed.
+gapt=()
+if [ "$arch" != "$hostarch" ]; then
+	mkdir -p "$cache/apt-$arch/lists/partial" "$cache/apt-$arch/cache/archives/partial"
+	gapt=(-o "APT::Architecture=$arch" -o "APT::Architectures::=$arch"
+		-o "Dir::State::Lists=$cache/apt-$arch/lists" -o "Dir::Cache=$cache/apt-$arch/cache")
+fi
+gapt_update() {
+	if [ ${#gapt[@]} -gt 0 ]; then
+		log "apt-get update of the $arch lists (in $cache/apt-$arch)"
+		apt-get "${gapt[@]}" update -qq >&2
+	elif [ "$(id -u)" -eq 0 ]; then
+		apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
+	else
+		return 1
+	fi
+}
+# gapt_download dir pkg: fetch pkg's .deb for the guest's architecture.
+gapt_download() {
+	(cd "$1" && apt-get "${gapt[@]}" download "$2" >&2 2> >(grep -v 'unsandboxed as root' >&2)) ||
+		{ gapt_update && (cd "$1" && apt-get "${gapt[@]}" download "$2" >&2 2> >(grep -v 'unsandboxed as root' >&2)); }
+}
 
 # --- guest kernel -------------------------------------------------------------
 # The modules /init loads, in dependency order (modules.dep is not used):
@@ -63,46 +107,52 @@ MODULES="irqbypass vfio vfio_virqfd vfio_iommu_type1 vfio-pci-core vfio-pci
 	crc16 mbcache crc32c_generic jbd2 ext4
 	crct10dif_common crct10dif_generic crc-t10dif crc64 crc64_rocksoft_generic crc64-rocksoft t10-pi
 	nvme-core nvme
-	loop dm-mod"
+	loop dax dm-mod"
+# arm64's virt machine has one UART (the kernel console): the test output
+# goes to a virtio console (/dev/hvc0). Modules the kernel has built in
+# (modules.builtin: virtio, virtio_ring, irqbypass on arm64) are skipped.
+[ "$arch" = arm64 ] && MODULES="$MODULES virtio_console"
 
 # Resolve linux-image-amd64's candidate to its versioned package.
 resolve() {
-	apt-cache depends linux-image-amd64 2>/dev/null |
-		sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*-amd64\)$/\1/p' | head -n1
+	apt-cache "${gapt[@]}" depends "linux-image-$arch" 2>/dev/null |
+		sed -n "s/^ *Depends: \(linux-image-[0-9][^ ]*-$arch\)\$/\1/p" | head -n1
 }
 kpkg="$(resolve || true)"
-if [ -z "$kpkg" ] && [ "$(id -u)" -eq 0 ]; then
-	apt-get update -qq >&2 || true
+if [ -z "$kpkg" ] && [ ! -L "$cache/current-$arch" ]; then
+	gapt_update || true
 	kpkg="$(resolve || true)"
 fi
 if [ -z "$kpkg" ]; then
-	if [ -L "$cache/current" ]; then
-		log "cannot resolve linux-image-amd64 (no apt lists?); using the cached $(readlink "$cache/current")"
-		kpkg="$(readlink "$cache/current")"
+	if [ -L "$cache/current-$arch" ]; then
+		log "cannot resolve linux-image-$arch (no apt lists?); using the cached $(readlink "$cache/current-$arch")"
+		kpkg="$(readlink "$cache/current-$arch")"
 	else
-		log "cannot resolve linux-image-amd64's versioned package (run apt-get update as root)"
+		log "cannot resolve linux-image-$arch's versioned package (run apt-get update as root)"
 		exit 3
 	fi
 fi
 kdir="$cache/$kpkg"
 # .ready holds the module list it was made with: a new list re-extracts.
-if [ "$(cat "$kdir/.ready" 2>/dev/null)" != "$(echo $MODULES)" ]; then
+if [ "$(cat "$kdir/.ready" 2>/dev/null)" != "$(echo v2 $MODULES)" ]; then
 	rm -rf "$kdir"
 	mkdir -p "$kdir/debs" "$kdir/x" "$kdir/modules"
 	log "downloading $kpkg"
 	# Stale lists name a version the mirror no longer has: update once.
-	(cd "$kdir/debs" && apt-get download "$kpkg" >&2) ||
-		{ [ "$(id -u)" -eq 0 ] && apt-get update -qq >&2 && (cd "$kdir/debs" && apt-get download "$kpkg" >&2); } ||
-		{ log "apt-get download $kpkg failed"; exit 1; }
+	gapt_download "$kdir/debs" "$kpkg" || { log "apt-get download $kpkg failed"; exit 1; }
 	deb="$(ls "$kdir"/debs/*.deb | head -n1)"
 	dpkg-deb --fsys-tarfile "$deb" |
-		tar -x -C "$kdir/x" --wildcards './boot/vmlinuz-*' '*/drivers/vfio/*' '*/virt/lib/irqbypass.ko*' \
+		tar -x -C "$kdir/x" --wildcards './boot/vmlinuz-*' '*/modules.builtin' '*/drivers/vfio/*' '*/virt/lib/irqbypass.ko*' \
 			'*/drivers/virtio/*' '*/drivers/block/virtio_blk.ko*' '*/fs/ext4/*' '*/fs/jbd2/*' \
 			'*/fs/mbcache.ko*' '*/lib/crc16.ko*' '*/crypto/crc32c_generic.ko*' \
 			'*/crypto/crct10dif_*.ko*' '*/lib/crc-t10dif.ko*' '*/lib/crc64*.ko*' \
 			'*/crypto/crc64_rocksoft_generic.ko*' '*/block/t10-pi.ko*' '*/drivers/nvme/host/nvme*.ko*' \
-			'*/drivers/block/loop.ko*' '*/drivers/md/dm-mod.ko*'
+			'*/drivers/block/loop.ko*' '*/drivers/md/dm-mod.ko*' '*/drivers/dax/dax.ko*' '*/drivers/char/virtio_console.ko*' \
+			2> >(grep -v 'Not found in archive\|Exiting with failure status' >&2) || true
+	# (A pattern with no file — a module built in — is no error: each module
+	# is looked for below, in the archive or in modules.builtin.)
 	vmlinuz="$(ls "$kdir"/x/boot/vmlinuz-* | head -n1)"
+	[ -f "$vmlinuz" ] || { log "no vmlinuz in $deb"; exit 1; }
 	# Decompress the bzImage payload: find the compressor's magic and feed
 	# the rest of the file to it (trailing bytes make it complain; the
 	# output is checked as an ELF below).
@@ -116,19 +166,30 @@ if [ "$(cat "$kdir/.ready" 2>/dev/null)" != "$(echo $MODULES)" ]; then
 		done
 		return 1
 	}
-	extract '\xfd\x37\x7a\x58\x5a\x00' 'xz -dc' ||
+	if [ "$arch" = arm64 ]; then
+		# A raw arm64 Image ("ARM\x64" at offset 56): QEMU boots it as it is.
+		cp "$vmlinuz" "$kdir/vmlinux"
+	elif extract '\xfd\x37\x7a\x58\x5a\x00' 'xz -dc' ||
 		{ command -v zstd >/dev/null && extract '\x28\xb5\x2f\xfd' 'zstd -dc'; } ||
-		extract '\x1f\x8b\x08' 'gzip -dc' || {
+		extract '\x1f\x8b\x08' 'gzip -dc'; then
+		:
+	else
 		log "cannot decompress $vmlinuz; booting the bzImage"
 		cp "$vmlinuz" "$kdir/vmlinux"
-	}
+	fi
+	builtin="$(find "$kdir/x" -name modules.builtin | head -n1)"
+	: >"$kdir/modules/order"
 	for m in $MODULES; do
 		f="$(find "$kdir/x" -name "$m.ko*" | head -n1)"
+		if [ -z "$f" ] && [ -n "$builtin" ] && grep -q "/$m\.ko\$" "$builtin"; then
+			continue # built into the kernel
+		fi
 		[ -n "$f" ] || { log "module $m not in $kpkg"; exit 1; }
+		echo "$m" >>"$kdir/modules/order"
 		case "$f" in
 		*.ko.xz) xz -dc "$f" >"$kdir/modules/$m.ko" ;;
 		*.ko.zst)
-			command -v zstd >/dev/null || apt-get install -y -qq zstd >&2 || { log "zstd needed for $f"; exit 1; }
+			command -v zstd >/dev/null || apt-get -o DPkg::Lock::Timeout=600 install -y -qq zstd >&2 || { log "zstd needed for $f"; exit 1; }
 			zstd -qdc "$f" >"$kdir/modules/$m.ko"
 			;;
 		*.ko.gz) gzip -dc "$f" >"$kdir/modules/$m.ko" ;;
@@ -136,36 +197,53 @@ if [ "$(cat "$kdir/.ready" 2>/dev/null)" != "$(echo $MODULES)" ]; then
 		esac
 	done
 	rm -rf "$kdir/x" "$kdir/debs"
-	echo $MODULES >"$kdir/.ready"
+	echo v2 $MODULES >"$kdir/.ready"
 fi
-ln -sfn "$kpkg" "$cache/current"
-# Older guest kernels are not needed any more.
-for old in "$cache"/linux-image-*; do
+ln -sfn "$kpkg" "$cache/current-$arch"
+# Older guest kernels of this architecture are not needed any more.
+for old in "$cache"/linux-image-*-"$arch"; do
 	[ "$old" = "$kdir" ] || rm -rf "$old"
 done
 
 # --- base initramfs -------------------------------------------------------------
-# Rebuilt when /init or busybox changes (cheap: ~3 MB).
+# Rebuilt when /init, busybox, the modules or the tools change (cheap: ~3 MB).
 # Host tools the tests run, with the shared libraries and loader ldd names,
 # copied to the same paths (the guest has no libc of its own): strace for
 # the tracer's cross-checks (cmd/hcomm-trace compares with strace -c);
 # util-linux losetup, dmsetup and mkfs.ext4 for the I/O error tests
 # (tests/soak; busybox's losetup lacks --find --show). A tool the host lacks
 # is left out: the tests that need it say so.
+# For another architecture the host's tools do not run in the guest: its
+# busybox comes from Debian's busybox-static for that architecture, and the
+# other tools are left out.
+busybox=/bin/busybox
+tools=(strace losetup dmsetup mkfs.ext4)
+if [ "$arch" != "$hostarch" ]; then
+	tools=()
+	busybox="$cache/busybox-$arch"
+	if [ ! -x "$busybox" ]; then
+		bb="$(mktemp -d)"
+		gapt_download "$bb" "busybox-static:$arch" || { log "apt-get download busybox-static:$arch failed"; exit 1; }
+		dpkg-deb --fsys-tarfile "$bb"/busybox-static_*.deb | tar -xO ./bin/busybox >"$busybox.tmp" &&
+			chmod 755 "$busybox.tmp" && mv "$busybox.tmp" "$busybox"
+		rm -rf "$bb"
+		[ -x "$busybox" ] || { log "no busybox in busybox-static:$arch"; exit 1; }
+	fi
+fi
 extras=()
-for tool in strace losetup dmsetup mkfs.ext4; do
+for tool in "${tools[@]}"; do
 	t="$(PATH="$PATH:/usr/sbin:/sbin" command -v "$tool")" || continue
 	extras+=("$t")
 	while read -r lib; do extras+=("$lib"); done < <(ldd "$t" | grep -o '/[^ ]*')
 done
-mapfile -t extras < <(printf '%s\n' "${extras[@]}" | sort -u)
-stamp="$(cat "$here/init" /bin/busybox "${extras[@]}" | sha256sum | cut -c1-16)"
+[ ${#extras[@]} -eq 0 ] || mapfile -t extras < <(printf '%s\n' "${extras[@]}" | sort -u)
+stamp="$(cat "$here/init" "$busybox" "$kdir/modules/order" "${extras[@]}" | sha256sum | cut -c1-16)"
 if [ ! -f "$kdir/base-$stamp.cpio" ]; then
 	root="$(mktemp -d)"
 	trap 'rm -rf "$root"' EXIT
 	mkdir -p "$root"/{bin,dev,proc,sys,tmp,root,pkg,lib/modules}
-	cp /bin/busybox "$root/bin/busybox"
-	cp "$kdir"/modules/*.ko "$root/lib/modules/"
+	cp "$busybox" "$root/bin/busybox"
+	cp "$kdir"/modules/*.ko "$kdir/modules/order" "$root/lib/modules/"
 	cp "$here/init" "$root/init"
 	for f in "${extras[@]}"; do
 		mkdir -p "$root$(dirname "$f")" && cp -L "$f" "$root$f"

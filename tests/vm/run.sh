@@ -11,11 +11,16 @@
 # any user). When they are missing and cannot be installed (not root), the
 # run is skipped with a message — or fails when HCOMM_REQUIRE_PRIVILEGED=1.
 # Extra go test flags: HCOMM_VM_GOFLAGS (e.g. "-v -run Edu").
+# HCOMM_VM_ARCH=arm64 builds the test binaries for linux/arm64 and runs them
+# in an AArch64 guest (qemu-system-aarch64; exec.sh picks the guest by the
+# binary's architecture).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here/../.."
 [ $# -gt 0 ] || { echo "usage: run.sh packages..." >&2; exit 2; }
 
+arch="${HCOMM_VM_ARCH:-amd64}"
+export HCOMM_VM_ARCH=$arch
 start=$(date +%s)
 "$here/prepare.sh" >/dev/null
 rc=$?
@@ -30,7 +35,7 @@ fi
 [ $rc -eq 0 ] || { echo "test-vm: FAIL: tests/vm/prepare.sh exited $rc" >&2; exit 1; }
 
 # shellcheck disable=SC2086
-CGO_ENABLED=0 go test -count=1 -timeout 10m ${HCOMM_VM_GOFLAGS:-} -exec "$here/exec.sh" "$@"
+CGO_ENABLED=0 GOARCH=$arch go test -count=1 -timeout "${HCOMM_VM_GOTIMEOUT:-10m}" ${HCOMM_VM_GOFLAGS:-} -exec "$here/exec.sh" "$@"
 rc=$?
-echo "test-vm: $( [ $rc -eq 0 ] && echo PASS || echo FAIL ) in $(( $(date +%s) - start )) s (packages: $*)"
+echo "test-vm: $( [ $rc -eq 0 ] && echo PASS || echo FAIL ) in $(( $(date +%s) - start )) s ($arch guest; packages: $*)"
 exit $rc
