@@ -94,10 +94,13 @@ func TestNoLeaks(t *testing.T) {
 // worker sleeps too. Measured with getrusage over a window (5 s, 1 s with
 // -short); the acceptance bound is 1%.
 func TestIdleCPU(t *testing.T) {
+	bound := 1.0
 	if os.Getenv("HCOMM_IN_VM") == "1" {
-		// 1.39% in the guest where the host measures ~0.25%: under TCG each
-		// wake-up of the runtime and the reaper costs the emulator's time.
-		t.Skip("in the TCG guest CPU time is the emulator's, not the engine's: the 1% bound is checked on the host")
+		// In the TCG guest (tests/vm) CPU time is the emulator's: each
+		// wake-up of the runtime and the reaper costs many emulated
+		// instructions (1.39% measured there where the host measures
+		// ~0.25%). A busy reaper would still show as tens of percent.
+		bound = 5
 	}
 	window := 5 * time.Second
 	if testing.Short() {
@@ -123,7 +126,7 @@ func TestIdleCPU(t *testing.T) {
 	used, wall := cpu()-c0, time.Since(w0)
 	pct := 100 * float64(used) / float64(wall)
 	t.Logf("idle engine: %v CPU over %v = %.3f%%", used, wall.Round(time.Millisecond), pct)
-	if pct >= 1 {
-		t.Errorf("idle engine used %.2f%% CPU, want < 1%%", pct)
+	if pct >= bound {
+		t.Errorf("idle engine used %.2f%% CPU, want < %g%%", pct, bound)
 	}
 }
