@@ -8,7 +8,8 @@
 # directory. It boots one VM per test binary, runs the binary there with the
 # same arguments (and the HCOMM_* environment, plus HCOMM_IN_VM=1), copies its
 # output to stdout and exits with its exit status, so go test reports as usual.
-# The binary must be static (CGO_ENABLED=0): the guest has no libc.
+# A static binary (CGO_ENABLED=0) needs nothing else; a dynamically linked
+# one (cgo) brings the libraries ldd names (amd64 guest only).
 #
 # Environment: HCOMM_VM_TIMEOUT (seconds, default 420) bounds one VM;
 # HCOMM_VM_SCRATCH (size of the sparse ext4 disk that is the guest's /tmp,
@@ -44,9 +45,8 @@ has_interp() {
 	done
 	return 1
 }
-if has_interp "$bin"; then
-	die "$bin is dynamically linked; build it with CGO_ENABLED=0 (the guest has no libc)"
-fi
+dynamic=0
+has_interp "$bin" && dynamic=1
 
 # The guest's architecture is the binary's (ELF e_machine): 62 x86-64, 183
 # AArch64.
@@ -56,6 +56,9 @@ case "$(od -An -t u2 -j 18 -N 2 "$bin" | tr -d ' ')" in
 *) die "$bin: not an x86-64 or AArch64 ELF binary" ;;
 esac
 export HCOMM_VM_ARCH=$arch
+if [ $dynamic = 1 ] && [ "$arch" != "$(dpkg --print-architecture)" ]; then
+	die "$bin is dynamically linked; build it with CGO_ENABLED=0 (the $arch guest has no libc)"
+fi
 
 kdir="$("$here/prepare.sh")"
 rc=$?
@@ -75,6 +78,14 @@ fi
 # has one, its testdata/ under /pkg/wd (the working directory go test gives).
 mkdir -p "$work/root/pkg/wd"
 cp "$bin" "$work/root/pkg/test"
+# A dynamically linked binary (a cgo package: backend/ucx) brings the
+# shared libraries and the loader ldd names, at the same paths; the base
+# initramfs has no libc of its own, only what its tools brought.
+if [ $dynamic = 1 ]; then
+	ldd "$bin" | grep -o '/[^ ]*' | while read -r lib; do
+		mkdir -p "$work/root$(dirname "$lib")" && cp -L "$lib" "$work/root$lib"
+	done
+fi
 [ -d testdata ] && cp -r testdata "$work/root/pkg/wd/"
 # Helper programs the package's tests would build at run time (the guest
 # has no toolchain): testdata/vm-helpers lists "NAME SOURCE" lines, a Go
@@ -102,7 +113,7 @@ for a in "$@"; do q "$a" >>"$work/root/pkg/args"; done
 : >"$work/root/pkg/env"
 while IFS= read -r name; do
 	printf 'export %s=%s\n' "$name" "$(q "${!name}")" >>"$work/root/pkg/env"
-done < <(compgen -e | grep -E '^(HCOMM_|GOTRACEBACK$|GODEBUG$|GOMAXPROCS$)' | grep -v '^HCOMM_IN_VM$\|^HCOMM_TEST_HELPERS$')
+done < <(compgen -e | grep -E '^(HCOMM_|UCX_|GOTRACEBACK$|GODEBUG$|GOMAXPROCS$)' | grep -v '^HCOMM_IN_VM$\|^HCOMM_TEST_HELPERS$')
 [ -z "$helpers_env" ] || echo "export HCOMM_TEST_HELPERS=$helpers_env" >>"$work/root/pkg/env"
 (cd "$work/root" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --quiet) >"$work/pkg.cpio" ||
 	die "cpio failed"
@@ -124,6 +135,14 @@ fi
 # The NVMe controller's namespace: a sparse raw image per VM, so every test
 # binary starts from zeros (HCOMM_VM_NVME sets its size, 0: no controller).
 # cmb_size_mb gives it a Controller Memory Buffer (BAR2, NVMe 1.4 rules).
+# HCOMM_VM_RDMA=1: a virtio-net device for soft-RoCE (rxe0 on eth0, set up
+# by /init) on a user-mode netdev with restrict=on: QEMU passes nothing
+# between the guest and the host or any network.
+net=()
+if [ "${HCOMM_VM_RDMA:-0}" = 1 ]; then
+	[ "$arch" = amd64 ] || die "HCOMM_VM_RDMA=1: soft-RoCE is set up in the amd64 guest only"
+	net=(-netdev user,id=n0,restrict=on -device virtio-net-pci,netdev=n0)
+fi
 nvme=()
 if [ "${HCOMM_VM_NVME:-1G}" != 0 ]; then
 	truncate -s "${HCOMM_VM_NVME:-1G}" "$work/nvme.img" || die "cannot make the NVMe image"
@@ -179,7 +198,7 @@ run_vm() {
 		"${machine[@]}" \
 		-accel tcg,thread=multi -smp 2 -m "${HCOMM_VM_MEM:-6144}" \
 		-nodefaults -display none -no-reboot \
-		"${scratch[@]}" "${nvme[@]}" \
+		"${scratch[@]}" "${nvme[@]}" "${net[@]}" \
 		-kernel "$kdir/vmlinux" -initrd "$work/initrd" \
 		</dev/null >"$work/qemu.log" 2>&1
 }

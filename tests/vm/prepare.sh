@@ -112,6 +112,11 @@ MODULES="irqbypass vfio vfio_virqfd vfio_iommu_type1 vfio-pci-core vfio-pci
 # goes to a virtio console (/dev/hvc0). Modules the kernel has built in
 # (modules.builtin: virtio, virtio_ring, irqbypass on arm64) are skipped.
 [ "$arch" = arm64 ] && MODULES="$MODULES virtio_console"
+# Soft-RoCE for backend/ucx over RDMA verbs (loaded by /init only when
+# HCOMM_VM_RDMA=1): the virtio-net device exec.sh then adds, the verbs core,
+# rxe (it needs the "crc32" algorithm, crc32_generic) and rdma_cm.
+RDMA_MODULES="failover net_failover virtio_net ib_core ib_uverbs udp_tunnel ip6_udp_tunnel
+	crc32_generic rdma_rxe ib_cm iw_cm configfs rdma_cm rdma_ucm"
 
 # Resolve linux-image-amd64's candidate to its versioned package.
 resolve() {
@@ -134,7 +139,7 @@ if [ -z "$kpkg" ]; then
 fi
 kdir="$cache/$kpkg"
 # .ready holds the module list it was made with: a new list re-extracts.
-if [ "$(cat "$kdir/.ready" 2>/dev/null)" != "$(echo v2 $MODULES)" ]; then
+if [ "$(cat "$kdir/.ready" 2>/dev/null)" != "$(echo v3 $MODULES $RDMA_MODULES)" ]; then
 	rm -rf "$kdir"
 	mkdir -p "$kdir/debs" "$kdir/x" "$kdir/modules"
 	log "downloading $kpkg"
@@ -148,6 +153,9 @@ if [ "$(cat "$kdir/.ready" 2>/dev/null)" != "$(echo v2 $MODULES)" ]; then
 			'*/crypto/crct10dif_*.ko*' '*/lib/crc-t10dif.ko*' '*/lib/crc64*.ko*' \
 			'*/crypto/crc64_rocksoft_generic.ko*' '*/block/t10-pi.ko*' '*/drivers/nvme/host/nvme*.ko*' \
 			'*/drivers/block/loop.ko*' '*/drivers/md/dm-mod.ko*' '*/drivers/dax/dax.ko*' '*/drivers/char/virtio_console.ko*' \
+			'*/drivers/net/virtio_net.ko*' '*/drivers/net/net_failover.ko*' '*/net/core/failover.ko*' \
+			'*/drivers/infiniband/*' '*/net/ipv4/udp_tunnel.ko*' '*/net/ipv6/ip6_udp_tunnel.ko*' \
+			'*/crypto/crc32_generic.ko*' '*/fs/configfs/*' \
 			2> >(grep -v 'Not found in archive\|Exiting with failure status' >&2) || true
 	# (A pattern with no file — a module built in — is no error: each module
 	# is looked for below, in the archive or in modules.builtin.)
@@ -179,13 +187,17 @@ if [ "$(cat "$kdir/.ready" 2>/dev/null)" != "$(echo v2 $MODULES)" ]; then
 	fi
 	builtin="$(find "$kdir/x" -name modules.builtin | head -n1)"
 	: >"$kdir/modules/order"
-	for m in $MODULES; do
+	: >"$kdir/modules/order-rdma"
+	for m in $MODULES $RDMA_MODULES; do
 		f="$(find "$kdir/x" -name "$m.ko*" | head -n1)"
 		if [ -z "$f" ] && [ -n "$builtin" ] && grep -q "/$m\.ko\$" "$builtin"; then
 			continue # built into the kernel
 		fi
 		[ -n "$f" ] || { log "module $m not in $kpkg"; exit 1; }
-		echo "$m" >>"$kdir/modules/order"
+		case " $(echo $RDMA_MODULES) " in
+		*" $m "*) echo "$m" >>"$kdir/modules/order-rdma" ;;
+		*) echo "$m" >>"$kdir/modules/order" ;;
+		esac
 		case "$f" in
 		*.ko.xz) xz -dc "$f" >"$kdir/modules/$m.ko" ;;
 		*.ko.zst)
@@ -197,7 +209,7 @@ if [ "$(cat "$kdir/.ready" 2>/dev/null)" != "$(echo v2 $MODULES)" ]; then
 		esac
 	done
 	rm -rf "$kdir/x" "$kdir/debs"
-	echo v2 $MODULES >"$kdir/.ready"
+	echo v3 $MODULES $RDMA_MODULES >"$kdir/.ready"
 fi
 ln -sfn "$kpkg" "$cache/current-$arch"
 # Older guest kernels of this architecture are not needed any more.
@@ -216,10 +228,15 @@ done
 # For another architecture the host's tools do not run in the guest: its
 # busybox comes from Debian's busybox-static for that architecture, and the
 # other tools are left out.
+# For soft-RoCE: iproute2's rdma, UCX's ucx_info and ucx_perftest, UCX's
+# transport plugins (dlopened: ldd of the tools does not name them) and the
+# rxe provider of libibverbs with its driver file.
 busybox=/bin/busybox
-tools=(strace losetup dmsetup mkfs.ext4)
+tools=(strace losetup dmsetup mkfs.ext4 rdma ucx_info ucx_perftest)
+multiarch="$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)"
+dlopened=(/usr/lib/"$multiarch"/ucx/lib*.so.0 /usr/lib/"$multiarch"/libibverbs/librxe-rdmav*.so)
 if [ "$arch" != "$hostarch" ]; then
-	tools=()
+	tools=() dlopened=()
 	busybox="$cache/busybox-$arch"
 	if [ ! -x "$busybox" ]; then
 		bb="$(mktemp -d)"
@@ -231,19 +248,27 @@ if [ "$arch" != "$hostarch" ]; then
 	fi
 fi
 extras=()
+files=()
 for tool in "${tools[@]}"; do
 	t="$(PATH="$PATH:/usr/sbin:/sbin" command -v "$tool")" || continue
+	files+=("$t")
+done
+for f in "${dlopened[@]}"; do
+	[ -e "$f" ] && files+=("$f")
+done
+for t in "${files[@]}"; do
 	extras+=("$t")
 	while read -r lib; do extras+=("$lib"); done < <(ldd "$t" | grep -o '/[^ ]*')
 done
+[ ${#dlopened[@]} -gt 0 ] && [ -f /etc/libibverbs.d/rxe.driver ] && extras+=(/etc/libibverbs.d/rxe.driver)
 [ ${#extras[@]} -eq 0 ] || mapfile -t extras < <(printf '%s\n' "${extras[@]}" | sort -u)
-stamp="$(cat "$here/init" "$busybox" "$kdir/modules/order" "${extras[@]}" | sha256sum | cut -c1-16)"
+stamp="$(cat "$here/init" "$busybox" "$kdir/modules/order" "$kdir/modules/order-rdma" "${extras[@]}" | sha256sum | cut -c1-16)"
 if [ ! -f "$kdir/base-$stamp.cpio" ]; then
 	root="$(mktemp -d)"
 	trap 'rm -rf "$root"' EXIT
 	mkdir -p "$root"/{bin,dev,proc,sys,tmp,root,pkg,lib/modules}
 	cp "$busybox" "$root/bin/busybox"
-	cp "$kdir"/modules/*.ko "$kdir/modules/order" "$root/lib/modules/"
+	cp "$kdir"/modules/*.ko "$kdir/modules/order" "$kdir/modules/order-rdma" "$root/lib/modules/"
 	cp "$here/init" "$root/init"
 	for f in "${extras[@]}"; do
 		mkdir -p "$root$(dirname "$f")" && cp -L "$f" "$root$f"

@@ -13,7 +13,8 @@
 # Extra go test flags: HCOMM_VM_GOFLAGS (e.g. "-v -run Edu").
 # HCOMM_VM_ARCH=arm64 builds the test binaries for linux/arm64 and runs them
 # in an AArch64 guest (qemu-system-aarch64; exec.sh picks the guest by the
-# binary's architecture).
+# binary's architecture). HCOMM_VM_CGO=1 builds with cgo (backend/ucx; the
+# binary then brings the shared libraries it links).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here/../.."
@@ -35,7 +36,7 @@ fi
 [ $rc -eq 0 ] || { echo "test-vm: FAIL: tests/vm/prepare.sh exited $rc" >&2; exit 1; }
 
 # shellcheck disable=SC2086
-CGO_ENABLED=0 GOARCH=$arch go test -count=1 -timeout "${HCOMM_VM_GOTIMEOUT:-10m}" ${HCOMM_VM_GOFLAGS:-} -exec "$here/exec.sh" "$@"
+CGO_ENABLED="${HCOMM_VM_CGO:-0}" GOARCH=$arch go test -count=1 -timeout "${HCOMM_VM_GOTIMEOUT:-10m}" ${HCOMM_VM_GOFLAGS:-} -exec "$here/exec.sh" "$@"
 rc=$?
 echo "test-vm: $( [ $rc -eq 0 ] && echo PASS || echo FAIL ) in $(( $(date +%s) - start )) s ($arch guest; packages: $*)"
 exit $rc
