@@ -132,9 +132,6 @@ if [ "${HCOMM_VM_SCRATCH:-16G}" != 0 ]; then
 		-device virtio-blk-pci,drive=scratch)
 fi
 
-# The NVMe controller's namespace: a sparse raw image per VM, so every test
-# binary starts from zeros (HCOMM_VM_NVME sets its size, 0: no controller).
-# cmb_size_mb gives it a Controller Memory Buffer (BAR2, NVMe 1.4 rules).
 # HCOMM_VM_RDMA=1: a virtio-net device for soft-RoCE (rxe0 on eth0, set up
 # by /init) on a user-mode netdev with restrict=on: QEMU passes nothing
 # between the guest and the host or any network.
@@ -143,6 +140,10 @@ if [ "${HCOMM_VM_RDMA:-0}" = 1 ]; then
 	[ "$arch" = amd64 ] || die "HCOMM_VM_RDMA=1: soft-RoCE is set up in the amd64 guest only"
 	net=(-netdev user,id=n0,restrict=on -device virtio-net-pci,netdev=n0)
 fi
+
+# The NVMe controller's namespace: a sparse raw image per VM, so every test
+# binary starts from zeros (HCOMM_VM_NVME sets its size, 0: no controller).
+# cmb_size_mb gives it a Controller Memory Buffer (BAR2, NVMe 1.4 rules).
 nvme=()
 if [ "${HCOMM_VM_NVME:-1G}" != 0 ]; then
 	truncate -s "${HCOMM_VM_NVME:-1G}" "$work/nvme.img" || die "cannot make the NVMe image"
