@@ -342,6 +342,78 @@ int hcomm_finalize_timeout(hcomm_handle_t h, int timeout_ms);
 int hcomm_open_file(hcomm_handle_t *fh, const char *path, uint32_t flags, uint32_t queue_depth, uint64_t *size,
                     uint32_t *granted);
 
+
+/* ---- Several targets on one handle, and copies between them ----------
+ *
+ * A handle's engine holds up to HCOMM_MAX_TARGETS targets over its one
+ * pool: the one hcomm_config_t names (target 0) and those hcomm_add_target
+ * adds (1, 2, ...), e.g. a device and two files. Every allocation of the
+ * pool is usable with every target at once (it is mapped into each). Target
+ * k's device memory or file space lives at device addresses
+ * hcomm_target_addr(k, offset) (target 0's are the HCOMM_DEV_ADDR_BASE +
+ * offset above); a transfer goes to the target its device address belongs
+ * to, and host to host goes to an HCOMM_TARGET_MEMORY target. Between two
+ * targets, move data with hcomm_copy (a transfer whose two ends belong to
+ * two targets is HCOMM_EOPNOTSUPP):
+ *
+ *   hcomm_init(&h, &(hcomm_config_t){ .align_size = 4096 });        // target 0: a device (the mock)
+ *   uint32_t in, out;
+ *   hcomm_add_target(h, &(hcomm_target_config_t){ .target = HCOMM_TARGET_FILE, .target_path = "in.bin" }, &in);
+ *   hcomm_add_target(h, &(hcomm_target_config_t){ .target = HCOMM_TARGET_FILE, .target_path = "out.bin" }, &out);
+ *   void *dev = hcomm_alloc_dev_mem(h, n);                           // device memory of target 0
+ *   void *fin = hcomm_alloc_target_mem(h, in, n);                    // file space of target in: offset 0..n
+ *   uint64_t id;
+ *   hcomm_copy(h, dev, fin, n, 0, 0, NULL, NULL, &id);               // file → device, through the pool
+ *   hcomm_wait_completion(h, id);
+ */
+#define HCOMM_MAX_TARGETS 8
+#define HCOMM_TARGET_SHIFT 52
+
+/* Device address of byte offset of target's device memory or file space
+ * (an inline function of this header). Never dereference one. */
+static inline void *hcomm_target_addr(uint32_t target, uint64_t offset) {
+	if (target >= HCOMM_MAX_TARGETS || offset >= (1ULL << HCOMM_TARGET_SHIFT)) {
+		return (void *)UINTPTR_MAX;
+	}
+	return (void *)(uintptr_t)(HCOMM_DEV_ADDR_BASE | (uint64_t)target << HCOMM_TARGET_SHIFT | offset);
+}
+
+typedef struct hcomm_target_config {
+	int32_t target;          /* hcomm_target_t: HCOMM_TARGET_MOCK, _FILE, _VFIO or _MEMORY (a remote target
+	                          * is a handle's first: hcomm_init) */
+	uint32_t flags;          /* 0 */
+	const char *target_path; /* as in hcomm_config_t */
+	uint64_t dev_mem_size;   /* as in hcomm_config_t */
+} hcomm_target_config_t;
+
+/* Adds a target to h's engine: its device or file is opened, the whole pool
+ * mapped into it; its index goes to *target (if not NULL). HCOMM_EMFILE when
+ * the handle has HCOMM_MAX_TARGETS; the codes of hcomm_init otherwise. A
+ * device target that needs a larger alignment than the handle's align_size
+ * (a file opened O_DIRECT) is HCOMM_EINVAL. */
+int hcomm_add_target(hcomm_handle_t h, const hcomm_target_config_t *tc, uint32_t *target);
+
+/* hcomm_alloc_dev_mem for target (device memory, or file space of a file
+ * target; 0 is hcomm_alloc_dev_mem). Free with hcomm_free_dev_mem. */
+void *hcomm_alloc_target_mem(hcomm_handle_t h, uint32_t target, size_t size);
+
+/* Copies size bytes from src to dst, two device addresses (usually of two
+ * targets: a file into device memory, device memory out to a file), as one
+ * call: the engine streams them through blocks of its pool, depth chunks of
+ * chunk bytes in flight (0, 0: 1 MiB and 4; chunk is rounded up to
+ * align_size), each chunk read into a block by one target and written from
+ * the same block by the other — no CPU copy, the pool's use bounded by
+ * chunk x depth. Returns at once with the copy's ID in *id: wait for it with
+ * hcomm_wait_completion (once; the copy is forgotten then), and callback (if
+ * not NULL) runs once when it ends, on an engine thread, with its status
+ * (the first failed chunk's: HCOMM_EIO, ...; the library's last error names
+ * the byte range and the side). HCOMM_EFAULT when an end is not inside one
+ * allocation of a target, HCOMM_EAGAIN with 4096 copies not yet waited for.
+ * hcomm_finalize cancels copies in flight (their callbacks run before it
+ * returns). */
+int hcomm_copy(hcomm_handle_t h, void *dst, const void *src, size_t size, size_t chunk, uint32_t depth,
+               hcomm_callback_t callback, void *user_data, uint64_t *id);
+
 #ifdef __cplusplus
 }
 #endif

@@ -51,30 +51,26 @@ func (s *state) remoteHint() string {
 	return ", hcomm_remote_addr"
 }
 
-// checkRemote checks a transfer on the remote target before it reaches the
+// checkRemote checks a transfer with a remote end before it reaches the
 // engine: host to remote (a put) or remote to host (a get), and the remote
-// range inside one arena of a live peer's window. The backend's Prepare
-// makes exactly the checks the engine will make (it only fills op, and may
-// be called from any goroutine), so that a batch with a bad entry is
-// refused whole, before any of it is submitted.
-func (s *state) checkRemote(src, dst uintptr, sk, dk int, n uintptr) int32 {
-	var hostEP, remEP backend.Endpoint
-	hostEP.Kind, remEP.Kind = engine.LocHost, engine.LocRemote
+// range inside one arena of a live peer's window — the engine's Check, the
+// same checks Submit makes, so that a batch with a bad entry is refused
+// whole, before any of it is submitted.
+func (s *state) checkRemote(t *engine.Transfer, src, dst uintptr, sk, dk int, n uintptr) int32 {
 	var p uintptr
-	var sEP, dEP *backend.Endpoint
 	switch {
 	case sk == locHost && dk == locRemote:
-		p, sEP, dEP = dst, &hostEP, &remEP
+		p = dst
 	case sk == locRemote && dk == locHost:
-		p, sEP, dEP = src, &remEP, &hostEP
+		p = src
 	default:
 		return fail(codeEOPNOTSUPP, "the remote target moves data between host memory and a peer's window (hcomm_remote_addr) only")
 	}
-	remEP.Peer, remEP.Off = remoteDecode(p)
-	var op backend.Op
-	if err := s.ucx.Prepare(*sEP, *dEP, uint32(n), &op); err != nil {
+	t.Len = int(n)
+	if err := s.eng.Check(*t); err != nil {
+		peer, off := remoteDecode(p)
 		if detail != nil {
-			detail(fmt.Sprintf("remote address %#x (peer %d, offset %#x) + %d bytes: %v", p, remEP.Peer, remEP.Off, n, err))
+			detail(fmt.Sprintf("remote address %#x (peer %d, offset %#x) + %d bytes: %v", p, peer, off, n, err))
 		}
 		return codeOf(err)
 	}

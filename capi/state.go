@@ -102,6 +102,12 @@ type state struct {
 	depth     int
 	log       *slog.Logger
 	scratch   sync.Pool // *batchScratch for submit_batch
+	// t0 is the first target's engine Target (the engine's first
+	// backend); targets[1..] are those hcomm_add_target added (targets.go).
+	t0       engine.Target
+	targets  [maxTargets]atomic.Pointer[target]
+	targetMu sync.Mutex // addTarget
+	copies   copyTable
 	// maxLen is the most bytes one transfer may move (the device's MAX_LEN
 	// register; the engine's 32-bit limit for other targets), checked
 	// with the pointers so that a batch is refused whole, never after a
@@ -300,6 +306,7 @@ func (s *state) openEngine(c config, be backend.Backend) (int32, error) {
 		s.maxLen = uint64(ml)
 	}
 	s.depth = s.eng.Config().QueueDepth
+	s.t0 = s.eng.Targets()[0]
 	// Indexes in use ≤ transfers in flight (≤ depth) + submits between
 	// taking an index and handing the transfer to the engine.
 	s.cbs = newCBTable(2*s.depth + 64)
@@ -452,7 +459,7 @@ func (s *state) allocDev(n uint64) (uintptr, int32) {
 	if n > maxDevSpace {
 		return 0, fail(codeENOMEM, "hcomm_alloc_dev_mem(%d): larger than any device memory", n)
 	}
-	r, err := s.eng.AllocDevice(n)
+	r, err := s.t0.AllocDevice(n)
 	if err != nil {
 		if errors.Is(err, engine.ErrOutOfBounds) {
 			return 0, fail(codeENOMEM, "hcomm_alloc_dev_mem: %v", err)
@@ -463,17 +470,23 @@ func (s *state) allocDev(n uint64) (uintptr, int32) {
 }
 
 func (s *state) freeDev(p uintptr) int32 {
-	if p < devAddrBase || p-devAddrBase >= maxDevSpace {
+	if p < devAddrBase || p >= devAddrEnd {
 		return fail(codeEFAULT, "hcomm_free_dev_mem(%#x): not a device address", p)
 	}
-	off := uint64(p - devAddrBase)
+	k, off := devTarget(p)
+	if k != 0 {
+		return s.freeTarget(k, off, p)
+	}
+	if off >= maxDevSpace {
+		return fail(codeEFAULT, "hcomm_free_dev_mem(%#x): not a device address", p)
+	}
 	if s.fileSpace != nil {
 		if !s.fileSpace.Free(off) {
 			return fail(codeEFAULT, "hcomm_free_dev_mem(%#x): not the start of a live allocation", p)
 		}
 		return codeOK
 	}
-	if err := s.eng.FreeDevice(off); err != nil {
+	if err := s.t0.FreeDevice(off); err != nil {
 		return fail(codeEFAULT, "hcomm_free_dev_mem(%#x): %v", p, err)
 	}
 	return codeOK
@@ -494,20 +507,27 @@ func (s *state) resolve(p, n uintptr) (engine.Loc, int, int32) {
 			return engine.Loc{}, 0, codeEFAULT
 		}
 		peer, off := remoteDecode(p)
-		return engine.Remote(peer, off), locRemote, codeOK
+		return s.t0.Remote(peer, off), locRemote, codeOK
+	}
+	if p >= devAddrEnd {
+		return engine.Loc{}, 0, codeEFAULT
 	}
 	if p >= devAddrBase {
-		off := uint64(p - devAddrBase)
+		k, off := devTarget(p)
+		if k != 0 {
+			l, code := s.resolveTarget(k, off, uint64(n))
+			return l, locDev, code
+		}
 		if s.fileSpace != nil {
 			if !s.fileSpace.Contains(off, uint64(n)) {
 				return engine.Loc{}, 0, codeEFAULT
 			}
-			return engine.FileAt(int64(off)), locDev, codeOK
+			return s.t0.FileAt(int64(off)), locDev, codeOK
 		}
-		if !s.eng.DeviceAllocated(off, uint64(n)) {
+		if !s.t0.DeviceAllocated(off, uint64(n)) {
 			return engine.Loc{}, 0, codeEFAULT
 		}
-		return engine.DeviceAt(off), locDev, codeOK
+		return s.t0.DeviceAt(off), locDev, codeOK
 	}
 	b, off, ok := s.host.find(p, n)
 	if !ok {
@@ -521,9 +541,9 @@ func (s *state) transfer(t *engine.Transfer, src, dst, n uintptr) int32 {
 	if n == 0 || n > math.MaxUint32 {
 		return fail(codeEINVAL, "transfer of %d bytes: want 1..%d", n, uint32(math.MaxUint32))
 	}
-	if uint64(n) > s.maxLen {
+	if ml := s.maxLenOf(src, dst); uint64(n) > ml {
 		// As the engine would refuse it (ErrOutOfBounds → EFAULT).
-		return fail(codeEFAULT, "transfer of %d bytes: the target moves at most %d per transfer", n, s.maxLen)
+		return fail(codeEFAULT, "transfer of %d bytes: the target moves at most %d per transfer", n, ml)
 	}
 	var sk, dk int
 	var code int32
@@ -533,21 +553,8 @@ func (s *state) transfer(t *engine.Transfer, src, dst, n uintptr) int32 {
 	if t.Dst, dk, code = s.resolve(dst, n); code != codeOK {
 		return fail(code, "dst_ptr %#x + %d bytes: not inside one live allocation (hcomm_alloc_host_mem, a registration, hcomm_alloc_dev_mem%s)", dst, n, s.remoteHint())
 	}
-	switch s.target {
-	case targetMock, targetVFIO:
-		if sk == locHost && dk == locHost {
-			return fail(codeEOPNOTSUPP, "host to host: a device target moves data between host and device memory only")
-		}
-	case targetFile:
-		if sk == dk {
-			return fail(codeEOPNOTSUPP, "the file target moves data between host memory and file space only")
-		}
-	case targetMemory:
-		// Device space is empty: both are host blocks.
-	case targetRemote:
-		if code := s.checkRemote(src, dst, sk, dk, n); code != codeOK {
-			return code
-		}
+	if code := s.direction(t, src, dst, sk, dk, n); code != codeOK {
+		return code
 	}
 	t.Len = int(n)
 	return codeOK
@@ -667,6 +674,9 @@ func (s *state) wait(id uint64, timeoutMs int) int32 {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeoutMs)*time.Millisecond)
 		defer cancel()
 	}
+	if code, ok := s.waitCopy(ctx, id); ok {
+		return code
+	}
 	err := s.eng.Wait(ctx, engine.ID(id))
 	if err != nil && errors.Is(err, context.DeadlineExceeded) {
 		return codeEINPROGRESS
@@ -696,7 +706,11 @@ func (s *state) close(timeoutMs int) int32 {
 		defer cancel()
 	}
 	err := s.eng.Shutdown(ctx)
+	// Copies end once the engine refused or canceled their chunks: their
+	// callbacks run before finalize returns.
+	s.copies.wg.Wait()
 	s.closeFile()
+	s.closeTargets()
 	if err != nil {
 		s.log.Warn("hcomm: finalize", "err", err)
 		return fail(codeEIO, "hcomm_finalize: %v", err)

@@ -82,3 +82,18 @@ func (e *Engine) noDeviceMemory() error {
 	}
 	return fmt.Errorf("the %s backend has none: %w", e.deviceMember().desc.Name, ErrNotSupported)
 }
+
+// DeviceAllocated reports whether [off, off+n) lies inside one live
+// AllocDevice range of the target backend's device memory.
+func (t Target) DeviceAllocated(off, n uint64) bool {
+	m := t.member()
+	return m != nil && m.devMem != nil && m.devMem.Contains(off, n)
+}
+
+// FreeDevice returns the target's AllocDevice range that starts at off.
+func (t Target) FreeDevice(off uint64) error {
+	if m := t.member(); m == nil || m.devMem == nil || !m.devMem.Free(off) {
+		return fmt.Errorf("engine: free device memory at %#x of %v: not the start of a live allocation: %w", off, t, ErrFreedBlock)
+	}
+	return nil
+}

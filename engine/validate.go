@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/hcomm-go/hcomm/backend"
 )
@@ -121,3 +122,19 @@ func (e *Engine) endpoint(m *member, l *Loc, n int, what string, ep *backend.End
 	ep.Arena = int(b.arena)
 	return nil
 }
+
+// Check validates t as Submit would — its ends, their backend, the
+// backend's own rules (bounds, alignment, a peer's window) — without
+// submitting it: a caller that must refuse a whole batch before any of it
+// starts checks each transfer first. It allocates nothing when t is valid.
+func (e *Engine) Check(t Transfer) error {
+	ent := checkEntries.Get().(*entry)
+	err := e.validate(&t, ent)
+	*ent = entry{}
+	checkEntries.Put(ent)
+	return err
+}
+
+// checkEntries are Check's scratch staging entries (heap memory, as the
+// ring's: Prepare takes a pointer to one).
+var checkEntries = sync.Pool{New: func() any { return new(entry) }}

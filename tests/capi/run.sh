@@ -33,6 +33,7 @@ build "$tb/test_capi" "$out" "$here/test_capi.c"
 build "$tb/seed_example" "$out" "$here/seed_example.c"
 build "$tb/bench_submit" "$out" "$here/bench_submit.c"
 build "$tb/test_remote" "$out" "$here/test_remote.c"
+build "$tb/test_targets" "$out" "$here/test_targets.c"
 "$CC" -Wall -Werror -O2 -o "$tb/no_uring" "$here/no_uring.c"
 
 # hcomm.h alone under strict standards: C99 (the anonymous union of
@@ -55,6 +56,9 @@ HCOMM_LOG=off HCOMM_MOCK_FAULT=stall:1 "$tb/test_capi" register_busy
 echo "== remote target across two processes (UCX_TLS=tcp; UCX_TLS=shm,tcp + HCOMM_REMOTE_SHM)"
 HCOMM_LOG=off "$tb/test_remote" tcp
 HCOMM_LOG=off "$tb/test_remote" shm
+echo "== several targets on one handle, copies between them (test_targets)"
+HCOMM_LOG=off "$tb/test_targets" files
+HCOMM_LOG=off "$tb/test_targets" devices
 echo "== seed example"
 "$tb/seed_example"
 CXX=${CXX:-c++}
@@ -90,6 +94,7 @@ else
 		--show-leak-kinds=all --errors-for-leak-kinds=all --error-exitcode=9 -q)
 	build "$out/valgrind/seed_example" "$out/valgrind" "$here/seed_example.c"
 	build "$out/valgrind/canary" "$out/valgrind" "$here/valgrind_canary.c"
+	build "$out/valgrind/test_targets" "$out/valgrind" "$here/test_targets.c"
 	# GODEBUG=asyncpreemptoff=1 and no_uring: see docs/capi.md (valgrind
 	# and Go's signal-based preemption; valgrind 3.19 and io_uring_enter).
 	# cpu.rdtscp=off: the runtime reads the TSC with RDTSCP when CPUID
@@ -101,6 +106,8 @@ else
 	vg_godebug=asyncpreemptoff=1,cpu.rdtscp=off
 	echo "== seed example under valgrind memcheck"
 	GODEBUG=$vg_godebug "$tb/no_uring" "${vg[@]}" "$out/valgrind/seed_example"
+	echo "== several targets and a copy under valgrind memcheck (devices: no io_uring under valgrind)"
+	GODEBUG=$vg_godebug HCOMM_LOG=off "$tb/no_uring" "${vg[@]}" "$out/valgrind/test_targets" devices
 	echo "== canary under valgrind memcheck: must be reported"
 	set +e
 	GODEBUG=$vg_godebug "$tb/no_uring" "${vg[@]}" "$out/valgrind/canary" >"$out/valgrind/canary.log" 2>&1
