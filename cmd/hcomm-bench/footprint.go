@@ -299,14 +299,8 @@ func (b *bench) addFootprint(res []*fpResult) {
 			name string
 			e, t stat
 		}{{"rss", e.rss, t.rss}, {"pss", e.pss, t.pss}, {"pinned", e.pinned, t.pinned}, {"heap", e.heap, t.heap}} {
-			x := entry{Name: "footprint", Variant: fmt.Sprintf("inflight=%d/engine", n), BaselineVariant: fmt.Sprintf("inflight=%d/traditional", n),
-				Metric: m.name, Unit: "bytes", Better: "lower", Engine: ptr(m.e.Median), Baseline: ptr(m.t.Median), Runs: len(m.e.Runs),
-				EngineMin: ptr(m.e.Min), EngineMax: ptr(m.e.Max), BaselineMin: ptr(m.t.Min), BaselineMax: ptr(m.t.Max),
-				EngineRuns: m.e.Runs, BaselineRuns: m.t.Runs}
-			if m.t.Median != 0 {
-				x.Ratio = ptr(m.e.Median / m.t.Median)
-			}
-			b.entries = append(b.entries, x)
+			b.entries = append(b.entries, statEntry(entry{Name: "footprint", Variant: fmt.Sprintf("inflight=%d/engine", n), BaselineVariant: fmt.Sprintf("inflight=%d/traditional", n),
+				Metric: m.name, Unit: "bytes", Better: "lower"}, m.e, m.t))
 		}
 	}
 	if !b.tables() {

@@ -56,6 +56,19 @@ const schemaVersion = 4
 
 func ptr(v float64) *float64 { return &v }
 
+// statEntry fills x (name, variants, metric, unit, better) with the engine
+// side e and the baseline side b: medians, ranges, runs and the ratio of
+// the medians.
+func statEntry(x entry, e, b stat) entry {
+	x.Engine, x.Baseline, x.Runs = ptr(e.Median), ptr(b.Median), len(e.Runs)
+	x.EngineMin, x.EngineMax, x.BaselineMin, x.BaselineMax = ptr(e.Min), ptr(e.Max), ptr(b.Min), ptr(b.Max)
+	x.EngineRuns, x.BaselineRuns = e.Runs, b.Runs
+	if b.Median != 0 {
+		x.Ratio = ptr(e.Median / b.Median)
+	}
+	return x
+}
+
 // writeCSV writes one row per goal (kind "goal") and per entry (kind
 // "measurement").
 func writeCSV(w io.Writer, rep report) error {
@@ -299,14 +312,8 @@ func (b *bench) addPages(pr []*pageResult) {
 			{"touch_time", "ms/GiB", r.touch, base.touch},
 			{"access", "ns/access", r.access, base.access},
 		} {
-			x := entry{Name: "pages", Variant: r.backing.String(), BaselineVariant: base.backing.String(), Metric: m.name, Unit: m.unit, Better: "lower",
-				Engine: ptr(m.e.Median), Baseline: ptr(m.b.Median), Runs: len(m.e.Runs),
-				EngineMin: ptr(m.e.Min), EngineMax: ptr(m.e.Max), BaselineMin: ptr(m.b.Min), BaselineMax: ptr(m.b.Max),
-				EngineRuns: m.e.Runs, BaselineRuns: m.b.Runs}
-			if m.b.Median != 0 {
-				x.Ratio = ptr(m.e.Median / m.b.Median)
-			}
-			b.entries = append(b.entries, x)
+			b.entries = append(b.entries, statEntry(entry{Name: "pages", Variant: r.backing.String(), BaselineVariant: base.backing.String(),
+				Metric: m.name, Unit: m.unit, Better: "lower"}, m.e, m.b))
 		}
 	}
 	if !b.tables() {

@@ -7,8 +7,7 @@ import (
 	"time"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/hcomm-go/hcomm/cmd/internal/pagefault"
 	"github.com/hcomm-go/hcomm/hugepage"
 )
 
@@ -88,22 +87,15 @@ func pagesOnce(b hugepage.Backing, accesses int) (faults int64, took time.Durati
 	mem := ar.Bytes()[:pagesSize]
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	var r0, r1 unix.Rusage
-	_ = unix.Getrusage(unix.RUSAGE_THREAD, &r0)
-	t0 := time.Now()
-	for i := 0; i < len(mem); i += 4096 {
-		mem[i] = 1
-	}
-	took = time.Since(t0)
-	_ = unix.Getrusage(unix.RUSAGE_THREAD, &r1)
+	faults, took = pagefault.Touch(mem)
 	words := unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), len(mem)/8)
-	t0 = time.Now()
+	t0 := time.Now()
 	sum := chase(words, accesses)
 	el := time.Since(t0)
 	if sum == 42 { // keeps the loads; never true for zeroed memory with these seeds
 		fmt.Fprint(os.Stderr, "")
 	}
-	return r1.Minflt - r0.Minflt, took, float64(el.Nanoseconds()) / float64(accesses), nil
+	return faults, took, float64(el.Nanoseconds()) / float64(accesses), nil
 }
 
 // chase does n dependent loads at pseudo-random 8-byte words: each address

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"strings"
 	"time"
 
 	"github.com/hcomm-go/hcomm/cmd/internal/figures"
+	"github.com/hcomm-go/hcomm/cmd/internal/pagefault"
 	"github.com/hcomm-go/hcomm/hugepage"
 	"golang.org/x/sys/unix"
 )
@@ -133,7 +133,7 @@ func (d *demo) faults() error {
 			d.skip("%v: %v", b, err)
 			continue
 		}
-		f, took := touch(a.Bytes())
+		f, took := pagefault.Touch(a.Bytes())
 		a.Close()
 		res = append(res, result{b, f, took})
 	}
@@ -150,22 +150,6 @@ func (d *demo) faults() error {
 	}
 	d.printf("(time includes the kernel zeroing each page on first touch; fewer faults, fewer TLB entries)")
 	return nil
-}
-
-// touch writes one byte per 4 KiB page and returns this thread's minor
-// faults and the time it took.
-func touch(mem []byte) (int64, time.Duration) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var r0, r1 unix.Rusage
-	_ = unix.Getrusage(unix.RUSAGE_THREAD, &r0)
-	t0 := time.Now()
-	for i := 0; i < len(mem); i += 4096 {
-		mem[i] = 1
-	}
-	took := time.Since(t0)
-	_ = unix.Getrusage(unix.RUSAGE_THREAD, &r1)
-	return r1.Minflt - r0.Minflt, took
 }
 
 func (d *demo) pool() error {
