@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hcomm-go/hcomm/cmd/internal/selftrace"
 	"github.com/hcomm-go/hcomm/engine"
-	"github.com/hcomm-go/hcomm/internal/selftrace"
 	"github.com/hcomm-go/hcomm/trace"
 )
 

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
+	"github.com/hcomm-go/hcomm/cmd/internal/baseline"
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/hugepage"
-	"github.com/hcomm-go/hcomm/internal/baseline"
 	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/hdma"
 	"github.com/hcomm-go/hcomm/vfio/mock"

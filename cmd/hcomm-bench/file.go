@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hcomm-go/hcomm/cmd/internal/baseline"
 	"github.com/hcomm-go/hcomm/engine"
-	"github.com/hcomm-go/hcomm/internal/baseline"
 )
 
 const (

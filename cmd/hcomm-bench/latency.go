@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
+	"github.com/hcomm-go/hcomm/cmd/internal/baseline"
 	"github.com/hcomm-go/hcomm/cmd/internal/figures"
 	"github.com/hcomm-go/hcomm/engine"
-	"github.com/hcomm-go/hcomm/internal/baseline"
 )
 
 // The latency scenario: the time of one synchronous 4 KiB transfer

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
+	"github.com/hcomm-go/hcomm/cmd/internal/baseline"
 	"github.com/hcomm-go/hcomm/cmd/internal/figures"
+	"github.com/hcomm-go/hcomm/cmd/internal/selftrace"
 	"github.com/hcomm-go/hcomm/engine"
-	"github.com/hcomm-go/hcomm/internal/baseline"
-	"github.com/hcomm-go/hcomm/internal/selftrace"
 	"github.com/hcomm-go/hcomm/trace"
 	"github.com/hcomm-go/hcomm/vfio/mock"
 )
@@ -50,7 +50,7 @@ func newDevice() (*mock.Device, error) {
 
 func pattern(i int) byte { return byte(i*7 + 3) }
 
-// openBaseline opens the traditional path (internal/baseline, a staging
+// openBaseline opens the traditional path (cmd/internal/baseline, a staging
 // buffer of one block) on a new vfio-mock device m.
 func openBaseline() (*mock.Device, *baseline.Device, error) {
 	m, err := newDevice()
