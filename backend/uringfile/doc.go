@@ -1,10 +1,29 @@
-// Package uringfile is the engine backend for a file: reads and writes
+// Package uringfile is the engine backend for files: reads and writes
 // through io_uring, with the pool's arenas registered as fixed buffers and
-// the file as a fixed file, one io_uring_enter per batch.
+// the files as fixed files, one io_uring_enter per batch.
 //
 //	f, _ := os.OpenFile(path, os.O_RDWR|syscall.O_DIRECT, 0)
 //	be, _ := uringfile.New(f, uringfile.Config{})
 //	eng, _ := engine.Open(engine.Config{Backend: be, Alignment: 4096})
+//
+// One backend serves many files through the ring's registered-file table
+// (Config.MaxFiles slots, DefaultMaxFiles by default): New's file is file
+// 0 (engine.FileAt), AddFile adds more and returns each one's ID for the
+// engine's Target.File, RemoveFile takes one away, both while the engine
+// runs; NewEmpty starts with none.
+//
+//	be, _ := uringfile.NewEmpty(uringfile.Config{})
+//	eng, _ := engine.Open(engine.Config{Backend: be, Alignment: 4096})
+//	id, _ := be.AddFile(shard)
+//	eng.Submit(engine.Transfer{Src: eng.Targets()[0].File(id, 0), Dst: engine.Host(buf), Len: n})
+//
+// A file's ID carries its slot's generation: once the file is removed,
+// transfers naming it are refused at submit (backend.ErrBadTransfer, the
+// message names the ID) even after its slot holds another file, those the
+// kernel already took complete with their results, and one accepted but
+// not yet taken completes with an error wrapping backend.ErrCanceled. A
+// slot is reused only once the kernel has taken every submission that
+// could name its old file, so a transfer never reaches another file.
 //
 // A file opened with O_DIRECT needs 4096-byte aligned addresses, lengths
 // and offsets (backend.ErrAlignment otherwise), so the engine's Alignment

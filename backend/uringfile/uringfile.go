@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -24,6 +25,10 @@ const DirectAlign = 4096
 type Config struct {
 	// Logger receives warnings (default: the engine's logger).
 	Logger *slog.Logger
+	// MaxFiles is the size of the ring's registered-file table: the most
+	// files served at once (default DefaultMaxFiles, lowered to
+	// RLIMIT_NOFILE; 1..MaxFiles).
+	MaxFiles int
 }
 
 // Op codes (backend.Op.Code).
@@ -32,20 +37,35 @@ const (
 	opRead
 )
 
-// Backend moves host blocks to and from one file through io_uring. Create
-// it with New and give it to engine.Open.
+// Backend moves host blocks to and from files through io_uring. Create it
+// with New (one file, more with AddFile) or NewEmpty and give it to
+// engine.Open.
 type Backend struct {
-	f        *os.File
-	fd       int
-	direct   bool
 	cfg      Config
+	name     string // New's file, for Describe
 	attached atomic.Bool
 	log      *slog.Logger
 	ctr      *backend.Counters
 	desc     backend.Description
 
+	// The file table (files.go). mu serializes its writers (AddFile,
+	// RemoveFile, Attach, Close); Prepare and Forward read a slot's
+	// state without it.
+	mu           sync.Mutex
+	files        []fileSlot
+	fresh        int      // slots never used: fresh..len(files)-1
+	free         []uint32 // slots to reuse, oldest first
+	draining     []uint32 // removed slots the kernel may still have SQEs for
+	nfiles       int
+	closed       bool
+	alignment    int         // the engine's Alignment (Attach)
+	fileTable    bool        // the ring has a sparse file table: files come and go
+	fileTableErr error       // why not
+	fwdBusy      atomic.Bool // the owner may hold an SQE naming a file it has not published (drainTail)
+	reapBusy     bool        // Reap set fwdBusy (owner)
+
 	u         *uring.Ring
-	fixedFile bool
+	fixedFile bool // files are named by their slot in the ring's table
 	sparse    bool // a table of MaxArenas fixed-buffer slots, one per arena slot
 	cqes      []uring.CQE
 	queued    int
@@ -79,28 +99,20 @@ type Backend struct {
 var _ backend.Backend = (*Backend)(nil)
 
 // New returns a backend over f, which must be a regular file or a block
-// device opened for reading and/or writing, without O_APPEND. The file
-// stays the caller's.
+// device opened for reading and/or writing, without O_APPEND: its file 0
+// (engine.FileAt). AddFile adds more. The file stays the caller's.
 func New(f *os.File, cfg Config) (*Backend, error) {
-	if f == nil {
-		return nil, fmt.Errorf("uringfile: file is nil: give an open *os.File: %w", backend.ErrBadConfig)
+	if _, _, err := checkFile(f); err != nil {
+		return nil, err
 	}
-	b := &Backend{f: f, fd: int(f.Fd()), cfg: cfg}
-	var st unix.Stat_t
-	if err := unix.Fstat(b.fd, &st); err != nil {
-		return nil, fmt.Errorf("uringfile: %s: fstat: %w", f.Name(), err)
-	}
-	if mode := st.Mode & unix.S_IFMT; mode != unix.S_IFREG && mode != unix.S_IFBLK {
-		return nil, fmt.Errorf("uringfile: %s is not a regular file or block device (mode %#o): I/O on it may never complete: %w", f.Name(), mode, backend.ErrBadConfig)
-	}
-	fl, err := unix.FcntlInt(uintptr(b.fd), unix.F_GETFL, 0)
+	b, err := NewEmpty(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("uringfile: %s: fcntl(F_GETFL): %w", f.Name(), err)
+		return nil, err
 	}
-	if fl&unix.O_APPEND != 0 {
-		return nil, fmt.Errorf("uringfile: %s is open with O_APPEND: every write would land at the end, not at its offset: %w", f.Name(), backend.ErrBadConfig)
+	if _, err := b.AddFile(f); err != nil {
+		return nil, err
 	}
-	b.direct = fl&unix.O_DIRECT != 0
+	b.name = f.Name()
 	return b, nil
 }
 
@@ -113,6 +125,8 @@ func (b *Backend) Attach(env backend.Env) (err error) {
 	if !b.attached.CompareAndSwap(false, true) {
 		return errors.New("uringfile: backend already attached to an engine")
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if env.QueueDepth < 1 || env.QueueDepth&(env.QueueDepth-1) != 0 {
 		return fmt.Errorf("uringfile: the engine's queue depth %d is not a power of two: %w", env.QueueDepth, backend.ErrBadConfig)
 	}
@@ -120,12 +134,21 @@ func (b *Backend) Attach(env backend.Env) (err error) {
 	if b.log == nil {
 		b.log = env.Logger
 	}
-	b.desc = backend.Description{Name: "file", Device: b.f.Name(), Locs: 1 << backend.LocFile, Align: 1, CPUThreshold: -1}
-	if b.direct {
-		b.desc.Align = DirectAlign
-		b.desc.Features = append(b.desc.Features, "o_direct")
-		if env.Alignment < DirectAlign {
-			return fmt.Errorf("uringfile: %s is O_DIRECT: the engine's Alignment %d must be ≥ %d: %w", b.f.Name(), env.Alignment, DirectAlign, backend.ErrBadConfig)
+	b.alignment = env.Alignment
+	device := b.name
+	if device == "" {
+		device = fmt.Sprintf("files (up to %d)", len(b.files))
+	}
+	b.desc = backend.Description{Name: "file", Device: device, Locs: 1 << backend.LocFile, Align: 1, CPUThreshold: -1}
+	for i := range b.fresh {
+		if st := b.files[i].state.Load(); st&(fileLive|fileDirect) == fileLive|fileDirect {
+			if env.Alignment < DirectAlign {
+				return fmt.Errorf("uringfile: file %#x is O_DIRECT: the engine's Alignment %d must be ≥ %d: %w", st>>slotBits<<slotBits|uint32(i), env.Alignment, DirectAlign, backend.ErrBadConfig)
+			}
+			if b.desc.Align == 1 {
+				b.desc.Align = DirectAlign
+				b.desc.Features = append(b.desc.Features, "o_direct")
+			}
 		}
 	}
 	// The ring is Unbound (any one goroutine at a time: the engine's
@@ -134,7 +157,7 @@ func (b *Backend) Attach(env backend.Env) (err error) {
 	// kernel again.
 	entries := uint32(max(8, 2*env.QueueDepth))
 	if b.u, err = uring.New(uring.Config{Entries: entries, Unbound: true, NoModernFlags: true}); err != nil {
-		return fmt.Errorf("uringfile: io_uring for %s: %w", b.f.Name(), err)
+		return fmt.Errorf("uringfile: io_uring for %s: %w", device, err)
 	}
 	b.cqes = make([]uring.CQE, b.u.CQEntries())
 	b.inflight = make([]inflightOp, env.QueueDepth)
@@ -146,7 +169,38 @@ func (b *Backend) Attach(env backend.Env) (err error) {
 	} else {
 		b.sparse = true
 	}
-	if err := b.u.RegisterFiles([]int32{int32(b.fd)}); err != nil {
+	return b.registerFiles()
+}
+
+// registerFiles gives the ring its file table (Attach, under mu): a sparse
+// table of MaxFiles slots holding the files added so far. A kernel without
+// sparse tables (before 5.19) serves one file, file 0: registered as the
+// only fixed file, or by its fd.
+func (b *Backend) registerFiles() error {
+	err := b.u.RegisterFilesSparse(len(b.files))
+	if err == nil {
+		fds := make([]int32, b.fresh)
+		for i := range fds {
+			fds[i] = -1
+			if b.files[i].state.Load()&fileLive != 0 {
+				fds[i] = int32(b.files[i].fd)
+			}
+		}
+		if len(fds) > 0 {
+			if err := b.u.UpdateFiles(0, fds); err != nil {
+				return fmt.Errorf("uringfile: register %d files: %w", len(fds), err)
+			}
+		}
+		b.fileTable, b.fixedFile = true, true
+		b.desc.Features = append(b.desc.Features, "fixed-files")
+		return nil
+	}
+	b.fileTableErr = err
+	b.desc.Fallbacks = append(b.desc.Fallbacks, fmt.Errorf("uringfile: no sparse file table: one file only, none added while the engine runs: %w", err))
+	if b.nfiles > 1 || b.fresh > 1 || b.files[0].state.Load()&fileLive == 0 {
+		return fmt.Errorf("uringfile: %d files need a sparse file table: %w", b.nfiles, err)
+	}
+	if err := b.u.RegisterFiles([]int32{int32(b.files[0].fd)}); err != nil {
 		b.desc.Fallbacks = append(b.desc.Fallbacks, fmt.Errorf("uringfile: registered file refused, using the fd: %w", err))
 	} else {
 		b.fixedFile = true
@@ -202,7 +256,9 @@ func (b *Backend) UnmapArena(slot int) error {
 	return nil
 }
 
-// Prepare implements backend.Backend: host↔file, aligned for O_DIRECT.
+// Prepare implements backend.Backend: host↔file, the file live, aligned
+// for O_DIRECT. The Op carries the file's slot (Aux) and generation (the
+// high bits of Src, above the host offset), which Forward checks again.
 func (b *Backend) Prepare(src, dst backend.Endpoint, n uint32, op *backend.Op) error {
 	var host, file *backend.Endpoint
 	switch {
@@ -213,44 +269,81 @@ func (b *Backend) Prepare(src, dst backend.Endpoint, n uint32, op *backend.Op) e
 	default:
 		return fmt.Errorf("uringfile: %v → %v: the file backend moves host↔file: %w", src.Kind, dst.Kind, backend.ErrBadTransfer)
 	}
+	slot, gen := file.File&slotMask, file.File>>slotBits
+	if int(slot) >= len(b.files) {
+		return fmt.Errorf("uringfile: file %#x: no slot %d (the table has %d): %w", file.File, slot, len(b.files), backend.ErrBadTransfer)
+	}
+	st := b.files[slot].state.Load()
+	if st>>slotBits != gen || st&fileLive == 0 {
+		return fmt.Errorf("uringfile: file %#x: not a file of this backend (removed, or never added): %w", file.File, backend.ErrBadTransfer)
+	}
 	if file.Off > 1<<62 {
 		return fmt.Errorf("uringfile: file offset %d: negative or huge: %w", int64(file.Off), backend.ErrOutOfBounds)
 	}
 	// host.Off is the offset in a page-aligned arena: its alignment to
 	// 4096 is the memory address's.
-	if b.direct && (host.Off%DirectAlign != 0 || n%DirectAlign != 0 || file.Off%DirectAlign != 0) {
+	if st&fileDirect != 0 && (host.Off%DirectAlign != 0 || n%DirectAlign != 0 || file.Off%DirectAlign != 0) {
 		return fmt.Errorf("uringfile: memory at arena offset %#x, length %d and file offset %d must be multiples of %d on an O_DIRECT file: %w",
 			host.Off, n, file.Off, DirectAlign, backend.ErrAlignment)
 	}
 	op.Path = backend.PathFile
 	op.HostArena = uint16(host.Arena)
-	op.Src, op.Dst = host.Addr, file.Off // host offset in its arena, file offset
+	op.Aux = uint16(slot)
+	op.Src, op.Dst = host.Addr|uint64(gen)<<genShift, file.Off // host offset in its arena (and the file's generation), file offset
 	return nil
+}
+
+// genShift places a file's generation in Op.Src above the host offset
+// (an offset in one arena: below 2^40, MaxPoolSize).
+const (
+	genShift = 48
+	hostMask = 1<<genShift - 1
+)
+
+// fileOK reports whether op's file is still the one Prepare accepted.
+func (b *Backend) fileOK(op *backend.Op) bool {
+	st := b.files[op.Aux].state.Load()
+	return st>>slotBits == uint32(op.Src>>genShift) && st&fileLive != 0
 }
 
 // Execute implements backend.Backend; nothing is carried out inline.
 func (b *Backend) Execute(*backend.Op) (uint32, backend.Status) { return 0, backend.StatusCanceled }
 
 // Forward implements backend.Backend: one READ/WRITE SQE (fixed buffer and
-// fixed file where registered).
+// fixed file where registered). A transfer whose file was removed after
+// Prepare becomes a NOP tagged removedTag, which Reap reports as
+// errFileRemoved.
 func (b *Backend) Forward(tag uint64, op *backend.Op, last bool) bool {
 	sqe := b.u.GetSQE()
 	if sqe == nil {
 		return false
 	}
+	if b.queued == 0 {
+		b.fwdBusy.Store(true) // before the file is read: drainTail
+	}
+	b.queued++
+	if !b.fileOK(op) {
+		sqe.PrepNop()
+		sqe.SetUserData(tag | removedTag)
+		return true
+	}
 	b.prep(sqe, tag, op)
 	b.inflight[tag&b.tagMask] = inflightOp{op: op, tag: tag}
-	b.queued++
 	return true
 }
+
+// removedTag marks the user data of a NOP standing in for a transfer whose
+// file was removed; the engine's tags are ring positions, far below it.
+const removedTag = 1 << 63
 
 // prep fills sqe with op's READ or WRITE.
 func (b *Backend) prep(sqe *uring.SQE, tag uint64, op *backend.Op) {
 	slot := op.HostArena & (backend.MaxArenas - 1)
-	buf := b.arenas[slot][op.Src : op.Src+uint64(op.Len)]
-	fd := b.fd
-	if b.fixedFile {
-		fd = 0
+	off := op.Src & hostMask
+	buf := b.arenas[slot][off : off+uint64(op.Len)]
+	fd := int(op.Aux)
+	if !b.fixedFile {
+		fd = b.files[op.Aux].fd
 	}
 	fixed := b.fixed[slot]
 	switch {
@@ -276,6 +369,7 @@ func (b *Backend) Flush() {
 	}
 	before := b.u.Stats().Enters
 	n, err := b.u.Submit()
+	b.fwdBusy.Store(false)
 	b.ctr.Syscalls += b.u.Stats().Enters - before
 	b.ctr.Doorbells++
 	if err != nil {
@@ -297,6 +391,7 @@ func (b *Backend) FlushDeferred() {
 		return
 	}
 	b.u.Publish()
+	b.fwdBusy.Store(false)
 	b.ctr.Doorbells++
 	b.inFlight += b.queued
 	b.queued = 0
@@ -327,17 +422,21 @@ func (b *Backend) Reap(out []backend.Completion) int {
 	k, again := 0, 0
 	for i := range n {
 		c := &b.cqes[i]
-		res := c.Res()
-		switch {
-		case res >= 0:
-			out[k] = backend.Completion{Tag: c.UserData(), N: uint32(res)} // short: the engine compares with Len
-		case b.reissue(c.UserData(), res):
-			again++
+		res, ud := c.Res(), c.UserData()
+		if res >= 0 && ud < removedTag {
+			out[k] = backend.Completion{Tag: ud, N: uint32(res)} // short: the engine compares with Len
+			k++
 			continue
-		default:
-			out[k] = backend.Completion{Tag: c.UserData(), Status: backend.StatusErrno + backend.Status(-res)}
 		}
-		k++
+		switch st, reissued := b.failed(ud, res); {
+		case reissued:
+			again++
+		case ud == cancelTag:
+			b.canceling = false
+		default:
+			out[k] = backend.Completion{Tag: ud &^ removedTag, Status: st}
+			k++
+		}
 	}
 	if again > 0 {
 		// The kernel tied these to a thread that has exited; this
@@ -347,6 +446,10 @@ func (b *Backend) Reap(out []backend.Completion) int {
 		}
 		b.reissued.Add(uint64(again))
 		b.log.Debug("uringfile: transfers canceled by the kernel at a submitting thread's exit, issued again", "n", again)
+	}
+	if b.reapBusy {
+		b.fwdBusy.Store(false)
+		b.reapBusy = false
 	}
 	b.ctr.Syscalls += b.u.Stats().Enters - before
 	b.inFlight -= k
@@ -367,9 +470,10 @@ type inflightOp struct {
 // its error is reported as it came.
 const MaxReissue = 16
 
-// reissue queues again, and reports true for, a transfer that the kernel
-// ended because a thread that submitted it exited — never one the backend
-// canceled itself (Cancel).
+// failed is the status of a completion that is not a plain result: a
+// transfer whose file was removed (errFileRemoved), or one the kernel
+// ended because a thread that submitted it exited, which it queues again
+// and reports as reissued — never one the backend canceled itself (Cancel).
 //
 // io_uring ties a request to the task that submitted it. When that thread
 // exits, the kernel tears down the thread's io-wq: what its workers have
@@ -383,27 +487,34 @@ const MaxReissue = 16
 // positional, from and to the engine's block, which the caller leaves
 // alone until the transfer completes, so doing them again leaves the file
 // and the block as doing them once. docs/io_uring.md has the kernel paths.
-func (b *Backend) reissue(tag uint64, res int32) bool {
-	if b.cancelled {
-		return false
+func (b *Backend) failed(ud uint64, res int32) (st backend.Status, reissued bool) {
+	st = backend.StatusErrno + backend.Status(-res)
+	if ud&removedTag != 0 {
+		return statusFileRemoved, false
 	}
-	in := &b.inflight[tag&b.tagMask]
-	if in.tag != tag || in.op == nil || in.tries >= MaxReissue {
-		return false
+	in := &b.inflight[ud&b.tagMask]
+	if in.tag != ud || in.op == nil {
+		return st, false
 	}
-	switch {
-	case res == -int32(unix.ECANCELED):
-	case res == -int32(unix.EFAULT) && in.op.Code == opRead:
-	default:
-		return false
+	lost := res == -int32(unix.ECANCELED) || res == -int32(unix.EFAULT) && in.op.Code == opRead
+	if !lost || b.cancelled || in.tries >= MaxReissue {
+		if res == -int32(unix.EBADF) && !b.fileOK(in.op) {
+			return statusFileRemoved, false // the slot was cleared before the kernel took it
+		}
+		return st, false
+	}
+	b.fwdBusy.Store(true) // before the file is read: drainTail (Reap clears it)
+	b.reapBusy = true
+	if !b.fileOK(in.op) {
+		return statusFileRemoved, false // removed before it could run again
 	}
 	sqe := b.u.GetSQE()
 	if sqe == nil {
-		return false
+		return st, false
 	}
 	in.tries++
-	b.prep(sqe, tag, in.op)
-	return true
+	b.prep(sqe, ud, in.op)
+	return 0, true
 }
 
 // Reissued is how many transfers were issued again because the kernel
@@ -549,6 +660,8 @@ func (b *Backend) collect(out []backend.Completion) int {
 			case c.UserData() == cancelTag:
 				b.canceling = false // answered: a later Cancel may ask again
 				continue
+			case c.UserData()&removedTag != 0:
+				out[n] = backend.Completion{Tag: c.UserData() &^ removedTag, Status: statusFileRemoved}
 			case res == -int32(unix.ECANCELED):
 				out[n] = backend.Completion{Tag: c.UserData(), Status: backend.StatusCanceled}
 			case res < 0:
@@ -563,8 +676,12 @@ func (b *Backend) collect(out []backend.Completion) int {
 	return n
 }
 
-// Close implements backend.Backend: the ring (the file stays the caller's).
+// Close implements backend.Backend: the ring (the files stay the
+// caller's). AddFile and RemoveFile fail from here on.
 func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
 	if b.u == nil {
 		return nil
 	}
@@ -577,5 +694,12 @@ func (b *Backend) Close() error {
 }
 
 // Err implements backend.Backend: the file backend's errors are errnos
-// (backend.StatusErrno), which the engine formats itself.
-func (b *Backend) Err(backend.Status) error { return nil }
+// (backend.StatusErrno), which the engine formats itself, and
+// errFileRemoved (wrapping backend.ErrCanceled) for a transfer whose file
+// was removed before the kernel took it.
+func (b *Backend) Err(s backend.Status) error {
+	if s == statusFileRemoved {
+		return errFileRemoved
+	}
+	return nil
+}

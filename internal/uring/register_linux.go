@@ -229,6 +229,69 @@ func (u *Ring) RegisterFiles(fds []int32) error {
 	return nil
 }
 
+// maxRegFiles is the kernel's limit on a file table
+// (IORING_MAX_FIXED_FILES); RLIMIT_NOFILE bounds it too.
+const maxRegFiles = 1 << 20
+
+// RegisterFilesSparse registers a table of n empty fixed-file slots
+// (IORING_REGISTER_FILES2 with IORING_RSRC_REGISTER_SPARSE, Linux 5.19),
+// which UpdateFiles fills and clears one slot at a time: a backend serving
+// files that come and go keeps one table. n is 1..2^20 and at most
+// RLIMIT_NOFILE (EMFILE otherwise). A kernel without the operation or the
+// flag answers EINVAL: that is ErrNotSupported, naming both.
+func (u *Ring) RegisterFilesSparse(n int) error {
+	if u.closed {
+		return errRingClosed
+	}
+	if n <= 0 || n > maxRegFiles {
+		return fmt.Errorf("uring: register a sparse table of %d files: want 1..%d: %w", n, maxRegFiles, unix.EINVAL)
+	}
+	rr := rsrcRegister{Nr: uint32(n), Flags: rsrcRegisterSparse}
+	if _, err := u.register(registerFiles2, unsafe.Pointer(&rr), uint32(unsafe.Sizeof(rr))); err != nil {
+		if errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("uring: register a sparse table of %d files: needs "+
+				"IORING_REGISTER_FILES2 (Linux 5.13) with IORING_RSRC_REGISTER_SPARSE (Linux 5.19): %w (%w)",
+				n, ErrNotSupported, err)
+		}
+		return fmt.Errorf("uring: register a sparse table of %d files: %w", n, u.threadErr(err))
+	}
+	u.files = n
+	return nil
+}
+
+// UpdateFiles puts fds into fixed-file slots slot..slot+len(fds)-1
+// (IORING_REGISTER_FILES_UPDATE2, Linux 5.13); -1 clears a slot. The kernel
+// takes its own reference to each new file (closing the fd afterwards does
+// not end the registration) and lets go of a replaced file once the
+// requests that use it have completed; an SQE that names a cleared slot
+// fails with EBADF. The slots must lie inside the table (RegisterFiles or
+// RegisterFilesSparse).
+func (u *Ring) UpdateFiles(slot int, fds []int32) error {
+	if u.closed {
+		return errRingClosed
+	}
+	if u.files == 0 {
+		return fmt.Errorf("uring: update file slot %d: no file table registered (RegisterFilesSparse first): %w", slot, unix.ENXIO)
+	}
+	if len(fds) == 0 || slot < 0 || slot+len(fds) > u.files {
+		return fmt.Errorf("uring: update file slots %d..%d: outside the table's %d slots: %w", slot, slot+len(fds)-1, u.files, unix.EINVAL)
+	}
+	upd := rsrcUpdate2{Offset: uint32(slot), Data: uint64(uintptr(unsafe.Pointer(&fds[0]))), Nr: uint32(len(fds))}
+	n, err := u.register(registerFilesUpdate2, unsafe.Pointer(&upd), uint32(unsafe.Sizeof(upd)))
+	runtime.KeepAlive(fds) // the kernel read them through upd.Data, a plain integer
+	if err != nil {
+		if errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("uring: update file slots %d..%d: needs IORING_REGISTER_FILES_UPDATE2 (Linux 5.13): %w (%w)",
+				slot, slot+len(fds)-1, ErrNotSupported, err)
+		}
+		return fmt.Errorf("uring: update file slots %d..%d: %w", slot, slot+len(fds)-1, u.threadErr(err))
+	}
+	if n != len(fds) {
+		return fmt.Errorf("uring: update file slots %d..%d: the kernel updated %d of %d: %w", slot, slot+len(fds)-1, n, len(fds), unix.EIO)
+	}
+	return nil
+}
+
 // UnregisterFiles drops the fixed files.
 func (u *Ring) UnregisterFiles() error {
 	if u.closed {

@@ -201,3 +201,80 @@ func cancelErr(c CQE) error {
 	}
 	return c.Err()
 }
+
+// TestSparseFiles: a sparse table of 4 file slots; slot 2 filled with one
+// file, a WRITE through it (SQEFixedFile) lands there; the caller's fd
+// closed, the registered file still works; slot 2 cleared, a WRITE naming
+// it fails with EBADF; filled again with another file, the WRITE lands in
+// that one; misuse is refused before the kernel is asked.
+func TestSparseFiles(t *testing.T) {
+	u := newTestRing(t, Config{Entries: 8})
+	err := u.RegisterFilesSparse(4)
+	testutil.RequireFeature(t, "sparse fixed-file table (IORING_REGISTER_FILES2, IORING_RSRC_REGISTER_SPARSE)", err)
+	dir := t.TempDir()
+	open := func(name string) *os.File {
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	buf := mmapAnon(t, 4096)
+	write := func(b byte) int32 {
+		t.Helper()
+		for i := range buf {
+			buf[i] = b
+		}
+		e := u.GetSQE()
+		e.PrepWrite(2, buf, 0)
+		e.SetFlags(SQEFixedFile)
+		return runOne(t, u).Res()
+	}
+	a, b := open("a"), open("b")
+	defer b.Close()
+	if err := u.UpdateFiles(2, []int32{int32(a.Fd())}); err != nil {
+		t.Fatalf("UpdateFiles(2, a): %v", err)
+	}
+	a.Close() // the table holds its own reference
+	if res := write('a'); res != 4096 {
+		t.Fatalf("WRITE to slot 2 (a, its fd closed): res %d, want 4096", res)
+	}
+	if err := u.UpdateFiles(2, []int32{-1}); err != nil {
+		t.Fatalf("UpdateFiles(2, -1): %v", err)
+	}
+	if res := write('x'); res != -int32(unix.EBADF) {
+		t.Fatalf("WRITE to cleared slot 2: res %d, want -EBADF", res)
+	}
+	if err := u.UpdateFiles(2, []int32{int32(b.Fd())}); err != nil {
+		t.Fatalf("UpdateFiles(2, b): %v", err)
+	}
+	if res := write('b'); res != 4096 {
+		t.Fatalf("WRITE to slot 2 (b): res %d, want 4096", res)
+	}
+	for name, want := range map[string]byte{"a": 'a', "b": 'b'} {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || len(got) != 4096 || !bytes.Equal(got, bytes.Repeat([]byte{want}, 4096)) {
+			t.Errorf("file %s: %d bytes (%v), want 4096 of %q", name, len(got), err, want)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"slots outside the table", u.UpdateFiles(3, []int32{-1, -1}), unix.EINVAL},
+		{"no slots", u.UpdateFiles(0, nil), unix.EINVAL},
+		{"table of 0", u.RegisterFilesSparse(0), unix.EINVAL},
+		{"second table", u.RegisterFilesSparse(4), unix.EBUSY},
+	} {
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, c.err, c.want)
+		}
+	}
+	if err := u.UnregisterFiles(); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.UpdateFiles(0, []int32{-1}); !errors.Is(err, unix.ENXIO) {
+		t.Errorf("update without a table: %v, want ENXIO", err)
+	}
+}

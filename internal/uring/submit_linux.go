@@ -132,6 +132,16 @@ func (u *Ring) PublishedShared() int {
 	return int(atomic.LoadUint32(u.sqTail) - atomic.LoadUint32(u.sqHead))
 }
 
+// SQShared reads the kernel-shared SQ tail (what was published) and head
+// (what the kernel has consumed). Like PublishedShared it may be called
+// from any goroutine; a position p is consumed once int32(head-p) >= 0.
+func (u *Ring) SQShared() (tail, head uint32) {
+	if u.closed {
+		return 0, 0
+	}
+	return atomic.LoadUint32(u.sqTail), atomic.LoadUint32(u.sqHead)
+}
+
 // cqNeedsEnter reports kernel-side work only an enter with GETEVENTS will
 // finish: deferred task work (TASKRUN, set thanks to TASKRUN_FLAG) or
 // completions that overflowed into the kernel's backlog.

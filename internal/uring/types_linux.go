@@ -182,6 +182,8 @@ const (
 
 	registerBuffers2      = C.IORING_REGISTER_BUFFERS2
 	registerBuffersUpdate = C.IORING_REGISTER_BUFFERS_UPDATE
+	registerFiles2        = C.IORING_REGISTER_FILES2
+	registerFilesUpdate2  = C.IORING_REGISTER_FILES_UPDATE2
 	rsrcRegisterSparse    = C.IORING_RSRC_REGISTER_SPARSE
 )
 

@@ -247,6 +247,8 @@ const (
 
 	registerBuffers2      = 0xf
 	registerBuffersUpdate = 0x10
+	registerFiles2        = 0xd
+	registerFilesUpdate2  = 0xe
 	rsrcRegisterSparse    = 0x1
 )
 
