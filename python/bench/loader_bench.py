@@ -6,7 +6,8 @@ Writes --gib GiB of --record-kib KiB records (8 shards) once under --dir,
 then runs one epoch per mode, the modes taking turns --reps times, each in a
 fresh child process (its CPU time and peak RSS its own, workers included):
 
-  hcomm        hcomm.data.Loader(format="torch"): O_DIRECT reads into pool memory, prefetch 4
+  hcomm        hcomm.data.Loader(format="torch"): O_DIRECT reads into pool memory, prefetch
+               --prefetch (default 2: a pool of 4 batches)
   dataloader0  torch DataLoader(num_workers=0) over a Dataset that reads each record with
                NumPy (numpy.fromfile at its offset), default collate (torch.stack)
   dataloader2  the same with num_workers=2 (fork)
@@ -102,7 +103,7 @@ class PeakRSS(threading.Thread):
             self.peak = max(self.peak, _rss_kib(me) + sum(_rss_kib(c) for c in _children(me)))
 
 
-def child(mode, paths, rs, batch, seed):
+def child(mode, paths, rs, batch, seed, prefetch):
     """One epoch of mode; prints a JSON line."""
     import numpy as np
     import torch
@@ -123,7 +124,7 @@ def child(mode, paths, rs, batch, seed):
     check = 0
     if mode == "hcomm":
         with data.Loader(paths, record_size=rs, batch_size=batch, shuffle=True, seed=seed, format="torch",
-                         prefetch=4) as L:
+                         prefetch=prefetch) as L:
             for x in L:
                 check += int(x[:, 1].sum())
                 n += x.shape[0]
@@ -168,6 +169,8 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--prefetch", type=int, default=2,
+                    help="the loader's prefetch (its pool: keep 1 + 1 + prefetch batches)")
     ap.add_argument("--dir", default=os.path.join(os.environ.get("TMPDIR", "/var/tmp"), "hcomm-loader-bench"))
     ap.add_argument("--modes", default="hcomm,dataloader0,dataloader2")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -175,13 +178,14 @@ def main(argv=None):
     rs = a.record_kib << 10
     if a.child:
         paths = sorted(os.path.join(a.dir, p) for p in os.listdir(a.dir) if p.endswith(".bin"))
-        child(a.child, paths, rs, a.batch, a.seed)
+        child(a.child, paths, rs, a.batch, a.seed, a.prefetch)
         return 0
     t = time.time()
     paths = make_shards(a.dir, a.gib, rs)
     total = sum(os.path.getsize(p) for p in paths)
     print(f"loader bench: {total / (1 << 30):.2f} GiB in {len(paths)} shards of {a.record_kib} KiB records "
-          f"under {a.dir} (made in {time.time() - t:.1f} s), batch {a.batch}, {a.reps} runs per mode, "
+          f"under {a.dir} (made in {time.time() - t:.1f} s), batch {a.batch}, loader prefetch {a.prefetch} "
+          f"({(a.prefetch + 2) * a.batch * rs >> 20} MiB of pool), {a.reps} runs per mode, "
           f"page cache dropped before each run")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs "
           f"(a shared machine: the numbers are as measured under this load)")
@@ -192,7 +196,8 @@ def main(argv=None):
         for m in modes:
             drop_cache(paths)
             out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", m, "--dir", a.dir,
-                                  "--record-kib", str(a.record_kib), "--batch", str(a.batch), "--seed", str(a.seed)],
+                                  "--record-kib", str(a.record_kib), "--batch", str(a.batch), "--seed", str(a.seed),
+                                  "--prefetch", str(a.prefetch)],
                                  check=True, capture_output=True, text=True)
             r = json.loads(out.stdout.strip().splitlines()[-1])
             if r["records"] * rs != total:
