@@ -17,7 +17,7 @@ import (
 )
 
 // TestCodesDefined: whatever error reaches the ABI, its code is one hcomm.h
-// defines (issue 14: a directory as target_path returned -21, an immutable
+// defines (a directory as target_path returned -21, an immutable
 // file -1, codes hcomm_strerror did not know).
 func TestCodesDefined(t *testing.T) {
 	errs := []error{

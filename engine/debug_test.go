@@ -10,7 +10,7 @@ import (
 	"github.com/hcomm-go/hcomm/engine"
 )
 
-// TestBytesAfterCloseDebug (issue 14, item 6): with -tags hcommdebug,
+// TestBytesAfterCloseDebug: with -tags hcommdebug,
 // Bytes of a block after Free or after Close panics with a message that
 // says what went wrong, instead of handing out memory that faults the
 // process or belongs to someone else.

@@ -1,12 +1,16 @@
 // Package engine is hcomm's public transfer API and its core: a pool of host
-// memory, one backend to move it to and from, and batched, zero-allocation
-// submission with exactly-once completion callbacks. The core owns ordering,
+// memory, the backends that move it (up to MaxBackends at once: devices,
+// files, peers), and batched, zero-allocation submission with exactly-once
+// completion callbacks. The core owns ordering,
 // backpressure, IDs and completion; a backend (the contract: package
 // github.com/hcomm-go/hcomm/backend) owns its device:
 // backend/hdmadev (an HDMA device over vfio: kernel VFIO or vfio-mock),
 // backend/uringfile (a file through io_uring), backend/memory (host copies),
-// or any implementation of the interface. The engine is given its backend
-// explicitly and links none itself.
+// or any implementation of the interface. The engine is given its backends
+// explicitly and links none itself. With several (Config.Backends,
+// AddBackend), every arena of the pool is mapped into each, a transfer goes
+// to the backend its endpoints name (Targets), and Copy moves data between
+// two of them through pool blocks (a path: file → device → peer).
 //
 // The hcomm flow, the Go way:
 //

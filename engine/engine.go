@@ -80,8 +80,9 @@ type Engine struct {
 	members   [MaxBackends]atomic.Pointer[member]
 	memberGen [MaxBackends]uint16 // under memberMu
 	memberMu  sync.Mutex
-	route     atomic.Uint64  // per LocKind, the backend of Locs that name none (updateRoutes)
-	retired   []memberTotals // removed backends' counts (owner)
+	route     atomic.Uint64          // per LocKind, the backend of Locs that name none (updateRoutes)
+	single    atomic.Pointer[member] // the only backend, when there is one (updateRoutes)
+	retired   []memberTotals         // removed backends' counts (owner)
 	// first is the first backend Open was given: Backend(), IOVA, and
 	// the single-backend policies (batched waits, the deferred doorbell).
 	first   *member

@@ -161,6 +161,11 @@ func (e *Engine) updateRoutes() {
 		r |= v << (8 * k)
 	}
 	e.route.Store(r)
+	if n == 1 {
+		e.single.Store(e.members[only].Load())
+	} else {
+		e.single.Store(nil)
+	}
 }
 
 // memberFor returns the backend a non-host Loc belongs to, or nil.
@@ -186,6 +191,9 @@ func (e *Engine) memberFor(l *Loc) *member {
 // neither is a host block, must belong to the same one), or the host → host
 // backend. nil: refused (routeErr says why).
 func (e *Engine) pick(s, d *Loc) *member {
+	if m := e.single.Load(); m != nil && s.be|d.be == 0 {
+		return m // one backend, and the Locs name none: it (its Locs are checked next)
+	}
 	switch {
 	case d.kind != LocHost && s.kind != LocHost:
 		m := e.memberFor(d)

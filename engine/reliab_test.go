@@ -16,7 +16,7 @@ import (
 	"github.com/hcomm-go/hcomm/vfio/mock"
 )
 
-// Regression tests for issue 14 (defects found under abuse). Each fails on
+// Regression tests for defects found under abuse. Each fails on
 // the engine as it was before the fix: a wedged engine shows up here as a
 // watchdog failure, not as a hung test.
 
@@ -44,7 +44,7 @@ func callPoll(e *engine.Engine) (n int, p any) {
 	return e.Poll(), nil
 }
 
-// TestPanickingCallbackPoll (issue 14, item 1): in poll mode a callback
+// TestPanickingCallbackPoll: in poll mode a callback
 // that panics propagates its panic out of Poll; the engine records that
 // callback as run, delivers the rest of its batch on the next Poll, and
 // stays usable: later transfers complete, Wait and Close return. Before the
@@ -160,7 +160,7 @@ func TestPanickingCallbackInShutdown(t *testing.T) {
 	}
 }
 
-// TestShutdownBlockedCallback (issue 14, item 2): Shutdown honours its
+// TestShutdownBlockedCallback: Shutdown honours its
 // context when a callback blocks. It returns when ctx ends with an error
 // wrapping ctx's, the engine finishes closing when the callback returns,
 // and every callback still runs exactly once. Before the fix Shutdown
@@ -282,7 +282,7 @@ func (b *holdingBackend) Close() error {
 	return nil
 }
 
-// TestShutdownBackendHolds (issue 14, item 2): Shutdown honours its
+// TestShutdownBackendHolds: Shutdown honours its
 // context when the backend cannot take transfers back: it returns with an
 // error wrapping ctx's, every callback runs once with ErrCanceled, and the
 // pool stays mapped (the backend still uses it) until the backend gives
@@ -336,7 +336,7 @@ func TestShutdownBackendHolds(t *testing.T) {
 	}
 }
 
-// TestInFlightAfterClose (issue 14, item 6): submissions refused after
+// TestInFlightAfterClose: submissions refused after
 // Close are not in flight.
 func TestInFlightAfterClose(t *testing.T) {
 	for _, mode := range []engine.Mode{engine.ModeReaper, engine.ModePoll} {
@@ -362,7 +362,7 @@ func TestInFlightAfterClose(t *testing.T) {
 	}
 }
 
-// TestBytesAfterClose (issue 14, item 6): Bytes of a block whose engine is
+// TestBytesAfterClose: Bytes of a block whose engine is
 // closed is nil (its memory is unmapped), not a slice that faults.
 func TestBytesAfterClose(t *testing.T) {
 	if engine.Debug {
@@ -380,7 +380,7 @@ func TestBytesAfterClose(t *testing.T) {
 	}
 }
 
-// TestSmallDeviceMemory (issue 14, item 6): device memory smaller than one
+// TestSmallDeviceMemory: device memory smaller than one
 // device allocation is refused at Open, not at the first AllocDevice.
 func TestSmallDeviceMemory(t *testing.T) {
 	for _, c := range []struct {

@@ -84,7 +84,7 @@ func frozenFS(t *testing.T) (dir string, freeze, thaw func()) {
 	return dir, freeze, thaw
 }
 
-// TestShutdownHungIO (issue 14, item 2): file I/O that never completes
+// TestShutdownHungIO: file I/O that never completes
 // (writes to a frozen file system: an io-wq worker waits in the kernel)
 // does not hold Shutdown past its context. The backend asks the kernel to
 // cancel (IORING_OP_ASYNC_CANCEL), waits uringfile.CancelWait, and gives
