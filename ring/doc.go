@@ -32,8 +32,14 @@
 // marker, or phase word), and a consumer reads them only after the atomic
 // load that observes that store; a consumer's reads happen before the store
 // of its head, and a producer overwrites a slot only after loading a head
-// past it. Memory shared with a real device adds the device's own ordering
-// (DMA, MMIO doorbells) on top; these rings only cover CPU-to-CPU ordering.
+// past it. The argument rests on the Go memory model only, never on x86's
+// store order: on arm64, whose memory model lets plain accesses pass each
+// other, sync/atomic's loads are LDAR and its stores STLR, which give
+// exactly these acquire/release pairings (the ring stress tests run there
+// too, in the aarch64 guest). Memory shared with a real device adds the
+// device's own ordering on top (the driver's DMA read barrier after a
+// phase load, the barrier inside each MMIO doorbell store: see package
+// vfio); these rings only cover CPU-to-CPU ordering.
 // The phase bit is read and written through the aligned 32-bit word that
 // contains it, which assumes a little-endian machine (amd64, arm64).
 //

@@ -98,7 +98,9 @@ type Region interface {
 	// directly as plain memory (a mmap-able BAR without side-effect
 	// registers, e.g. HDMA device memory in BAR2), or nil when it may only
 	// be reached through the accessors. Bulk CPU copies (the GDRCopy-style
-	// path) use it.
+	// path) use it. On arm64 vfio-pci maps BARs as Device-nGnRnE memory,
+	// where an unaligned access or a DC ZVA (Go's clear of large blocks)
+	// faults: copy to and from it in whole, aligned 8-byte words.
 	Mapped() []byte
 }
 

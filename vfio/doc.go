@@ -15,13 +15,15 @@
 // ranges and page sizes, MAP_DMA/UNMAP_DMA, device fd). OpenPCI does the
 // whole sequence for one PCI address and returns a KernelDevice: region info
 // (with the sparse mmap capability), BARs mmap'd and accessed through
-// exact-width MMIO accessors (mmio_amd64.s: one MOV each, which the compiler
-// cannot merge, split or reorder), config space through pread/pwrite, IRQ
+// exact-width MMIO accessors (mmio_amd64.s, mmio_arm64.s: one load or store
+// each, which the compiler cannot merge, split or reorder, with Linux's
+// readl/writel barriers on arm64; DMAReadBarrier is its dma_rmb), config space through pread/pwrite, IRQ
 // info, SET_IRQS with eventfds (MSI, MSI-X, INTx and INTx unmask), reset.
 // The VFIO structs and ioctl numbers are generated from linux/vfio.h with
-// `go tool cgo -godefs` (types_linux.go → zvfio_linux_amd64.go, `make
-// generate`): no offset is typed by hand. The kernel side builds for
-// linux/amd64, where the layouts were generated.
+// `go tool cgo -godefs` (types_linux.go → zvfio_linux_amd64.go and
+// zvfio_linux_arm64.go, `make generate`): no offset is typed by hand. The
+// kernel side builds for linux/amd64 and linux/arm64, where the layouts
+// were generated.
 //
 // Sysfs finds a device's IOMMU group and binds it to vfio-pci through
 // driver_override (and back); EnableBusMaster sets the command register's

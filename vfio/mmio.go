@@ -16,6 +16,18 @@ package vfio
 // device wrote to host memory before it). Accesses to one device are
 // performed in program order, never merged, split or elided.
 
+// DMAReadBarrier orders the calling thread's loads from memory a device
+// writes by DMA: every load before it (the phase word that says a
+// completion entry is new) is performed, as the device observes it, before
+// every load after it (the rest of the entry). It is Linux's dma_rmb: DMB
+// OSHLD on arm64, where an acquire load (sync/atomic's LDAR) orders only
+// within the inner-shareable domain that the CPUs share and the device's
+// writes may be observed outside it; on amd64 loads are not reordered with
+// older loads, and it is a call the compiler cannot move loads across.
+// Drivers call it once per batch of entries whose phase they have read,
+// before reading the entries.
+func DMAReadBarrier()
+
 func mmioRead8(addr uintptr) uint8
 
 func mmioRead16(addr uintptr) uint16

@@ -32,6 +32,11 @@
 // LDAR/STLR, which order only against normal memory accesses of this CPU
 // in the inner-shareable domain and say nothing about the device's view.
 
+// func DMAReadBarrier()
+TEXT ·DMAReadBarrier(SB), NOSPLIT, $0-0
+	DMB $1 // OSHLD: dma_rmb
+	RET
+
 // func mmioRead8(addr uintptr) uint8
 TEXT ·mmioRead8(SB), NOSPLIT, $0-9
 	MOVD addr+0(FP), R0

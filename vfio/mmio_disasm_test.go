@@ -52,7 +52,13 @@ func TestMMIODisassembly(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.arch, func(t *testing.T) {
-			funcs := objdump.Funcs(t, tc.arch, ".", `^github.com/hcomm-go/hcomm/vfio\.mmio`)
+			funcs := objdump.Funcs(t, tc.arch, ".", `^github.com/hcomm-go/hcomm/vfio\.(mmio|DMAReadBarrier)`)
+			// DMAReadBarrier: on arm64 one DMB OSHLD and nothing else, on
+			// amd64 no instruction but RET.
+			wantDMA := map[string][]string{"arm64": {dmbOSHLD, "d65f03c0"}, "amd64": {"c3"}}[tc.arch]
+			if got := funcs["DMAReadBarrier"]; len(got) != len(wantDMA) || got[0].Word != wantDMA[0] {
+				t.Errorf("%s DMAReadBarrier, want %v:\n%s", tc.arch, wantDMA, objdump.Format(got))
+			}
 			for name, w := range tc.funcs {
 				insts, ok := funcs[name]
 				if !ok {

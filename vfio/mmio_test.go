@@ -64,6 +64,7 @@ func TestMMIONoAlloc(t *testing.T) {
 		r.Read32(8)
 		r.Write64(16, 2)
 		r.Read64(16)
+		DMAReadBarrier()
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per register access round", allocs)

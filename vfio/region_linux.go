@@ -10,7 +10,7 @@ import (
 )
 
 // kernelRegion is a region of a KernelDevice. Accesses inside an mmap'd
-// part are single MMIO loads/stores (mmio_amd64.s); the rest (config space,
+// part are single MMIO loads/stores (mmio_amd64.s, mmio_arm64.s); the rest (config space,
 // BAR parts outside the sparse mmap areas, BARs that cannot be mmap'd) go
 // through pread/pwrite on the device fd at the region's offset, which the
 // kernel turns into one access of the same width.

@@ -79,15 +79,17 @@ func (u *Ring) flushSQ() uint32 {
 		}
 		u.sqeHead = u.sqeTail
 		if u.sqpoll {
-			// Release, and a full barrier (XCHG on amd64) before the
-			// NEED_WAKEUP check that follows: the SQ thread reads the
-			// tail concurrently and must see complete SQEs.
+			// Release, and a full barrier before the NEED_WAKEUP check
+			// that follows (liburing's io_uring_smp_mb): the SQ thread
+			// reads the tail concurrently and must see complete SQEs.
+			// XCHG on amd64; on arm64 STLR, which the flags' LDAR
+			// below cannot pass (acquire after release is ordered).
 			atomic.StoreUint32(u.sqTail, u.sqeTail)
 		} else {
 			// Without SQPOLL the kernel reads the tail only inside an
 			// io_uring_enter — this thread's, after the store, or
 			// another thread's after Publish: a release store (a plain
-			// MOV on amd64), so that the SQEs' contents are visible to
+			// MOV on amd64, STLR on arm64), so that the SQEs' contents are visible to
 			// whichever thread's enter reads the tail.
 			atomicrel.StoreUint32(u.sqTail, u.sqeTail)
 		}
@@ -268,8 +270,12 @@ func (u *Ring) PeekCQEs(dst []CQE) (int, error) {
 		dst[i] = u.cqes[(head+i)&u.cqMask]
 	}
 	// Release: the copies above are done before the kernel may reuse the
-	// slots. A release store, not atomic.StoreUint32's full barrier (XCHG):
-	// nothing after it needs ordering against it.
+	// slots (pairs with the kernel's smp_load_acquire of the head). A
+	// release store (MOV on amd64, STLR on arm64), not
+	// atomic.StoreUint32's full barrier (XCHG on amd64): nothing after it
+	// needs ordering against it. The CQ tail load above is acquire (LDAR on
+	// arm64), pairing with the kernel's smp_store_release of the tail, so
+	// the entries copied are the ones the kernel wrote.
 	atomicrel.StoreUint32(u.cqHead, head+n)
 	u.stats.Completions += uint64(n)
 	return int(n), nil

@@ -253,8 +253,10 @@ func (q *Queue) Submit() error {
 		q.slots[i].submitted = now
 	}
 	// The doorbell: one 32-bit MMIO store. The descriptors written
-	// before it are visible to the device when it sees the new tail
-	// (x86 orders stores; the mock's register store is an atomic release).
+	// before it are visible to the device when it sees the new tail:
+	// Write32 stores after a DMB OSHST on arm64 (writel's barrier), x86
+	// orders stores, and the mock's register store is an atomic release
+	// that its worker's atomic load of SQ_TAIL pairs with.
 	if err := q.bar0.Write32(q.sqTailReg, q.tail); err != nil {
 		return fmt.Errorf("hdma: queue %d doorbell: %w", q.idx, err)
 	}
@@ -303,6 +305,10 @@ func (q *Queue) Reap(out []Completion) int {
 	if k == 0 {
 		return n
 	}
+	// Peek loaded the k entries' phase words (acquire); the entries' other
+	// fields are read after the device wrote them, for a DMA writer too:
+	// Linux's dma_rmb (DMB OSHLD on arm64) once for the batch.
+	vfio.DMAReadBarrier()
 	for i := range k {
 		if q.complete(b.Entry(i), &out[n]) {
 			n++

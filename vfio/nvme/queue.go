@@ -157,6 +157,9 @@ func (q *Queue) Ring() error {
 		return nil
 	}
 	q.unrung = 0
+	// The SQ tail doorbell: Write32's barrier (DMB OSHST on arm64; x86
+	// orders stores) makes the commands written by push visible to the
+	// controller before it sees the new tail.
 	return q.c.bar.Write32(q.sqDB, uint32(q.sqTail))
 }
 
@@ -193,6 +196,10 @@ func (q *Queue) Reap(out []Completion) (int, error) {
 		n++
 	}
 	if moved {
+		// The CQ head doorbell gives the entries back to the controller.
+		// Their loads are done: their values went into out (stores that
+		// depend on them), and Write32's store barrier orders those
+		// stores before the doorbell.
 		if err := q.c.bar.Write32(q.cqDB, uint32(q.cqHead)); err != nil {
 			return n, fmt.Errorf("nvme: queue %d: completion doorbell: %w", q.id, err)
 		}
@@ -201,14 +208,17 @@ func (q *Queue) Reap(out []Completion) (int, error) {
 }
 
 // peek reads the entry at the head when its phase tag says it is new. The
-// phase word is loaded atomically first (acquire), so the rest of the entry
-// is read after it.
+// phase word is loaded first, atomically, then vfio.DMAReadBarrier (Linux's
+// dma_rmb after nvme_cqe_pending: DMB OSHLD on arm64), so the rest of the
+// entry is read after the phase as the controller wrote them, never a
+// stale CID or status from the ring's previous pass.
 func (q *Queue) peek() (CQE, bool) {
 	b := q.cq[q.cqHead*CQESize : q.cqHead*CQESize+CQESize]
 	dw3 := atomic.LoadUint32((*uint32)(unsafe.Pointer(&b[12])))
 	if (dw3>>16&1 != 0) != q.phase {
 		return CQE{}, false
 	}
+	vfio.DMAReadBarrier() // pairs with the controller's write of the entry before its phase
 	e := ParseCQE(b)
 	e.CID, e.Phase, e.Status = uint16(dw3), true, Status(dw3>>17)
 	return e, true
