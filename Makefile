@@ -254,21 +254,21 @@ GODEFS_PKGS := internal/uring vfio
 
 godefs-tools: deps-generate
 
-# eBPF toolchain (internal/bpf/, trace/): clang-14 compiles, llvm-14 strips, libbpf-dev
+# eBPF toolchain (bpf/, trace/): clang-14 compiles, llvm-14 strips, libbpf-dev
 # has bpf_helpers.h, bpftool dumps vmlinux.h, linux-libc-dev has the syscall
 # numbers (scripts/deps.sh generate).
 bpf-tools: deps-generate
 
-# Regenerate internal/bpf/vmlinux.h from this machine's kernel BTF. Deliberately not
+# Regenerate bpf/vmlinux.h from this machine's kernel BTF. Deliberately not
 # part of generate: the objects must rebuild identically from the committed
 # header on any machine (check-generate).
 bpf-vmlinux: bpf-tools
-	bpftool btf dump file /sys/kernel/btf/vmlinux format c > internal/bpf/vmlinux.h
+	bpftool btf dump file /sys/kernel/btf/vmlinux format c > bpf/vmlinux.h
 
 # CI: the committed eBPF objects, generated tables and kernel ABI files
-# (godefs) are byte for byte what their sources produce (see internal/bpf/check-generate.sh).
+# (godefs) are byte for byte what their sources produce (see bpf/check-generate.sh).
 check-generate: bpf-tools godefs-tools
-	GO=$(GO) internal/bpf/check-generate.sh
+	GO=$(GO) bpf/check-generate.sh
 	GO=$(GO) $(GO) run ./internal/cmd/godefs -check $(GODEFS_PKGS)
 
 clean:

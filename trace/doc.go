@@ -1,5 +1,5 @@
 // Package trace observes one process from outside, through eBPF: it loads
-// the programs of internal/bpf, filters them in the kernel to a thread group
+// the programs of bpf, filters them in the kernel to a thread group
 // (Attach) or to a fresh cgroup v2 subtree in which it starts a command
 // (StartCommand, counting from the command's own execve), reads the per-CPU
 // counters into a Snapshot, and turns snapshots into a Report (syscount-style

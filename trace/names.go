@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/hcomm-go/hcomm/internal/bpf"
+	"github.com/hcomm-go/hcomm/bpf"
 )
 
 // SyscallName names a system call number of this architecture (the

@@ -14,15 +14,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hcomm-go/hcomm/internal/bpf"
+	"github.com/hcomm-go/hcomm/bpf"
 )
 
 func TestKernelCopyAndFaultsInReport(t *testing.T) {
 	s := sampleSnapshot()
-	s.Copy[bpf.CopyIndex(bpf.SrcSyscall, bpf.DirKernelToKernel, bpf.ClassCopy)] = bpf.HcommCopyStat{Ops: 3, Bytes: 3000}
-	s.Copy[bpf.CopyIndex(bpf.SrcURing, bpf.DirKernelToKernel, bpf.ClassCopy)] = bpf.HcommCopyStat{Ops: 1, Bytes: 10}
-	s.Faults = bpf.HcommFaultStat{Total: 10, Write: 3, Instr: 2}
-	s.MinMax[SyscallNumber("write")] = bpf.HcommSysMinmax{MinNs: 7, MaxNs: 9000}
+	s.Copy[bpf.CopyIndex(bpf.SrcSyscall, bpf.DirKernelToKernel, bpf.ClassCopy)] = bpf.CopyStat{Ops: 3, Bytes: 3000}
+	s.Copy[bpf.CopyIndex(bpf.SrcURing, bpf.DirKernelToKernel, bpf.ClassCopy)] = bpf.CopyStat{Ops: 1, Bytes: 10}
+	s.Faults = bpf.FaultStat{Total: 10, Write: 3, Instr: 2}
+	s.MinMax[SyscallNumber("write")] = bpf.SysMinmax{MinNs: 7, MaxNs: 9000}
 	if got := s.KernelCopyBytes(); got != 3010 {
 		t.Errorf("KernelCopyBytes = %d, want 3010", got)
 	}

@@ -9,14 +9,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hcomm-go/hcomm/internal/bpf"
+	"github.com/hcomm-go/hcomm/bpf"
 )
 
 // TestCounterTypesAreAllUint64 guards words(): every map value type must
 // be made of uint64 fields and arrays only (plus zero-size markers).
 func TestCounterTypesAreAllUint64(t *testing.T) {
-	for _, v := range []any{bpf.HcommSysStat{}, bpf.HcommCopyStat{}, bpf.HcommUringStat{}, bpf.HcommFaultStat{},
-		bpf.HcommEngineStat{}, bpf.HcommMiscStat{}} {
+	for _, v := range []any{bpf.SysStat{}, bpf.CopyStat{}, bpf.UringStat{}, bpf.FaultStat{},
+		bpf.EngineStat{}, bpf.MiscStat{}} {
 		typ := reflect.TypeOf(v)
 		for i := 0; i < typ.NumField(); i++ {
 			f := typ.Field(i)
@@ -34,15 +34,15 @@ func TestCounterTypesAreAllUint64(t *testing.T) {
 func sampleSnapshot() *Snapshot {
 	s := &Snapshot{}
 	write, read := SyscallNumber("write"), SyscallNumber("read") // this architecture's numbers
-	s.Syscalls[write] = bpf.HcommSysStat{Count: 10, Errors: 1, TotalNs: 10000, Bytes: 1000}
+	s.Syscalls[write] = bpf.SysStat{Count: 10, Errors: 1, TotalNs: 10000, Bytes: 1000}
 	s.Syscalls[write].Hist[10] = 10 // [512, 1K)
-	s.Syscalls[read] = bpf.HcommSysStat{Count: 3, TotalNs: 300}
-	s.Copy[bpf.CopyIndex(bpf.SrcSyscall, bpf.DirUserToKernel, bpf.ClassCopy)] = bpf.HcommCopyStat{Ops: 9, Bytes: 900}
-	s.Copy[bpf.CopyIndex(bpf.SrcSyscall, bpf.DirUserToKernel, bpf.ClassDirect)] = bpf.HcommCopyStat{Ops: 1, Bytes: 4096}
-	s.Copy[bpf.CopyIndex(bpf.SrcURing, bpf.DirKernelToUser, bpf.ClassCopy)] = bpf.HcommCopyStat{Ops: 2, Bytes: 50}
-	s.URing[5] = bpf.HcommUringStat{Submitted: 4, Completed: 4, Bytes: 400, FixedReqs: 4, FixedBytes: 400}
+	s.Syscalls[read] = bpf.SysStat{Count: 3, TotalNs: 300}
+	s.Copy[bpf.CopyIndex(bpf.SrcSyscall, bpf.DirUserToKernel, bpf.ClassCopy)] = bpf.CopyStat{Ops: 9, Bytes: 900}
+	s.Copy[bpf.CopyIndex(bpf.SrcSyscall, bpf.DirUserToKernel, bpf.ClassDirect)] = bpf.CopyStat{Ops: 1, Bytes: 4096}
+	s.Copy[bpf.CopyIndex(bpf.SrcURing, bpf.DirKernelToUser, bpf.ClassCopy)] = bpf.CopyStat{Ops: 2, Bytes: 50}
+	s.URing[5] = bpf.UringStat{Submitted: 4, Completed: 4, Bytes: 400, FixedReqs: 4, FixedBytes: 400}
 	s.URing[5].Hist[12] = 4
-	s.Engine = bpf.HcommEngineStat{SubmitBatches: 2, SubmitTransfers: 7, SubmitBytes: 7000}
+	s.Engine = bpf.EngineStat{SubmitBatches: 2, SubmitTransfers: 7, SubmitBytes: 7000}
 	s.Engine.PathBatches[2] = 2
 	s.Engine.PathBytes[2] = 7000
 	return s

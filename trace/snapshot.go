@@ -6,25 +6,25 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/hcomm-go/hcomm/internal/bpf"
+	"github.com/hcomm-go/hcomm/bpf"
 )
 
 // Snapshot is the counters of one moment, summed over CPUs. All fields are
 // cumulative since the tracer started; Sub gives the change between two.
 type Snapshot struct {
 	Taken    time.Time
-	Syscalls [bpf.MaxSyscalls]bpf.HcommSysStat
+	Syscalls [bpf.MaxSyscalls]bpf.SysStat
 	// MinMax is the fastest and slowest call of each syscall since the
 	// tracer started (0: none); Sub keeps the later snapshot's.
-	MinMax [bpf.MaxSyscalls]bpf.HcommSysMinmax
+	MinMax [bpf.MaxSyscalls]bpf.SysMinmax
 	// Tasks is the per-process or per-thread breakdown of the syscall table
 	// (Options.By), ordered by ID then syscall number; nil when off.
 	Tasks  []TaskCount
-	Copy   [bpf.CopySlots]bpf.HcommCopyStat
-	URing  [bpf.MaxOps]bpf.HcommUringStat
-	Faults bpf.HcommFaultStat
-	Engine bpf.HcommEngineStat
-	Misc   bpf.HcommMiscStat
+	Copy   [bpf.CopySlots]bpf.CopyStat
+	URing  [bpf.MaxOps]bpf.UringStat
+	Faults bpf.FaultStat
+	Engine bpf.EngineStat
+	Misc   bpf.MiscStat
 	// ProgramMisses counts probe runs the kernel skipped because the same
 	// program was already running on that CPU (recursion protection); a
 	// non-zero value means counts are low by up to that much.

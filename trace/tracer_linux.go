@@ -21,7 +21,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
-	"github.com/hcomm-go/hcomm/internal/bpf"
+	"github.com/hcomm-go/hcomm/bpf"
 )
 
 // Options configure a Tracer.
@@ -191,7 +191,7 @@ func newTracer(tg target, opts Options, executables []string) (*Tracer, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("trace: raise RLIMIT_MEMLOCK for BPF maps: %w", err)
 	}
-	spec, err := bpf.LoadHcomm()
+	spec, err := bpf.Spec()
 	if err != nil {
 		return nil, fmt.Errorf("trace: parse embedded BPF object: %w", err)
 	}
@@ -546,7 +546,7 @@ func (t *Tracer) readEvents() {
 			t.log.Warn("ring buffer read", "err", err)
 			return
 		}
-		var raw bpf.HcommEvent
+		var raw bpf.Event
 		if len(rec.RawSample) < binarySize(raw) {
 			continue
 		}
@@ -630,13 +630,13 @@ func readPerCPU[T any](m *ebpf.Map, out []T) error {
 
 // readMinMax fills out[i] with the minimum (of the non-zero) and maximum
 // over CPUs of key i.
-func readMinMax(m *ebpf.Map, out []bpf.HcommSysMinmax) error {
-	var vals []bpf.HcommSysMinmax
+func readMinMax(m *ebpf.Map, out []bpf.SysMinmax) error {
+	var vals []bpf.SysMinmax
 	for i := range out {
 		if err := m.Lookup(uint32(i), &vals); err != nil {
 			return fmt.Errorf("trace: read map %s[%d]: %w", m.String(), i, err)
 		}
-		out[i] = bpf.HcommSysMinmax{}
+		out[i] = bpf.SysMinmax{}
 		for _, v := range vals {
 			if v.MinNs != 0 && (out[i].MinNs == 0 || v.MinNs < out[i].MinNs) {
 				out[i].MinNs = v.MinNs
@@ -654,8 +654,8 @@ func (t *Tracer) readTasks() ([]TaskCount, error) {
 		return nil, nil
 	}
 	var (
-		k    bpf.HcommTaskKey
-		v    bpf.HcommTaskStat
+		k    bpf.TaskKey
+		v    bpf.TaskStat
 		rows []TaskCount
 	)
 	it := t.coll.Maps["task_sys"].Iterate()

@@ -24,10 +24,10 @@ import (
 	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
 	"github.com/hcomm-go/hcomm/backend/uringfile"
+	"github.com/hcomm-go/hcomm/bpf"
 	"github.com/hcomm-go/hcomm/cmd/internal/selftrace"
 	"github.com/hcomm-go/hcomm/engine"
 	"github.com/hcomm-go/hcomm/hugepage"
-	"github.com/hcomm-go/hcomm/internal/bpf"
 	"github.com/hcomm-go/hcomm/internal/testutil"
 	"github.com/hcomm-go/hcomm/trace"
 	"github.com/hcomm-go/hcomm/vfio/mock"
@@ -143,7 +143,7 @@ func TestCopyPipelineTraced(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.ProgramMisses != 0 || d.Misc != (bpf.HcommMiscStat{}) {
+			if d.ProgramMisses != 0 || d.Misc != (bpf.MiscStat{}) {
 				t.Fatalf("the tracer missed events (%d program misses, %+v): its counts may be low", d.ProgramMisses, d.Misc)
 			}
 			data, signals, signalOps := cpuCopies(d)

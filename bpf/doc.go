@@ -2,7 +2,11 @@
 // vmlinux.h it is compiled against (generated with bpftool from
 // /sys/kernel/btf/vmlinux and committed), and the loader and object that
 // bpf2go generated from them (hcomm_x86_bpfel.go/.o for amd64,
-// hcomm_arm64_bpfel.go/.o for arm64, also committed), so that users need neither clang nor kernel headers.
+// hcomm_arm64_bpfel.go/.o for arm64, also committed), so that users need
+// neither clang nor kernel headers. What it exports is small: Spec (the
+// parsed object), the map value types (SysStat, CopyStat, ...) and the
+// layout constants shared with the C code (layout.go); the generated loader
+// itself is unexported.
 //
 // The programs count, for one process (a thread group, or every task of a
 // cgroup v2 subtree), and nothing else:

@@ -3,9 +3,9 @@ package bpf
 import "testing"
 
 func TestLayoutMatchesGeneratedTypes(t *testing.T) {
-	var s HcommSysStat
-	var u HcommUringStat
-	var e HcommEngineStat
+	var s SysStat
+	var u UringStat
+	var e EngineStat
 	tests := []struct {
 		name      string
 		got, want int
@@ -20,7 +20,7 @@ func TestLayoutMatchesGeneratedTypes(t *testing.T) {
 			t.Errorf("%s: generated length %d, layout.go says %d", tc.name, tc.got, tc.want)
 		}
 	}
-	spec, err := LoadHcomm()
+	spec, err := Spec()
 	if err != nil {
 		t.Fatalf("parse embedded object: %v", err)
 	}

@@ -8,4 +8,4 @@ package bpf
 // generate` installs the toolchain and runs this; `make check-generate`
 // rebuilds into a temporary directory and compares with the committed files
 // (HCOMM_BPF_OUT redirects the output there).
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-14 -strip llvm-strip-14 -target amd64,arm64 -output-dir=$HCOMM_BPF_OUT -type event Hcomm hcomm.bpf.c -- -I. -mcpu=v3 -Wall -Werror
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-14 -strip llvm-strip-14 -target amd64,arm64 -output-dir=$HCOMM_BPF_OUT -type event hcomm hcomm.bpf.c -- -I. -mcpu=v3 -Wall -Werror
