@@ -54,10 +54,10 @@ lint-vet: deps-build
 # Debian offers only through multiarch (dpkg --add-architecture arm64): they
 # are built on arm64 hosts natively, not cross-built here.
 ARM64_NOCGO = /(capi|backend/ucx|cmd/hcomm-bench)$$
-ARM64_LIST = GOARCH=arm64 CGO_ENABLED=0 $(GO) list $(PKGS) | grep -vE '$(ARM64_NOCGO)'
+ARM64_LIST = GOARCH=arm64 CGO_ENABLED=0 $(GO) list $(1) $(PKGS) | grep -vE '$(ARM64_NOCGO)'
 lint-arm64: deps-build
-	GOARCH=arm64 CGO_ENABLED=0 $(GO) build $$($(ARM64_LIST))
-	GOARCH=arm64 CGO_ENABLED=0 $(GO) vet $$($(ARM64_LIST))
+	GOARCH=arm64 CGO_ENABLED=0 $(GO) build $$($(call ARM64_LIST,-f '{{if .GoFiles}}{{.ImportPath}}{{end}}'))
+	GOARCH=arm64 CGO_ENABLED=0 $(GO) vet $$($(call ARM64_LIST,))
 
 test-unit: deps-build
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
