@@ -17,6 +17,7 @@ log = logging.getLogger("hcomm")
 
 TARGETS = {"mock": 0, "file": 1, "vfio": 2, "memory": 3, "remote": 4}
 DEV_ADDR_BASE = 0x4000000000000000
+TARGET_SHIFT = 52  # a target's device addresses: DEV_ADDR_BASE | target << TARGET_SHIFT | offset
 # hcomm_remote_addr(peer, offset) = REMOTE_ADDR_BASE | peer << 44 | offset.
 REMOTE_ADDR_BASE = 0x6000000000000000
 REMOTE_PEER_SHIFT = 44
@@ -126,8 +127,14 @@ class DeviceBuffer(_Memory):
 
     @property
     def offset(self):
-        """The device-memory offset (for the file target: the file offset)."""
-        return self.ptr - DEV_ADDR_BASE
+        """The device-memory offset (for a file target: the file offset)."""
+        return (self.ptr - DEV_ADDR_BASE) & ((1 << TARGET_SHIFT) - 1)
+
+    @property
+    def target(self):
+        """The target whose device memory or file space this is (0: the
+        engine's first; Engine.add_target's index otherwise)."""
+        return (self.ptr - DEV_ADDR_BASE) >> TARGET_SHIFT
 
     def free(self):
         self._eng._free_dev(self)
@@ -315,9 +322,15 @@ class Engine:
         b._freed = True
         self._host.pop(b.ptr, None)
 
-    def alloc_dev(self, nbytes):
-        """nbytes of device memory (a DeviceBuffer)."""
-        p = self._lib.hcomm_alloc_dev_mem(self._handle(), nbytes)
+    def alloc_dev(self, nbytes, target=0):
+        """nbytes of device memory, or of a file target's file space (a
+        DeviceBuffer), of target (0: the engine's first; an index
+        add_target returned)."""
+        if target:
+            self._need("hcomm_alloc_target_mem")
+            p = self._lib.hcomm_alloc_target_mem(self._handle(), target, nbytes)
+        else:
+            p = self._lib.hcomm_alloc_dev_mem(self._handle(), nbytes)
         if not p:
             _check(self._lib, -ctypes.get_errno())
         d = DeviceBuffer(self, p, nbytes)
@@ -346,6 +359,51 @@ class Engine:
         reg.registered = False
         self._regs.pop(reg.ptr, None)
         reg.obj = None
+
+    # several targets
+    def _need(self, fn):
+        if not hasattr(self._lib, fn) or getattr(self._lib, fn).argtypes is None:
+            raise error_for(-95, f"hcomm: {fn}: the loaded libhcomm ({self._lib.path}) predates it")
+
+    def add_target(self, target, path=None, dev_mem_size=0):
+        """Adds a target to this engine ("mock", "file", "vfio" or
+        "memory"; path and dev_mem_size as for Engine()) and returns its
+        index: the whole pool is usable with it at once, alloc_dev(n,
+        target=index) hands out its device memory or file space, a transfer
+        goes to the target its device end belongs to, and copy() moves data
+        between two targets."""
+        self._need("hcomm_add_target")
+        if target not in TARGETS or target == "remote":
+            raise ValueError(f"hcomm: add_target {target!r}: want mock, file, vfio or memory")
+        tc = _lib.TargetConfig(target=TARGETS[target], dev_mem_size=dev_mem_size,
+                               target_path=None if path is None else str(path).encode())
+        idx = ctypes.c_uint32()
+        _check(self._lib, self._lib.hcomm_add_target(self._handle(), ctypes.byref(tc), ctypes.byref(idx)))
+        return idx.value
+
+    def copy(self, dst, src, nbytes=None, chunk=0, depth=0, callback=None):
+        """Copies nbytes (default: the smaller length) from src to dst, two
+        DeviceBuffers (usually of two targets: a file into device memory,
+        device memory out to a file), streamed through the engine's pool in
+        chunks (chunk bytes, depth in flight; 0: 1 MiB and 4) with no CPU
+        copy. Returns a Transfer future (await it, or result()); callback
+        as for submit. The first failed chunk fails it with its error."""
+        self._need("hcomm_copy")
+        if nbytes is None:
+            nbytes = min(src.nbytes, dst.nbytes)
+        fut = Transfer(self, nbytes, callback)
+        with _pending_lock:
+            key = next(_keys)
+            _pending[key] = (self, fut)
+        cid = ctypes.c_uint64()
+        rc = self._lib.hcomm_copy(self._handle(), dst.ptr, src.ptr, nbytes, chunk, depth, _on_complete, key,
+                                  ctypes.byref(cid))
+        if rc < 0:
+            with _pending_lock:
+                _pending.pop(key, None)
+            _check(self._lib, rc)
+        fut.id = cid.value
+        return fut
 
     # remote target
     def connect(self, addr, timeout=None):

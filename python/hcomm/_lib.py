@@ -40,6 +40,17 @@ class TransferStruct(ctypes.Structure):
     ]
 
 
+class TargetConfig(ctypes.Structure):
+    """hcomm_target_config_t."""
+
+    _fields_ = [
+        ("target", ctypes.c_int32),
+        ("flags", ctypes.c_uint32),
+        ("target_path", ctypes.c_char_p),
+        ("dev_mem_size", ctypes.c_uint64),
+    ]
+
+
 _PROTOS = {
     "hcomm_version": (ctypes.c_char_p, [ctypes.POINTER(ctypes.c_int)] * 3),
     "hcomm_strerror": (ctypes.c_char_p, [ctypes.c_int]),
@@ -66,6 +77,10 @@ _PROTOS = {
 # Declared when the library has them (newer than the oldest ABI this
 # package loads); their users check hasattr first.
 _OPTIONAL = {
+    "hcomm_add_target": (ctypes.c_int, [handle_t, ctypes.POINTER(TargetConfig), ctypes.POINTER(ctypes.c_uint32)]),
+    "hcomm_alloc_target_mem": (ctypes.c_void_p, [handle_t, ctypes.c_uint32, ctypes.c_size_t]),
+    "hcomm_copy": (ctypes.c_int, [handle_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
+                                  ctypes.c_uint32, callback_t, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)]),
     "hcomm_open_file": (ctypes.c_int, [ctypes.POINTER(handle_t), ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint32,
                                        ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)]),
 }
