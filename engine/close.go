@@ -289,7 +289,7 @@ func (e *Engine) tearDownStaging() (end uint64) {
 	// would race with its writes. Every reservation made before the
 	// check is published, so every real transfer is in [head, end).
 	b := e.stage.Peek(e.depth)
-	e.torn = true
+	e.tornDown = true
 	e.tornEnd = b.Start() + uint64(b.Len())
 	return e.tornEnd
 }

@@ -100,7 +100,7 @@ type BackendStats struct {
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
 	e.lock()
-	c := e.ctr
+	c := e.totals
 	var bs []BackendStats
 	var bc backend.Counters
 	e.forEach(func(m *member) {
@@ -116,7 +116,7 @@ func (e *Engine) Stats() Stats {
 		bc.Recoveries += r.ctr.Recoveries
 	}
 	inflight := e.stage.Len()
-	if e.torn {
+	if e.tornDown {
 		// Closed: submissions refused since then reserved no-op slots
 		// that nothing releases any more; they are not in flight. What
 		// Close canceled is, until its callback has run.
@@ -125,7 +125,7 @@ func (e *Engine) Stats() Stats {
 	e.unlock()
 	s := Stats{
 		Backend: e.first.desc.Name, Backends: bs,
-		Batches: c.batches, Doorbells: bc.Doorbells, Syscalls: bc.Syscalls + e.sysc.Load(),
+		Batches: c.batches, Doorbells: bc.Doorbells, Syscalls: bc.Syscalls + e.engineSyscalls.Load(),
 		Completed: c.completed, ReapBatches: c.reapBatches,
 		DeviceErrors: c.errDevice, Timeouts: c.errTimeout, Canceled: c.errCanceled, IOErrors: c.errIO,
 		InFlight: inflight, QueueFull: e.queueFull.Load(), Recoveries: bc.Recoveries,
