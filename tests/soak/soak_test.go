@@ -42,11 +42,18 @@ const (
 	kindFile
 	kindDirect
 	kindMemory
+	// kindMixed: one engine over an HDMA device (with the injected
+	// faults), a file and host memory at once; submitter s moves its
+	// bytes through the backend kindOfSubmitter(s).
+	kindMixed
 )
 
 func (k kind) String() string {
-	return [...]string{"hdma", "file", "file-odirect", "memory"}[k]
+	return [...]string{"hdma", "file", "file-odirect", "memory", "mixed"}[k]
 }
+
+// mixedKinds is what each submitter of a mixed lane uses.
+var mixedKinds = [submitters]kind{kindHDMA, kindFile, kindMemory}
 
 // Each submitter owns a region of 16 slots: one transfer per slot and
 // round, so that the transfers of a round never overlap.
@@ -99,6 +106,7 @@ type gen struct {
 	closing atomic.Bool  // the controller began closing: cancellations allowed
 	mem     sync.RWMutex // held (read) while a submitter touches block memory; Close takes it
 	closed  bool         // under mem
+	targets []engine.Target
 	recs    []*rec       // every transfer of this engine (under recMu)
 	recMu   sync.Mutex
 }
@@ -190,6 +198,8 @@ func TestSoak(t *testing.T) {
 	add(kindDirect, engine.ModeReaper)
 	add(kindMemory, engine.ModeReaper)
 	add(kindMemory, engine.ModePoll)
+	add(kindMixed, engine.ModeReaper)
+	add(kindMixed, engine.ModePoll)
 	for _, l := range lanes {
 		if err := l.setup(dir); err != nil {
 			if l.kind == kindDirect && errors.Is(err, errNoDirect) {
@@ -258,7 +268,7 @@ var errNoDirect = errors.New("O_DIRECT unavailable")
 
 func (l *lane) setup(dir string) error {
 	switch l.kind {
-	case kindHDMA:
+	case kindHDMA, kindMixed:
 		d, err := mock.New(mock.Config{Name: "soak-" + strconv.Itoa(int(l.seed%1000)), Seed: l.seed, Logger: quiet()})
 		if err != nil {
 			return err
@@ -285,6 +295,17 @@ func (l *lane) setup(dir string) error {
 			if l.kind == kindDirect {
 				return fmt.Errorf("%w on %s: %w", errNoDirect, dir, err)
 			}
+			return err
+		}
+		if err := f.Truncate(submitters * regionSize); err != nil {
+			f.Close()
+			return err
+		}
+		l.file = f
+	}
+	if l.kind == kindMixed {
+		f, err := os.OpenFile(filepath.Join(dir, strings.ReplaceAll(l.name, "/", "-")), os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
 			return err
 		}
 		if err := f.Truncate(submitters * regionSize); err != nil {
@@ -352,8 +373,16 @@ func (l *lane) run(end time.Time) {
 		var wg sync.WaitGroup
 		for s := range submitters {
 			wg.Add(1)
+			lock := rng.IntN(2) == 0
 			go func() {
 				defer wg.Done()
+				if lock {
+					// As code that enters a namespace or calls a
+					// thread-bound C library does: the thread exits
+					// with the goroutine, with what it submitted to
+					// io_uring still in flight.
+					runtime.LockOSThread()
+				}
 				g.submitter(s, rand.New(rand.NewPCG(l.seed, n<<8|uint64(s+1))))
 			}()
 		}
@@ -367,6 +396,7 @@ func (l *lane) run(end time.Time) {
 
 func (l *lane) open(rng *rand.Rand) (*gen, error) {
 	var be backend.Backend
+	var more []backend.Backend
 	var err error
 	align := 8
 	switch l.kind {
@@ -379,12 +409,23 @@ func (l *lane) open(rng *rand.Rand) (*gen, error) {
 		}
 	case kindMemory:
 		be = memory.New()
+	case kindMixed:
+		be, err = hdmadev.New(l.dev, hdmadev.Config{CPUThreshold: cpuThresh, Timeout: hdmaTimout, Logger: quiet()})
+		if err == nil {
+			var fb *uringfile.Backend
+			if fb, err = uringfile.New(l.file, uringfile.Config{Logger: quiet()}); err != nil {
+				_ = be.Close()
+				return nil, err
+			}
+			more = []backend.Backend{fb, memory.New()}
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	e, err := engine.Open(engine.Config{
 		Backend:    be,
+		Backends:   more,
 		PoolSize:   int64(2*submitters*regionSize + 2<<20),
 		QueueDepth: []int{8, 16, 64}[rng.IntN(3)],
 		Alignment:  align,
@@ -394,7 +435,32 @@ func (l *lane) open(rng *rand.Rand) (*gen, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &gen{l: l, e: e}, nil
+	return &gen{l: l, e: e, targets: e.Targets()}, nil
+}
+
+// kindOfSubmitter is the backend kind submitter s moves its bytes through.
+func (g *gen) kindOfSubmitter(s int) kind {
+	if g.l.kind == kindMixed {
+		return mixedKinds[s]
+	}
+	return g.l.kind
+}
+
+// deviceAt and fileAt name the lane's device and file: on a mixed engine,
+// through its Target half of the time (the other half the Loc names no
+// backend and the engine routes it to the only one of its kind).
+func (g *gen) deviceAt(off uint64, rng *rand.Rand) engine.Loc {
+	if g.l.kind == kindMixed && rng.IntN(2) == 0 {
+		return g.targets[0].DeviceAt(off)
+	}
+	return engine.DeviceAt(off)
+}
+
+func (g *gen) fileAt(off int64, rng *rand.Rand) engine.Loc {
+	if g.l.kind == kindMixed && rng.IntN(2) == 0 {
+		return g.targets[1].FileAt(off)
+	}
+	return engine.FileAt(off)
 }
 
 // close closes the engine the way a program might: at once, or draining
@@ -458,6 +524,7 @@ func (g *gen) submitter(s int, rng *rand.Rand) {
 		return
 	}
 	base := uint64(s) * regionSize // device or file region
+	kd := g.kindOfSubmitter(s)
 	for !g.closing.Load() {
 		k := 1 + rng.IntN(slots)
 		recs := make([]*rec, k)
@@ -470,17 +537,17 @@ func (g *gen) submitter(s int, rng *rand.Rand) {
 				mem := src.Bytes()[i*slotSize+r.slotOff:][:r.size]
 				fill(mem, rng.Uint64())
 				r.crc = crc32.Checksum(mem, castagnoli)
-				if g.l.kind == kindMemory {
+				if kd == kindMemory {
 					clear(dst.Bytes()[i*slotSize+r.slotOff:][:r.size])
 				}
 				recs[i] = r
 				ts[i] = engine.Transfer{Src: engine.HostAt(src, i*slotSize+r.slotOff), Len: r.size, Callback: r.done}
 				off := base + uint64(i*slotSize+r.slotOff)
-				switch g.l.kind {
+				switch kd {
 				case kindHDMA:
-					ts[i].Dst = engine.DeviceAt(off)
+					ts[i].Dst = g.deviceAt(off, rng)
 				case kindFile, kindDirect:
-					ts[i].Dst = engine.FileAt(int64(off))
+					ts[i].Dst = g.fileAt(int64(off), rng)
 				case kindMemory:
 					ts[i].Dst = engine.HostAt(dst, i*slotSize+r.slotOff)
 				}
@@ -491,7 +558,7 @@ func (g *gen) submitter(s int, rng *rand.Rand) {
 		if !g.submit(rng, ts, recs, &pending) {
 			return
 		}
-		if g.l.kind == kindMemory {
+		if kd == kindMemory {
 			g.verify(dst, recs)
 			continue
 		}
@@ -509,10 +576,10 @@ func (g *gen) submitter(s int, rng *rand.Rand) {
 				back = append(back, b)
 				t := engine.Transfer{Dst: engine.HostAt(dst, r.slot*slotSize+r.slotOff), Len: r.size, Callback: b.done}
 				off := base + uint64(r.slot*slotSize+r.slotOff)
-				if g.l.kind == kindHDMA {
-					t.Src = engine.DeviceAt(off)
+				if kd == kindHDMA {
+					t.Src = g.deviceAt(off, rng)
 				} else {
-					t.Src = engine.FileAt(int64(off))
+					t.Src = g.fileAt(int64(off), rng)
 				}
 				bts = append(bts, t)
 			}
@@ -665,7 +732,7 @@ func (g *gen) classify(r *rec) {
 		}
 		return
 	}
-	if g.l.kind == kindHDMA {
+	if g.l.dev != nil { // an HDMA lane, or a mixed one (only HDMA fails by injection)
 		switch {
 		case errors.Is(err, hdma.ErrDeviceError):
 			s.devErr.Add(1)
