@@ -61,6 +61,14 @@
 // next Poll delivers them. Before a peer's keys are destroyed (its
 // mapping goes), fence stops and waits out the submitters' copies to it.
 //
+// # Registration
+//
+// Registrations are cached (reg.c): MapArena of memory a cached
+// registration contains takes a reference — no UCX call, no system call —
+// and RegisterRegions registers many regions in one call, adjacent ones
+// merged into one ucp_mem_map (not with SharedMemory, whose arenas are
+// segments of their own).
+//
 // # Notifications
 //
 // A put to the remote offset Notify is a notification: its bytes (at most

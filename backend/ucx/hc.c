@@ -1023,7 +1023,26 @@ int hc_map(hc_be *be, int slot, uint64_t addr, uint64_t len, int lock, const cha
 		.address = (void *)(uintptr_t)addr,
 		.length = len,
 	};
-	ucs_status_t st = ucp_mem_map(be->ctx, &mp, &be->memh[slot]);
+	ucs_status_t st;
+	if (!be->shm_ep) {
+		// The registration cache: memory already registered (a region
+		// registered in a batch, an arena mapped in another slot) is
+		// not registered again, and its packed key is reused.
+		hc_reg *r = hc_reg_get(be, addr, len, &st);
+		if (r == NULL)
+			return st;
+		if (r->rkey == NULL && (st = ucp_rkey_pack(be->ctx, r->memh, &r->rkey, &r->rkeylen)) != UCS_OK) {
+			r->rkey = NULL;
+			hc_reg_put(be, r);
+			return st;
+		}
+		be->slot_reg[slot] = r;
+		be->memh[slot] = r->memh;
+		be->rkeybuf[slot] = r->rkey;
+		be->rkeylen[slot] = r->rkeylen;
+		goto mapped;
+	}
+	st = ucp_mem_map(be->ctx, &mp, &be->memh[slot]);
 	if (st == UCS_OK) {
 		ucp_mem_h x = be->xmemh[slot] != NULL ? be->xmemh[slot] : be->memh[slot];
 		st = ucp_rkey_pack(be->ctx, x, &be->rkeybuf[slot], &be->rkeylen[slot]);
@@ -1040,6 +1059,7 @@ int hc_map(hc_be *be, int slot, uint64_t addr, uint64_t len, int lock, const cha
 		be->xmemh[slot] = NULL;
 		return st;
 	}
+mapped:
 	be->arena_addr[slot] = addr;
 	be->arena_len[slot] = len;
 	be->win_start[slot] = be->win_end;
@@ -1054,9 +1074,15 @@ int hc_map(hc_be *be, int slot, uint64_t addr, uint64_t len, int lock, const cha
 int hc_unmap(hc_be *be, int slot) {
 	if (be->memh[slot] == NULL)
 		return UCS_OK;
-	ucp_rkey_buffer_release(be->rkeybuf[slot]);
+	ucs_status_t st = UCS_OK;
+	if (be->slot_reg[slot] != NULL) {
+		hc_reg_put(be, be->slot_reg[slot]); // the cache's: its key too
+		be->slot_reg[slot] = NULL;
+	} else {
+		ucp_rkey_buffer_release(be->rkeybuf[slot]);
+		st = ucp_mem_unmap(be->ctx, be->memh[slot]);
+	}
 	be->rkeybuf[slot] = NULL;
-	ucs_status_t st = ucp_mem_unmap(be->ctx, be->memh[slot]);
 	be->memh[slot] = NULL;
 	if (be->xmemh[slot] != NULL) {
 		ucs_status_t xst = ucp_mem_unmap(be->ctx, be->xmemh[slot]);
@@ -1694,6 +1720,7 @@ void hc_destroy(hc_be *be) {
 		ucp_listener_destroy(be->listener);
 	for (int s = 0; s < HC_MAX_ARENAS; s++)
 		hc_unmap(be, s);
+	hc_reg_destroy(be);
 	for (uint32_t i = 0; i < be->npeers; i++) {
 		free(be->peers[i]->hello);
 		free(be->peers[i]->hello_out);

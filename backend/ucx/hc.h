@@ -93,6 +93,19 @@ typedef struct hc_cqe {
 
 typedef struct hc_be hc_be;
 
+// hc_reg is a registration (ucp_mem_map) of [addr, addr+len) in the
+// backend's range cache (reg.c), with its packed remote key once an arena
+// inside it was exported, and its references: mapped arenas and regions
+// registered in batches. Registering a range a cached registration
+// contains takes a reference: no UCX call, no system call.
+typedef struct hc_reg {
+	uint64_t addr, len;
+	ucp_mem_h memh;
+	void *rkey;
+	size_t rkeylen;
+	uint32_t refs;
+} hc_reg;
+
 typedef struct hc_op {
 	hc_be *be;
 	uint64_t tag;
@@ -229,6 +242,15 @@ struct hc_be {
 	uint64_t arena_addr[HC_MAX_ARENAS];
 	uint64_t arena_len[HC_MAX_ARENAS];
 	uint64_t export_addr[HC_MAX_ARENAS];
+	// The registration cache (reg.c): entries sorted by address;
+	// reg_maxlen is the longest (lookups stop where none can reach);
+	// slot_reg[s] is arena s's registration (memh[s] its memh) when it
+	// came from the cache. Counters for tests and benchmarks.
+	hc_reg **regs;
+	uint32_t nregs, regcap;
+	uint64_t reg_maxlen;
+	hc_reg *slot_reg[HC_MAX_ARENAS];
+	uint64_t nreg_maps, nreg_hits;
 	// win_start[s]: arena s's offset in this side's window; win_end the
 	// next arena's. Offsets are never reused: an arena added later goes
 	// at the end, one removed leaves a hole.
@@ -257,6 +279,14 @@ typedef struct hc_hello {
 	uint32_t addrlen;
 } hc_hello;
 
+hc_reg *reg_find(hc_be *be, uint64_t addr, uint64_t len);
+hc_reg *hc_reg_get(hc_be *be, uint64_t addr, uint64_t len, ucs_status_t *st);
+void hc_reg_put(hc_be *be, hc_reg *r);
+int hc_reg_batch(hc_be *be, const uint64_t *addr, const uint64_t *len, uint32_t n);
+uint32_t hc_reg_release(hc_be *be, const uint64_t *addr, const uint64_t *len, uint32_t n);
+void hc_reg_destroy(hc_be *be);
+int hc_bench_reg_hits(hc_be *be, uint64_t addr, uint64_t len, uint32_t n);
+int hc_bench_mem_map(hc_be *be, uint64_t addr, uint64_t size, uint64_t stride, uint32_t n);
 int hc_parse_hello(const uint8_t *b, size_t n, hc_hello *h);
 int hc_open(hc_be **out, int shm, const char **err);
 void hc_destroy(hc_be *be);

@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(peerEnv) == "1" {
 		os.Exit(servePeer())
 	}
+	if os.Getenv(regHelperEnv) == "1" {
+		os.Exit(regHelper())
+	}
 	os.Exit(m.Run())
 }
 

@@ -1,0 +1,111 @@
+package ucx
+
+/*
+#include "hc.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/hcomm-go/hcomm/backend"
+)
+
+// RegisterRegions registers memory regions with UCX in one call, into the
+// backend's registration cache: the regions are sorted, adjacent or
+// overlapping ones merged into runs, and each run is registered once
+// (ucp_mem_map) unless a registration already in the cache contains it.
+// Later registrations of memory the cache holds — MapArena of an arena
+// inside a registered run (the engine's Register, a pool arena), or
+// RegisterRegions again — take a reference: no UCX call and no system
+// call. Each region holds one reference until UnregisterRegions; a
+// registration is unmapped (ucp_mem_unmap) with its last reference. All
+// or nothing: on an error nothing is registered.
+//
+// An arena exported from a cached registration is exported with the
+// registration's remote key: on RDMA a peer's key covers the whole
+// registered run, not only the arena (docs/remote.md, Security). Without
+// SharedMemory only: with it, exported arenas become UCX-allocated
+// segments of their own.
+func (b *Backend) RegisterRegions(regions [][]byte) error {
+	addrs, lens, err := spans(regions)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errBackendClosed
+	}
+	if st := C.hc_reg_batch(b.be, ptr64(addrs), ptr64(lens), C.uint32_t(len(regions))); st != 0 {
+		return fmt.Errorf("ucx: register %d regions: %s: %w", len(regions), ucsString(st), ErrUCX)
+	}
+	return nil
+}
+
+// UnregisterRegions drops the references RegisterRegions took for regions
+// (the same slices, or the same address ranges). A region no registration
+// holds is an error (ErrBadConfig); the others are released all the same.
+func (b *Backend) UnregisterRegions(regions [][]byte) error {
+	addrs, lens, err := spans(regions)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errBackendClosed
+	}
+	if n := C.hc_reg_release(b.be, ptr64(addrs), ptr64(lens), C.uint32_t(len(regions))); n != 0 {
+		return fmt.Errorf("ucx: unregister: %d of %d regions were not registered: %w", n, len(regions), backend.ErrBadConfig)
+	}
+	return nil
+}
+
+// RegistrationStats says how many ucp_mem_map calls the cache made and how
+// many registrations it answered from what it held.
+func (b *Backend) RegistrationStats() (maps, hits uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, 0
+	}
+	return uint64(b.be.nreg_maps), uint64(b.be.nreg_hits)
+}
+
+func spans(regions [][]byte) (addrs, lens []uint64, err error) {
+	addrs, lens = make([]uint64, len(regions)+1), make([]uint64, len(regions)+1)
+	for i, r := range regions {
+		if len(r) == 0 {
+			return nil, nil, fmt.Errorf("ucx: register: region %d is empty: %w", i, backend.ErrBadConfig)
+		}
+		addrs[i], lens[i] = uint64(uintptr(unsafe.Pointer(&r[0]))), uint64(len(r))
+	}
+	return addrs, lens, nil
+}
+
+func ptr64(s []uint64) *C.uint64_t { return (*C.uint64_t)(unsafe.Pointer(&s[0])) }
+
+// benchMemMap registers and unregisters n regions of size bytes, stride
+// apart from mem's start, with direct ucp_mem_map calls in C: the
+// registration benchmarks' yardstick.
+func (b *Backend) benchMemMap(mem []byte, size, stride uint64, n int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if st := C.hc_bench_mem_map(b.be, C.uint64_t(uintptr(unsafe.Pointer(&mem[0]))), C.uint64_t(size), C.uint64_t(stride), C.uint32_t(n)); st != 0 {
+		return ucxErr("ucp_mem_map", st)
+	}
+	return nil
+}
+
+// benchRegHits registers and releases mem n times through the cache in one
+// call into C, between two marker system calls (TestRegisterNoSyscall).
+func (b *Backend) benchRegHits(mem []byte, n int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if st := C.hc_bench_reg_hits(b.be, C.uint64_t(uintptr(unsafe.Pointer(&mem[0]))), C.uint64_t(len(mem)), C.uint32_t(n)); st != 0 {
+		return ucxErr("registration cache", st)
+	}
+	return nil
+}
