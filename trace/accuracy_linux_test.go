@@ -243,12 +243,6 @@ func TestURingWriteFixedExact(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.name == "pagecache" && os.Getenv("HCOMM_IN_VM") == "1" {
-				// Seen in the 6.1 guest (tests/vm), not understood: a
-				// buffered io_uring write, punted to io-wq, completed
-				// with -ECANCELED (the soak's TestFileFullFS saw the same).
-				t.Skip("buffered io_uring writes sometimes complete with ECANCELED in the VM's 6.1 guest (docs/vm-tests.md); runs on the host")
-			}
 			args := []string{"uring-write-fixed", tc.path, "100", "8192"}
 			if tc.direct {
 				args = append(args, "direct")

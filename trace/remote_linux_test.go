@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,12 +18,6 @@ import (
 // counted, all on the remote path: the hooks are the engine's own, so the
 // counts are exact (no runtime syscalls are involved).
 func TestEngineRemoteHooks(t *testing.T) {
-	if os.Getenv(testutil.HelpersEnv) != "" || os.Getenv("HCOMM_IN_VM") == "1" {
-		// The helper is a cgo program linked against the host's libucp
-		// and libucs: tests/vm builds helpers without cgo, and the guest
-		// has neither a toolchain nor the UCX libraries.
-		t.Skip("in the VM guest: the remote helper needs cgo and UCX's shared libraries; the host run checks the remote path")
-	}
 	requireTracing(t)
 	const b = 40
 	bin := buildRemoteload(t)
@@ -63,13 +56,20 @@ func TestEngineRemoteHooks(t *testing.T) {
 
 // buildRemoteload builds trace/testdata/remoteload, which links
 // backend/ucx: cgo and libucx-dev, unlike the other helpers.
+// In the VM guest (tests/vm) the helper is prebuilt with cgo on the host
+// (testdata/vm-helpers) and brings UCX's shared libraries along.
 func buildRemoteload(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "remoteload")
-	cmd := exec.Command("go", "build", "-o", bin, "./testdata/remoteload")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./testdata/remoteload (needs libucx-dev): %v\n%s", err, out)
+	bin, err := testutil.Helper(t.TempDir(), "remoteload", func(out string) error {
+		cmd := exec.Command("go", "build", "-o", out, "./testdata/remoteload")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build ./testdata/remoteload (needs libucx-dev): %w\n%s", err, b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

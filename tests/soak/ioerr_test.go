@@ -87,17 +87,6 @@ func smallExt4(t *testing.T, size int64) string {
 // errno), and returns how many writes failed.
 func ioRound(t *testing.T, be backend.Backend, n, size int, allowed ...syscall.Errno) (failed int) {
 	t.Helper()
-	failed, _ = ioRoundOnce(t, be, n, size, false, allowed...)
-	return failed
-}
-
-// ioRoundOnce is ioRound. With mayRetry, a round in which the kernel
-// canceled writes nobody asked it to cancel (ECANCELED: the 6.1 guest's
-// io-wq anomaly, docs/vm-tests.md) returns at once with canceled > 0 and
-// without judging the chunks (their callbacks still ran exactly once), so
-// that the caller can run it again on a new engine and backend.
-func ioRoundOnce(t *testing.T, be backend.Backend, n, size int, mayRetry bool, allowed ...syscall.Errno) (failed, canceled int) {
-	t.Helper()
 	e, err := engine.Open(engine.Config{Backend: be, PoolSize: int64(2*n*size + 1<<20), Alignment: 4096, QueueDepth: 64,
 		Backings: []hugepage.Backing{hugepage.Backing4K}, Logger: quiet()})
 	if err != nil {
@@ -157,16 +146,6 @@ func ioRoundOnce(t *testing.T, be backend.Backend, n, size int, mayRetry bool, a
 		return res
 	}
 	wrote := phase(true)
-	if mayRetry {
-		for _, w := range wrote {
-			if errors.Is(w.Err, syscall.ECANCELED) {
-				canceled++
-			}
-		}
-		if canceled > 0 {
-			return 0, canceled
-		}
-	}
 	read := phase(false)
 	mem := func(b engine.Block, i int) []byte { return b.Bytes()[i*size:][:size] }
 	for i := range n {
@@ -201,17 +180,7 @@ func ioRoundOnce(t *testing.T, be backend.Backend, n, size int, mayRetry bool, a
 			}
 		}
 	}
-	return failed, 0
-}
-
-// skipInVM skips a test in the VM guest (tests/vm) that runs on the host:
-// the guest runs this package for TestFileDMError, which needs the
-// device-mapper the host kernel lacks. (In the 6.1 guest TestFileFullFS once
-// saw its first 64 buffered writes fail with ECANCELED; docs/vm-tests.md.)
-func skipInVM(t *testing.T) {
-	if os.Getenv("HCOMM_IN_VM") == "1" {
-		t.Skip("runs on the host (make test-unit, test-soak); the guest runs only what the host cannot")
-	}
+	return failed
 }
 
 // TestFileFullFS: the file backend under real I/O errors on the host, an
@@ -219,7 +188,6 @@ func skipInVM(t *testing.T) {
 // write that does not fit fails once with ENOSPC, every other one lands and
 // reads back intact, nothing is lost or duplicated.
 func TestFileFullFS(t *testing.T) {
-	skipInVM(t)
 	dir := smallExt4(t, 8<<20)
 	for _, direct := range []bool{false, true} {
 		name := map[bool]string{false: "buffered", true: "O_DIRECT"}[direct]
@@ -291,24 +259,11 @@ func TestFileDMError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	// The 6.1 guest kernel sometimes completes the first writes it hands
-	// to io-wq with ECANCELED, which nobody asked for (docs/vm-tests.md:
-	// TestFileFullFS and the tracer saw it there too; 2 of 6 full guest
-	// runs of this test on 2026-12-01): such a round is run again on a new
-	// engine, at most twice, and the third is judged whatever it holds.
-	var failed int
-	for attempt := 1; ; attempt++ {
-		be, err := uringfile.New(dev, uringfile.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var canceled int
-		failed, canceled = ioRoundOnce(t, be, 256, 64<<10, attempt < 3, syscall.EIO)
-		if canceled == 0 {
-			break
-		}
-		t.Logf("attempt %d: the kernel canceled %d of 256 writes nobody canceled (the 6.1 io-wq anomaly, docs/vm-tests.md); running the round again", attempt, canceled)
+	be, err := uringfile.New(dev, uringfile.Config{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	failed := ioRound(t, be, 256, 64<<10, syscall.EIO)
 	// 1 MiB of 16 is bad: the 16 chunks of 64 KiB inside it.
 	if failed != 16 {
 		t.Errorf("%d writes failed, want the 16 that touch the error target", failed)

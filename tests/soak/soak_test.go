@@ -135,7 +135,6 @@ func (r *rec) done(res engine.Result) {
 }
 
 func TestSoak(t *testing.T) {
-	skipInVM(t)
 	dur := *flagSoak
 	if dur == 0 {
 		dur = 3 * time.Second

@@ -81,22 +81,32 @@ cp "$bin" "$work/root/pkg/test"
 # A dynamically linked binary (a cgo package: backend/ucx) brings the
 # shared libraries and the loader ldd names, at the same paths; the base
 # initramfs has no libc of its own, only what its tools brought.
-if [ $dynamic = 1 ]; then
-	ldd "$bin" | grep -o '/[^ ]*' | while read -r lib; do
+copy_libs() {
+	ldd "$1" | grep -o '/[^ ]*' | while read -r lib; do
 		mkdir -p "$work/root$(dirname "$lib")" && cp -L "$lib" "$work/root$lib"
 	done
-fi
+}
+[ $dynamic = 1 ] && copy_libs "$bin"
 [ -d testdata ] && cp -r testdata "$work/root/pkg/wd/"
 # Helper programs the package's tests would build at run time (the guest
-# has no toolchain): testdata/vm-helpers lists "NAME SOURCE" lines, a Go
-# package (built static) or a C file (cc -static); they go to /pkg/helpers,
+# has no toolchain): testdata/vm-helpers lists "NAME SOURCE [cgo]" lines, a Go
+# package (built static, or with cgo) or a C file (cc -static); they go to /pkg/helpers,
 # which HCOMM_TEST_HELPERS names in the guest (internal/testutil.Helper).
 helpers_env=
 if [ -f testdata/vm-helpers ]; then
 	mkdir -p "$work/root/pkg/helpers"
-	while read -r name src; do
+	while read -r name src mode; do
 		case "$name" in '' | '#'*) continue ;; esac
 		out="$work/root/pkg/helpers/$name"
+		if [ "${mode:-}" = cgo ]; then
+			# A cgo program (a third field "cgo"): built for the host's
+			# libc, it brings the libraries ldd names, as a cgo test
+			# binary does.
+			[ "$arch" = "$(dpkg --print-architecture)" ] || die "$src (testdata/vm-helpers): cgo helpers run in the host architecture's guest only"
+			CGO_ENABLED=1 go build -o "$out" "$src" || die "go build $src (cgo, testdata/vm-helpers) failed"
+			copy_libs "$out"
+			continue
+		fi
 		case "$src" in
 		*.c) [ "$arch" = amd64 ] || die "$src (testdata/vm-helpers): no C cross compiler for the $arch guest here"
 			cc -static -O2 -Wall -Werror -pthread -o "$out" "$src" ||

@@ -23,6 +23,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -346,6 +347,20 @@ func uringNop(n int) {
 
 func uringWriteFixed(path string, n, k int, direct bool) {
 	fd := openTarget(path, direct)
+	// A buffered WRITE_FIXED is punted to io-wq, and the first one makes
+	// the submitting thread's first io-wq worker. Linux fails that worker's
+	// creation while a signal is pending on the thread (copy_process:
+	// -ERESTARTNOINTR), retries three times, then cancels every queued
+	// request with -ECANCELED (docs/vm-tests.md, tests/vm/repro). Go's
+	// runtime signals its threads (SIGURG) at any time, so this thread keeps
+	// SIGURG blocked while it submits: the counts stay exact, with no
+	// request issued twice. (The file backend issues such requests again.)
+	runtime.LockOSThread()
+	var urg unix.Sigset_t
+	urg.Val[(unix.SIGURG-1)/64] |= 1 << ((unix.SIGURG - 1) % 64)
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &urg, nil); err != nil {
+		fail("block SIGURG: %v", err)
+	}
 	r := newRing(8)
 	buf := alignedBuf(k)
 	iov := []unix.Iovec{{Base: &buf[0], Len: uint64(k)}}
