@@ -108,8 +108,12 @@ if [ -f testdata/vm-helpers ]; then
 			continue
 		fi
 		case "$src" in
-		*.c) [ "$arch" = amd64 ] || die "$src (testdata/vm-helpers): no C cross compiler for the $arch guest here"
-			cc -static -O2 -Wall -Werror -pthread -o "$out" "$src" ||
+		*.c) ccs=cc
+			if [ "$arch" = arm64 ]; then
+				ccs=aarch64-linux-gnu-gcc
+				command -v $ccs >/dev/null || die "$src (testdata/vm-helpers): no $ccs for the arm64 guest (apt-get install gcc-aarch64-linux-gnu)"
+			fi
+			$ccs -static -O2 -Wall -Werror -pthread -o "$out" "$src" ||
 			die "cc -static $src (testdata/vm-helpers) failed" ;;
 		*) CGO_ENABLED=0 GOARCH=$arch go build -o "$out" "$src" ||
 			die "go build $src (testdata/vm-helpers) failed" ;;

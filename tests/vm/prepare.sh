@@ -246,6 +246,46 @@ if [ "$arch" != "$hostarch" ]; then
 		rm -rf "$bb"
 		[ -x "$busybox" ] || { log "no busybox in busybox-static:$arch"; exit 1; }
 	fi
+	# The same tools from Debian's packages for that architecture (never
+	# installed: unpacked under the cache), each with the libraries its ELF
+	# NEEDED entries name, found in the unpacked tree, and its loader.
+	troot="$cache/tools-$arch/root"
+	tpkgs="strace mount dmsetup e2fsprogs libc6 libblkid1 libmount1 libselinux1 libsmartcols1
+		libpcre2-8-0 libdevmapper1.02.1 libudev1 libuuid1 libcom-err2 libext2fs2 libss2"
+	if [ "$(cat "$cache/tools-$arch/.ready" 2>/dev/null)" != "$(echo $tpkgs)" ]; then
+		rm -rf "$cache/tools-$arch"
+		mkdir -p "$cache/tools-$arch/debs" "$troot"
+		for p in $tpkgs; do
+			gapt_download "$cache/tools-$arch/debs" "$p:$arch" || { log "apt-get download $p:$arch failed"; exit 1; }
+		done
+		for d in "$cache/tools-$arch"/debs/*.deb; do dpkg-deb -x "$d" "$troot"; done
+		rm -rf "$cache/tools-$arch/debs"
+		echo $tpkgs >"$cache/tools-$arch/.ready"
+	fi
+fi
+# foreign: "path-in-troot" entries for the guest (same path there, /sbin
+# tools under /usr/sbin, the guest's PATH).
+foreign=()
+if [ -n "${troot:-}" ]; then
+	needed() { readelf -d "$1" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
+	for tool in usr/bin/strace sbin/losetup sbin/dmsetup sbin/mkfs.ext4; do
+		[ -e "$troot/$tool" ] || { log "no $tool in the $arch tool packages"; continue; }
+		want=("$tool") seen=() ok=1
+		interp="$(readelf -l "$troot/$tool" 2>/dev/null | sed -n 's/.*Requesting program interpreter: \(.*\)]/\1/p')"
+		[ -n "$interp" ] && want+=("${interp#/}")
+		while [ ${#want[@]} -gt 0 ]; do
+			f="${want[0]}" want=("${want[@]:1}")
+			case " ${seen[*]} " in *" $f "*) continue ;; esac
+			seen+=("$f")
+			for lib in $(needed "$troot/$f"); do
+				l="$(cd "$troot" && ls -d lib/*/"$lib" usr/lib/*/"$lib" lib/"$lib" 2>/dev/null | head -n1 || true)"
+				[ -n "$l" ] || { log "$tool: $lib not in the $arch tool packages; left out"; ok=0; }
+				[ -n "$l" ] && want+=("$l")
+			done
+		done
+		[ $ok = 1 ] && foreign+=("${seen[@]}")
+	done
+	[ ${#foreign[@]} -eq 0 ] || mapfile -t foreign < <(printf '%s\n' "${foreign[@]}" | sort -u)
 fi
 extras=()
 files=()
@@ -262,7 +302,8 @@ for t in "${files[@]}"; do
 done
 [ ${#dlopened[@]} -gt 0 ] && [ -f /etc/libibverbs.d/rxe.driver ] && extras+=(/etc/libibverbs.d/rxe.driver)
 [ ${#extras[@]} -eq 0 ] || mapfile -t extras < <(printf '%s\n' "${extras[@]}" | sort -u)
-stamp="$(cat "$here/init" "$busybox" "$kdir/modules/order" "$kdir/modules/order-rdma" "${extras[@]}" | sha256sum | cut -c1-16)"
+stamp="$(cat "$here/init" "$busybox" "$kdir/modules/order" "$kdir/modules/order-rdma" "${extras[@]}" \
+	"${foreign[@]/#/${troot:-}/}" | sha256sum | cut -c1-16)"
 if [ ! -f "$kdir/base-$stamp.cpio" ]; then
 	root="$(mktemp -d)"
 	trap 'rm -rf "$root"' EXIT
@@ -272,6 +313,11 @@ if [ ! -f "$kdir/base-$stamp.cpio" ]; then
 	cp "$here/init" "$root/init"
 	for f in "${extras[@]}"; do
 		mkdir -p "$root$(dirname "$f")" && cp -L "$f" "$root$f"
+	done
+	for f in "${foreign[@]}"; do
+		d="/$f"
+		case "$f" in sbin/*) d="/usr/$f" ;; esac
+		mkdir -p "$root$(dirname "$d")" && cp -L "$troot/$f" "$root$d"
 	done
 	chmod 755 "$root/init" "$root/bin/busybox"
 	rm -f "$kdir"/base-*.cpio
