@@ -232,9 +232,16 @@ done
 # transport plugins (dlopened: ldd of the tools does not name them) and the
 # rxe provider of libibverbs with its driver file.
 busybox=/bin/busybox
-tools=(strace losetup dmsetup mkfs.ext4 rdma ucx_info ucx_perftest)
+# iproute2's ip for network namespaces (busybox's has none). UCX's rdmacm
+# plugin is left out: rdma_cm resolves addresses over rxe0's IP, which has
+# none (link-local only), and the tests listen on loopback, so UCX connects
+# through its tcp connection manager and then moves data over rc/ud verbs.
+tools=(strace losetup dmsetup mkfs.ext4 ip rdma ucx_info ucx_perftest)
 multiarch="$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)"
-dlopened=(/usr/lib/"$multiarch"/ucx/lib*.so.0 /usr/lib/"$multiarch"/libibverbs/librxe-rdmav*.so)
+dlopened=()
+for f in /usr/lib/"$multiarch"/ucx/lib*.so.0 /usr/lib/"$multiarch"/libibverbs/librxe-rdmav*.so; do
+	case "$f" in *rdmacm*) ;; *) dlopened+=("$f") ;; esac
+done
 if [ "$arch" != "$hostarch" ]; then
 	tools=() dlopened=()
 	busybox="$cache/busybox-$arch"
