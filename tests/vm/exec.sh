@@ -11,7 +11,7 @@
 # A static binary (CGO_ENABLED=0) needs nothing else; a dynamically linked
 # one (cgo) brings the libraries ldd names (amd64 guest only).
 #
-# Environment: HCOMM_VM_TIMEOUT (seconds, default 420) bounds one VM;
+# Environment: HCOMM_VM_TIMEOUT (seconds, default 540) bounds one VM;
 # HCOMM_VM_SCRATCH (size of the sparse ext4 disk that is the guest's /tmp,
 # default 16G; 0: none, /tmp is tmpfs); HCOMM_VM_NVME (size of the QEMU NVMe
 # controller's namespace, a sparse raw image, default 1G; 0: no controller);
@@ -209,7 +209,7 @@ run_vm() {
 			-serial "file:$work/console.log")
 		;;
 	esac
-	timeout --foreground -k 5 "${HCOMM_VM_TIMEOUT:-420}" \
+	timeout --foreground -k 5 "${HCOMM_VM_TIMEOUT:-540}" \
 		"${machine[@]}" \
 		-accel tcg,thread=multi -smp 2 -m "${HCOMM_VM_MEM:-6144}" \
 		-nodefaults -display none -no-reboot \
@@ -251,7 +251,7 @@ setup="$(grep -a 'HCOMM-VM-SETUP-FAILED' "$out")"
 if [ -z "$verdict" ] || [ -n "$setup" ]; then
 	{
 		echo "exec.sh: no verdict from the guest (qemu exit $qrc${setup:+; $setup})"
-		[ $qrc -eq 124 ] && echo "exec.sh: the VM ran longer than ${HCOMM_VM_TIMEOUT:-420}s and was killed"
+		[ $qrc -eq 124 ] && echo "exec.sh: the VM ran longer than ${HCOMM_VM_TIMEOUT:-540}s and was killed"
 		echo "--- qemu:"; cat "$work/qemu.log"
 		# From the first sign of a kernel in trouble (the stacks) if there
 		# is one, else the last 60 lines.
