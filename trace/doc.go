@@ -2,8 +2,10 @@
 // the programs of bpf, filters them in the kernel to a thread group
 // (Attach) or to a fresh cgroup v2 subtree in which it starts a command
 // (StartCommand, counting from the command's own execve), reads the per-CPU
-// counters into a Snapshot, and turns snapshots into a Report (syscount-style
-// table, log2 histograms, JSON) or compact Intervals. Read a Snapshot through
+// counters into a Snapshot (and Meta, what a session knows besides
+// counters). Package trace/report turns snapshots into reports (the
+// syscount-style table, log2 histograms, JSON) and compact intervals: this
+// package is the mechanism, that one the presentation. Read a Snapshot through
 // its accessors (UserToKernelBytes, KernelToUserBytes, DirectBytes,
 // KernelCopyBytes, Bytes, SyscallCounts, ...). Prometheus metrics are served
 // by cmd/hcomm-trace; this package does not import the client library.

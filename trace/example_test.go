@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm/trace"
+	"github.com/hcomm-go/hcomm/trace/report"
 )
 
 // Trace a command from its first instruction and print the syscount-style
@@ -31,8 +32,8 @@ func ExampleStartCommand() {
 		log.Fatal(err)
 	}
 	s.Close() // detach and collect the last events before building the report
-	r := trace.NewReport(snap, s.Meta(&code))
-	trace.WriteTable(os.Stdout, r, trace.TableOptions{Top: 10, Header: true})
+	r := report.New(snap, s.Meta(&code))
+	report.WriteTable(os.Stdout, r, report.TableOptions{Top: 10, Header: true})
 }
 
 // Count an engine's batches in a running process for ten seconds.

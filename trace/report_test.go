@@ -1,8 +1,6 @@
 package trace
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"reflect"
 	"runtime"
@@ -48,32 +46,6 @@ func sampleSnapshot() *Snapshot {
 	return s
 }
 
-func TestNewReport(t *testing.T) {
-	r := NewReport(sampleSnapshot(), Meta{Mode: "run", Engine: EngineStatus{Present: true}})
-	w := r.Syscalls["write"]
-	if w.Count != 10 || w.Errors != 1 || w.AvgNs != 1000 || w.Bytes != 1000 {
-		t.Errorf("write = %+v", w)
-	}
-	if len(w.LatencyNs) != 1 || w.LatencyNs[0] != (Bucket{Lo: 512, Hi: 1024, Count: 10}) {
-		t.Errorf("write histogram = %+v", w.LatencyNs)
-	}
-	if r.Copy.UserToKernelBytes != 900 || r.Copy.DirectBytes != 4096 || r.Copy.KernelToUserBytes != 50 {
-		t.Errorf("copy = %+v", r.Copy)
-	}
-	if r.Copy.Syscalls.Ops != 10 || r.Copy.IOURing.Ops != 2 {
-		t.Errorf("ops = %d, %d", r.Copy.Syscalls.Ops, r.Copy.IOURing.Ops)
-	}
-	if u := r.IOURing["WRITE_FIXED"]; u.Submitted != 4 || u.FixedBytes != 400 {
-		t.Errorf("WRITE_FIXED = %+v", u)
-	}
-	if r.Engine.Transfers != 7 || r.Engine.Paths["file"].Bytes != 7000 {
-		t.Errorf("engine = %+v", r.Engine)
-	}
-	if got := r.TopSyscalls(1); len(got) != 1 || got[0] != "write" {
-		t.Errorf("TopSyscalls(1) = %v", got)
-	}
-}
-
 func TestSnapshotSub(t *testing.T) {
 	write, read := SyscallNumber("write"), SyscallNumber("read")
 	a := sampleSnapshot()
@@ -87,49 +59,6 @@ func TestSnapshotSub(t *testing.T) {
 	}
 	if a.Syscalls[write].Count != 10 {
 		t.Error("Sub modified its argument")
-	}
-}
-
-func TestWriteTableAndJSON(t *testing.T) {
-	r := NewReport(sampleSnapshot(), Meta{Mode: "attach", Process: ProcessInfo{PID: 42, Comm: "x"},
-		Engine: EngineStatus{Reason: "no symbol"}})
-	var tb bytes.Buffer
-	if err := WriteTable(&tb, r, TableOptions{Top: 10, Histograms: true, Header: true}); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"attach PID 42 (x)", "write", "WRITE_FIXED", "ENGINE: absent (no symbol)", "@syscall_ns[write]:", "[512, 1K)"} {
-		if !strings.Contains(tb.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, tb.String())
-		}
-	}
-	var jb bytes.Buffer
-	if err := WriteJSON(&jb, r); err != nil {
-		t.Fatal(err)
-	}
-	var back Report
-	if err := json.Unmarshal(jb.Bytes(), &back); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(back.Syscalls, r.Syscalls) || back.Copy != r.Copy {
-		t.Error("JSON round trip changed the report")
-	}
-}
-
-func TestHumanPowAndSlots(t *testing.T) {
-	tests := []struct {
-		v    uint64
-		want string
-	}{{0, "0"}, {512, "512"}, {1024, "1K"}, {3 << 20, "3M"}, {1 << 30, "1G"}, {1 << 41, "2T"}}
-	for _, tc := range tests {
-		if got := humanPow(tc.v); got != tc.want {
-			t.Errorf("humanPow(%d) = %q, want %q", tc.v, got, tc.want)
-		}
-	}
-	if lo, hi := slotRange(0); lo != 0 || hi != 1 {
-		t.Errorf("slot 0 = [%d,%d)", lo, hi)
-	}
-	if lo, hi := slotRange(11); lo != 1024 || hi != 2048 {
-		t.Errorf("slot 11 = [%d,%d)", lo, hi)
 	}
 }
 
@@ -188,40 +117,6 @@ func FuzzParseCgroup2Mount(f *testing.F) {
 			t.Errorf("unexpected error kind: %v", err)
 		}
 	})
-}
-
-// TestWriteTableDeterministic prints a report with several io_uring
-// opcodes, engine paths and equal-time syscalls many times: the text must
-// not change (sections that come from maps are sorted).
-func TestWriteTableDeterministic(t *testing.T) {
-	s := sampleSnapshot()
-	for op := 0; op < 8; op++ {
-		s.URing[op].Submitted, s.URing[op].Completed = 1, 1
-		s.URing[op].Hist[3] = 1
-	}
-	for nr := 0; nr < 40; nr++ {
-		s.Syscalls[nr].Count, s.Syscalls[nr].TotalNs = 2, 100
-		s.Syscalls[nr].Hist[5] = 2
-	}
-	for p := range s.Engine.PathBatches {
-		s.Engine.PathBatches[p], s.Engine.PathBytes[p] = 1, 4096
-	}
-	r := NewReport(s, Meta{Mode: "run", Engine: EngineStatus{Present: true}})
-	var first string
-	for i := 0; i < 20; i++ {
-		var b bytes.Buffer
-		if err := WriteTable(&b, r, TableOptions{Histograms: true, Header: true}); err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 {
-			first = b.String()
-		} else if b.String() != first {
-			t.Fatalf("run %d printed a different table", i)
-		}
-	}
-	if !strings.Contains(first, "path path(7)") || !strings.Contains(first, "path nvme") {
-		t.Errorf("engine paths not named:\n%s", first)
-	}
 }
 
 func TestSnapshotAccessors(t *testing.T) {

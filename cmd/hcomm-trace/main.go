@@ -31,6 +31,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hcomm-go/hcomm/trace"
+	"github.com/hcomm-go/hcomm/trace/report"
 )
 
 const usage = `usage:
@@ -445,10 +446,10 @@ func (c *cli) live(stop chan struct{}) {
 			fmt.Fprintf(c.stderr, "hcomm-trace: read counters: %v\n", err)
 			continue
 		}
-		iv := trace.NewInterval(cur.Sub(prev), cur.Taken.Sub(prev.Taken))
+		iv := report.NewInterval(cur.Sub(prev), cur.Taken.Sub(prev.Taken))
 		prev = cur
 		if c.o.output == "json" {
-			err = trace.WriteJSONLine(c.out, iv)
+			err = report.WriteJSONLine(c.out, iv)
 		} else {
 			err = iv.WriteLine(c.out, top)
 		}
@@ -493,7 +494,7 @@ func (c *cli) finish(code int, werr error) int {
 		c.metrics.freeze(snap)
 	}
 	c.sess.Close()
-	rep := trace.NewReport(snap, c.sess.Meta(exit))
+	rep := report.New(snap, c.sess.Meta(exit))
 	if err := c.writeReport(rep); err != nil {
 		return c.fail(fmt.Errorf("write report: %w", err))
 	}
@@ -503,11 +504,11 @@ func (c *cli) finish(code int, werr error) int {
 	return status
 }
 
-func (c *cli) writeReport(r *trace.Report) error {
+func (c *cli) writeReport(r *report.Report) error {
 	if c.o.output == "json" {
-		return trace.WriteJSON(c.out, r)
+		return report.WriteJSON(c.out, r)
 	}
-	return trace.WriteTable(c.out, r, trace.TableOptions{Top: c.o.top, Histograms: c.o.hist, Header: true})
+	return report.WriteTable(c.out, r, report.TableOptions{Top: c.o.top, Histograms: c.o.hist, Header: true})
 }
 
 func logEvent(log *slog.Logger, e trace.Event) {

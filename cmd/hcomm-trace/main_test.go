@@ -22,6 +22,7 @@ import (
 
 	"github.com/hcomm-go/hcomm/internal/testutil"
 	"github.com/hcomm-go/hcomm/trace"
+	"github.com/hcomm-go/hcomm/trace/report"
 )
 
 var (
@@ -94,14 +95,14 @@ func requireTracing(t *testing.T) {
 
 // runJSON runs hcomm-trace in-process with args (a run whose report goes
 // to standard error, the default) and decodes the report.
-func runJSON(t *testing.T, args ...string) (*trace.Report, int) {
+func runJSON(t *testing.T, args ...string) (*report.Report, int) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	code := run(append([]string{"run", "-o", "json"}, args...), &stdout, &stderr)
 	if stdout.Len() != 0 {
 		t.Errorf("report on standard output: %q", stdout.String())
 	}
-	var r trace.Report
+	var r report.Report
 	dec := json.NewDecoder(&stderr)
 	if err := dec.Decode(&r); err != nil {
 		t.Fatalf("exit %d, decode the report on standard error: %v\n%s", code, err, stderr.String())
@@ -112,7 +113,7 @@ func runJSON(t *testing.T, args ...string) (*trace.Report, int) {
 	return &r, code
 }
 
-func counts(r *trace.Report) map[string]uint64 {
+func counts(r *report.Report) map[string]uint64 {
 	m := map[string]uint64{}
 	for k, v := range r.Syscalls {
 		m[k] = v.Count
@@ -198,7 +199,7 @@ func TestCountsMatchStrace(t *testing.T) {
 	if c := r.Copy; c.KernelCopyBytes != 3000 || c.UserToKernelBytes != 1003 || c.Syscalls.KernelCopyBytes != 3000 {
 		t.Errorf("copy = %+v, want kernel_copy_bytes 3000 (sendfile 1000 + splice 2x500 + copy_file_range 1000), user_to_kernel 1003", c)
 	}
-	if r.SchemaVersion != trace.ReportSchemaVersion {
+	if r.SchemaVersion != report.SchemaVersion {
 		t.Errorf("schema_version = %d", r.SchemaVersion)
 	}
 }
@@ -260,7 +261,7 @@ func TestOutDashIsStdout(t *testing.T) {
 	if code := run([]string{"run", "-o", "json", "-out", "-", "--", "true"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	var r trace.Report
+	var r report.Report
 	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil || r.Process.Comm != "true" {
 		t.Fatalf("-out -: %v, %+v", err, r.Process)
 	}
@@ -296,15 +297,15 @@ func TestFilters(t *testing.T) {
 		name   string
 		flags  []string
 		want   map[string]uint64
-		filter trace.FilterReport
+		filter report.FilterReport
 	}{
 		{"names", []string{"-e", "write,read", "--syscall", "openat"},
 			map[string]uint64{"write": 13, "read": all.Syscalls["read"].Count, "openat": all.Syscalls["openat"].Count},
-			trace.FilterReport{Syscalls: []string{"write", "read", "openat"}}},
-		{"failed", []string{"-x"}, map[string]uint64{access: failedAccess}, trace.FilterReport{Failed: true}},
-		{"failed long", []string{"--failed", "-e", "write"}, map[string]uint64{}, trace.FilterReport{Syscalls: []string{"write"}, Failed: true}},
-		{"errno name", []string{"--errno", "ENOENT"}, map[string]uint64{access: failedAccess}, trace.FilterReport{Errno: "ENOENT"}},
-		{"errno number", []string{"--errno", "9"}, map[string]uint64{}, trace.FilterReport{Errno: "EBADF"}},
+			report.FilterReport{Syscalls: []string{"write", "read", "openat"}}},
+		{"failed", []string{"-x"}, map[string]uint64{access: failedAccess}, report.FilterReport{Failed: true}},
+		{"failed long", []string{"--failed", "-e", "write"}, map[string]uint64{}, report.FilterReport{Syscalls: []string{"write"}, Failed: true}},
+		{"errno name", []string{"--errno", "ENOENT"}, map[string]uint64{access: failedAccess}, report.FilterReport{Errno: "ENOENT"}},
+		{"errno number", []string{"--errno", "9"}, map[string]uint64{}, report.FilterReport{Errno: "EBADF"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -437,7 +438,7 @@ func TestIntervals(t *testing.T) {
 			}
 			if format == "json" {
 				for _, l := range lines {
-					var iv trace.Interval
+					var iv report.Interval
 					if err := json.Unmarshal([]byte(l), &iv); err != nil || iv.IntervalNs <= 0 {
 						t.Errorf("interval line %q: %v", l, err)
 					}

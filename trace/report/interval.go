@@ -1,4 +1,4 @@
-package trace
+package report
 
 import (
 	"cmp"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hcomm-go/hcomm/trace"
 )
 
 // Interval is the compact change over one live interval (hcomm-trace -i):
@@ -43,7 +45,7 @@ type IntervalEngine struct {
 }
 
 // NewInterval summarizes d, the change between two snapshots span apart.
-func NewInterval(d *Snapshot, span time.Duration) *Interval {
+func NewInterval(d *trace.Snapshot, span time.Duration) *Interval {
 	iv := &Interval{Mode: "interval", Time: d.Taken, IntervalNs: span.Nanoseconds()}
 	for nr := range d.Syscalls {
 		st := &d.Syscalls[nr]
@@ -53,7 +55,7 @@ func NewInterval(d *Snapshot, span time.Duration) *Interval {
 		if iv.Syscalls == nil {
 			iv.Syscalls = map[string]uint64{}
 		}
-		iv.Syscalls[SyscallName(nr)] = st.Count
+		iv.Syscalls[trace.SyscallName(nr)] = st.Count
 		iv.Calls += st.Count
 		iv.Errors += st.Errors
 	}
@@ -66,7 +68,7 @@ func NewInterval(d *Snapshot, span time.Duration) *Interval {
 			if iv.IOURing == nil {
 				iv.IOURing = map[string]uint64{}
 			}
-			iv.IOURing[URingOpName(op)] = n
+			iv.IOURing[trace.URingOpName(op)] = n
 		}
 	}
 	iv.PageFaults = d.Faults.Total

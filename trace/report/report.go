@@ -1,8 +1,9 @@
-package trace
+package report
 
 import (
 	"sort"
-	"time"
+
+	"github.com/hcomm-go/hcomm/trace"
 
 	"golang.org/x/sys/unix"
 )
@@ -11,10 +12,10 @@ import (
 // docs/tracing.md) and the source of the table. Counters are totals over the
 // report's window (the whole trace, or one interval for live deltas).
 type Report struct {
-	// SchemaVersion is ReportSchemaVersion; it changes when a key changes
+	// SchemaVersion is SchemaVersion; it changes when a key changes
 	// meaning or disappears (new keys do not change it).
 	SchemaVersion int                      `json:"schema_version"`
-	Process       ProcessInfo              `json:"process"`
+	Process       trace.ProcessInfo        `json:"process"`
 	Mode          string                   `json:"mode"` // "run" or "attach"
 	DurationNs    int64                    `json:"duration_ns"`
 	ExitCode      *int                     `json:"exit_code,omitempty"`
@@ -29,18 +30,18 @@ type Report struct {
 	// By is "process" or "thread" when Tasks breaks the syscall table down.
 	By    string       `json:"by,omitempty"`
 	Tasks []TaskReport `json:"tasks,omitempty"`
-	Execs []Exec       `json:"execs,omitempty"`
+	Execs []trace.Exec `json:"execs,omitempty"`
 	Lost  LostReport   `json:"lost"`
 	// Unavailable lists probes that could not be attached (with reasons);
 	// their sections read zero.
 	Unavailable []string `json:"unavailable,omitempty"`
 }
 
-// ReportSchemaVersion is the version of the JSON report's schema
+// SchemaVersion is the version of the JSON report's schema
 // (docs/tracing.md). Version 2 added schema_version, min_ns/max_ns,
 // kernel_copy_bytes, filter, by/tasks, page_faults.read and lost.task_entries,
 // and counts from the command's own execve.
-const ReportSchemaVersion = 2
+const SchemaVersion = 2
 
 // FilterReport echoes Options.Filter.
 type FilterReport struct {
@@ -63,14 +64,6 @@ type TaskSyscall struct {
 	Count   uint64 `json:"count"`
 	Errors  uint64 `json:"errors"`
 	TotalNs uint64 `json:"total_ns"`
-}
-
-// ProcessInfo identifies the traced process.
-type ProcessInfo struct {
-	PID    int      `json:"pid"`
-	Comm   string   `json:"comm"`
-	Argv   []string `json:"argv,omitempty"`
-	Cgroup string   `json:"cgroup,omitempty"`
 }
 
 // SyscallReport is one syscall's line.
@@ -207,23 +200,10 @@ func (h Histogram) Count() uint64 {
 	return n
 }
 
-// Meta is what a report says about the traced process besides counters.
-type Meta struct {
-	Process     ProcessInfo
-	Mode        string
-	Duration    time.Duration
-	ExitCode    *int
-	Engine      EngineStatus
-	Execs       []Exec
-	Unavailable []string
-	Filter      Filter
-	By          Breakdown
-}
-
-// NewReport builds a report from a snapshot (or a delta of two).
-func NewReport(s *Snapshot, m Meta) *Report {
+// New builds a report from a snapshot (or a delta of two).
+func New(s *trace.Snapshot, m trace.Meta) *Report {
 	r := &Report{
-		SchemaVersion: ReportSchemaVersion,
+		SchemaVersion: SchemaVersion,
 		Process:       m.Process, Mode: m.Mode, DurationNs: m.Duration.Nanoseconds(), ExitCode: m.ExitCode,
 		Execs: m.Execs, Unavailable: m.Unavailable, By: m.By.String(),
 	}
@@ -240,14 +220,14 @@ func NewReport(s *Snapshot, m Meta) *Report {
 	return r
 }
 
-func syscallReports(s *Snapshot) map[string]SyscallReport {
+func syscallReports(s *trace.Snapshot) map[string]SyscallReport {
 	out := map[string]SyscallReport{}
 	for nr := range s.Syscalls {
 		st := &s.Syscalls[nr]
 		if st.Count == 0 {
 			continue
 		}
-		out[SyscallName(nr)] = SyscallReport{
+		out[trace.SyscallName(nr)] = SyscallReport{
 			Nr: nr, Count: st.Count, Errors: st.Errors, TotalNs: st.TotalNs, AvgNs: st.TotalNs / st.Count,
 			MinNs: s.MinMax[nr].MinNs, MaxNs: s.MinMax[nr].MaxNs, Bytes: st.Bytes, LatencyNs: NewHistogram(st.Hist[:]),
 		}
@@ -255,33 +235,33 @@ func syscallReports(s *Snapshot) map[string]SyscallReport {
 	return out
 }
 
-func copyReport(s *Snapshot) CopyReport {
-	split := func(src Source) CopySplit {
+func copyReport(s *trace.Snapshot) CopyReport {
+	split := func(src trace.Source) CopySplit {
 		return CopySplit{
-			UserToKernelBytes: s.Bytes(src, UserToKernel, ClassCopy),
-			KernelToUserBytes: s.Bytes(src, KernelToUser, ClassCopy),
-			DirectWriteBytes:  s.Bytes(src, UserToKernel, ClassDirect),
-			DirectReadBytes:   s.Bytes(src, KernelToUser, ClassDirect),
-			ZeroCopyBytes:     s.Bytes(src, UserToKernel, ClassZeroCopy) + s.Bytes(src, KernelToUser, ClassZeroCopy),
-			KernelCopyBytes:   s.Bytes(src, KernelToKernel, ClassCopy),
+			UserToKernelBytes: s.Bytes(src, trace.UserToKernel, trace.ClassCopy),
+			KernelToUserBytes: s.Bytes(src, trace.KernelToUser, trace.ClassCopy),
+			DirectWriteBytes:  s.Bytes(src, trace.UserToKernel, trace.ClassDirect),
+			DirectReadBytes:   s.Bytes(src, trace.KernelToUser, trace.ClassDirect),
+			ZeroCopyBytes:     s.Bytes(src, trace.UserToKernel, trace.ClassZeroCopy) + s.Bytes(src, trace.KernelToUser, trace.ClassZeroCopy),
+			KernelCopyBytes:   s.Bytes(src, trace.KernelToKernel, trace.ClassCopy),
 			Ops:               s.Ops(src),
 		}
 	}
 	return CopyReport{
 		UserToKernelBytes: s.UserToKernelBytes(), KernelToUserBytes: s.KernelToUserBytes(),
 		DirectBytes: s.DirectBytes(), ZeroCopyBytes: s.ZeroCopyBytes(), KernelCopyBytes: s.KernelCopyBytes(),
-		Syscalls: split(SourceSyscall), IOURing: split(SourceIOURing),
+		Syscalls: split(trace.SourceSyscall), IOURing: split(trace.SourceIOURing),
 	}
 }
 
-func uringReports(s *Snapshot) map[string]URingReport {
+func uringReports(s *trace.Snapshot) map[string]URingReport {
 	out := map[string]URingReport{}
 	for op := range s.URing {
 		u := &s.URing[op]
 		if u.Submitted == 0 && u.Completed == 0 {
 			continue
 		}
-		out[URingOpName(op)] = URingReport{
+		out[trace.URingOpName(op)] = URingReport{
 			Op: op, Submitted: u.Submitted, Completed: u.Completed, Errors: u.Errors, Bytes: u.Bytes,
 			FixedRequests: u.FixedReqs, FixedBytes: u.FixedBytes, DirectBytes: u.DirectBytes,
 			ZeroCopyBytes: u.ZerocopyBytes, LatencyNs: NewHistogram(u.Hist[:]),
@@ -290,7 +270,7 @@ func uringReports(s *Snapshot) map[string]URingReport {
 	return out
 }
 
-func engineReport(s *Snapshot, st EngineStatus) EngineReport {
+func engineReport(s *trace.Snapshot, st trace.EngineStatus) EngineReport {
 	e := &s.Engine
 	r := EngineReport{
 		Present: st.Present, Reason: st.Reason, Binaries: st.Binaries,
@@ -305,12 +285,12 @@ func engineReport(s *Snapshot, st EngineStatus) EngineReport {
 		if r.Paths == nil {
 			r.Paths = map[string]EnginePath{}
 		}
-		r.Paths[EnginePathName(p)] = EnginePath{Batches: e.PathBatches[p], Bytes: e.PathBytes[p]}
+		r.Paths[trace.EnginePathName(p)] = EnginePath{Batches: e.PathBatches[p], Bytes: e.PathBytes[p]}
 	}
 	return r
 }
 
-func filterReport(f Filter) *FilterReport {
+func filterReport(f trace.Filter) *FilterReport {
 	if f.IsZero() {
 		return nil
 	}
@@ -324,7 +304,7 @@ func filterReport(f Filter) *FilterReport {
 // taskReports groups the per-task rows by task, named after the task's
 // last exec when it had one (a forked child keeps its parent's name until
 // it execs), else after the name it had at its first counted call.
-func taskReports(rows []TaskCount, execs []Exec) []TaskReport {
+func taskReports(rows []trace.TaskCount, execs []trace.Exec) []TaskReport {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -343,7 +323,7 @@ func taskReports(rows []TaskCount, execs []Exec) []TaskReport {
 		}
 		t := &out[len(out)-1]
 		t.Count += row.Count
-		t.Syscalls[SyscallName(row.Nr)] = TaskSyscall{Count: row.Count, Errors: row.Errors, TotalNs: row.TotalNs}
+		t.Syscalls[trace.SyscallName(row.Nr)] = TaskSyscall{Count: row.Count, Errors: row.Errors, TotalNs: row.TotalNs}
 	}
 	return out
 }

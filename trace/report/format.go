@@ -1,4 +1,4 @@
-package trace
+package report
 
 import (
 	"encoding/json"
