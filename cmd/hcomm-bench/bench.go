@@ -221,7 +221,7 @@ func (b *bench) measure() (failed bool) {
 		lgs = latGroups(b.o)
 	}
 	b.progress = progress{start: time.Now(), total: len(gs) + len(lgs)}
-	for _, s := range []string{"pages", "footprint", "remote"} {
+	for _, s := range []string{"pages", "footprint", "remote", "pipeline"} {
 		if b.o.scenarios[s] {
 			b.progress.total++
 		}
@@ -256,6 +256,13 @@ func (b *bench) measure() (failed bool) {
 		rows, sk, bad := runRemote(b.o, b.out)
 		b.skipped = append(b.skipped, sk...)
 		b.entries = append(b.entries, remoteEntries(rows)...)
+		failed = failed || bad
+	}
+	if b.o.scenarios["pipeline"] {
+		b.step("pipeline: O_DIRECT file → device memory")
+		es, sk, bad := runPipeline(b.o, b.out, b.tables())
+		b.skipped = append(b.skipped, sk...)
+		b.entries = append(b.entries, es...)
 		failed = failed || bad
 	}
 	return failed

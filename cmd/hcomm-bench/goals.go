@@ -109,6 +109,7 @@ var goalGroups = []struct{ key, title string }{
 	{"cpu", "CPU: ≤ 0.5× fio's CPU per I/O at equal or better IOPS; the idle engine < 1% of a CPU"},
 	{"footprint", "memory footprint with N reads in flight: ≤ 1× a buffer per request"},
 	{"remote", "remote over UCX: put bandwidth ≥ 0.9× ucx_perftest at ≥ 64 KiB, 8 B latency ≤ 1.5× its, both ≥ the TCP socket"},
+	{"pipeline", "path O_DIRECT file → device memory, one Copy: ≥ 0.9× fio's read bandwidth, ≤ 0.3× the traditional way's host CPU, no CPU copy, bounded memory"},
 	{"traditional", "against the traditional path, concurrent O_DIRECT calls and Go's copy()"},
 }
 
@@ -178,6 +179,7 @@ func goalTable() []goalSpec {
 	for _, tls := range []string{"tcp", "shm"} {
 		t = append(t, remoteGoals(tls)...)
 	}
+	t = append(t, pipelineGoals()...)
 	t = append(t,
 		goalSpec{ID: "device.b64.time_vs_traditional", Group: "traditional", Scenario: "device-small",
 			What: "device 4 KiB batch 64, device model on its own thread: engine ÷ traditional", Unit: "×", Limit: limit{"≤", 0.10},

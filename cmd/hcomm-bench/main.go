@@ -2,7 +2,7 @@
 // against the traditional path (package baseline) and against peers (fio,
 // Go's copy, make and sync.Pool), on the same machine in the same run.
 //
-// Scenarios: device-small, file-4k, bulk, alloc, pages (see docs/benchmarks.md),
+// Scenarios: device-small, file-4k, bulk, alloc, pages, pipeline (see docs/benchmarks.md),
 // remote (cmd/hcomm-bench/remote.go, docs/remote.md).
 // Every number is a median over at least five repetitions, printed with its
 // minimum and maximum, engine and baseline side by side with their ratio.
@@ -18,7 +18,7 @@
 //
 // Usage:
 //
-//	hcomm-bench [-quick] [-json | -csv] [-json-out FILE] [-plot DIR] [-timeout 20m] [-scenarios latency,device-small,file-4k,bulk,alloc,footprint,pages,remote] [-reps 5] [-dir DIR] [-keep]
+//	hcomm-bench [-quick] [-json | -csv] [-json-out FILE] [-plot DIR] [-timeout 20m] [-scenarios latency,device-small,file-4k,bulk,alloc,footprint,pages,remote,pipeline] [-reps 5] [-dir DIR] [-keep]
 //	hcomm-bench -strace-check   # compare the eBPF counts with strace -c -f of the same workloads
 //
 // The run ends with the goals (goals.go: goalTable), each named by a stable
@@ -64,7 +64,7 @@ type options struct {
 	target    time.Duration // wall time of one repetition
 }
 
-var allScenarios = []string{"latency", "device-small", "file-4k", "bulk", "alloc", "footprint", "pages", "remote"}
+var allScenarios = []string{"latency", "device-small", "file-4k", "bulk", "alloc", "footprint", "pages", "remote", "pipeline"}
 
 func main() {
 	var o options

@@ -1,0 +1,778 @@
+package main
+
+// The pipeline scenario: an O_DIRECT file of 1 GiB (256 MiB with -quick),
+// laid out by the scenario in a directory of its own on a real disk file
+// system, into the device model's memory (vfio-mock HDMA), three ways in
+// one run, interleaved repetition by repetition:
+//
+//   - engine: one Engine.Copy over one engine holding the device backend
+//     (hdmadev, DMA engine only) and the file backend (uringfile, O_DIRECT),
+//     pipeChunk chunks, pipeDepth in flight, through pool blocks;
+//   - traditional: per chunk, ReadAt of the O_DIRECT file into a heap
+//     buffer, then the baseline's device write (pwrite into the staging
+//     memfd, descriptor and doorbell, blocking read of the completion
+//     eventfd);
+//   - fio: fio's sequential read of the same file, same block size and
+//     queue depth, io_uring, O_DIRECT — the disk's ceiling.
+//
+// Host-side CPU is the process's CPU (getrusage, every thread) minus the
+// device model's own: the mock device is created inside pprof.Do with the
+// label pipeDevLabel, so its worker goroutine (and nothing else) carries
+// it, and a CPU profile taken over the same window as the rusage delta
+// gives that goroutine's share of the process's CPU samples: its CPU time
+// is that share of the rusage delta. (The share, not the profile's own
+// nanoseconds: a thread's CPU timer fires at most once per kernel tick, so
+// at pipeProfileHz above CONFIG_HZ every thread is sampled once per tick of
+// its CPU time — the same rate for all, the shares unbiased — while the
+// profile's period, 1/pipeProfileHz, undercounts.) vfio-mock runs its worker
+// as a goroutine, not on an OS thread of its own, so a thread's CPU clock
+// cannot isolate it; the label follows the goroutine wherever it runs. Both
+// rows are measured this way. Its copying (staging or pool → device memory)
+// is what a real device's DMA engine does in hardware.
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hcomm-go/hcomm/backend"
+	"github.com/hcomm-go/hcomm/backend/hdmadev"
+	"github.com/hcomm-go/hcomm/backend/uringfile"
+	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/internal/baseline"
+	"github.com/hcomm-go/hcomm/vfio"
+	"github.com/hcomm-go/hcomm/vfio/mock"
+)
+
+const (
+	pipeChunk = 1 << 20 // bytes per chunk (engine), per ReadAt and device write (traditional), fio's bs
+	pipeDepth = 8       // chunks in flight (engine), fio's iodepth
+	// pipeFile is the data file's name in the scenario's own directory.
+	pipeFile = "pipeline.dat"
+	// pipeProfileHz is the CPU profile's sampling rate: as often as the
+	// kernel's tick allows (Go's 100 Hz would give the device model's
+	// ~0.1-0.3 CPU-seconds per GiB a few dozen samples).
+	pipeProfileHz = 1000
+)
+
+// pipeDevLabel marks the device model's goroutine in the CPU profile.
+var pipeDevLabel = [2]string{"hcomm-bench", "device-model"}
+
+// pipeVariants are the rows, in the order each repetition runs them.
+var pipeVariants = []string{"file_to_device/engine", "file_to_device/traditional", "file_to_device/fio"}
+
+func pipelineSize(o *options) int64 {
+	if o.quick {
+		return 256 << 20
+	}
+	return 1 << 30
+}
+
+// countedOnly names the scenarios whose registered workloads serve only
+// the traced children that count their copies (their own runner measures
+// them, in no table).
+var countedOnly = map[string]bool{"pipeline": true}
+
+func init() {
+	// The counted workloads (eBPF, traced child): run(n) moves n chunks of
+	// the file in -dir to device memory, from where the last run stopped.
+	for _, v := range pipeVariants[:2] {
+		register(&workload{scenario: "pipeline", variant: v, count: true, setup: func(o *options) (*runner, error) {
+			size := pipelineSize(o)
+			p, err := openPipe(v, filepath.Join(o.dir, pipeFile), size)
+			if err != nil {
+				return nil, err
+			}
+			var pos int64
+			return &runner{per: 1, bytes: pipeChunk, close: p.close, desc: p.desc, devSyscalls: func() uint64 { return p.dev.Counters().MSIs }, run: func(n int) error {
+				want := int64(n) * pipeChunk
+				if want > size {
+					return fmt.Errorf("pipeline: %d chunks: the file holds %d", n, size/pipeChunk)
+				}
+				if pos+want > size {
+					pos = 0
+				}
+				err := p.move(pos, want)
+				pos += want
+				return err
+			}}, nil
+		}})
+	}
+}
+
+// pipe is one set-up path from the file into device memory.
+type pipe struct {
+	desc   string
+	dev    *mock.Device // the device model
+	devmem []byte
+	// move moves bytes [off, off+n) of the file to the same offsets of
+	// device memory.
+	move func(off, n int64) error
+	// poolPeak is the engine pool's highest use so far (nil: no pool).
+	poolPeak func() int64
+	close    func() error
+}
+
+// labeledMock creates the device model with its worker goroutine labelled
+// pipeDevLabel (goroutines inherit the labels of the one that starts
+// them), device memory of size bytes, touched once so that it is resident
+// before anything is measured.
+func labeledMock(size int64) (*mock.Device, []byte, error) {
+	var m *mock.Device
+	var err error
+	pprof.Do(context.Background(), pprof.Labels(pipeDevLabel[0], pipeDevLabel[1]), func(context.Context) {
+		m, err = mock.New(mock.Config{Spin: time.Millisecond, DevMemSize: int(size), Logger: quietLogger()})
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	reg, err := m.Region(vfio.RegionBAR2)
+	if err != nil || reg.Mapped() == nil {
+		m.Close()
+		return nil, nil, fmt.Errorf("pipeline: device memory not mappable: %v", err)
+	}
+	dm := reg.Mapped()
+	for i := 0; i < len(dm); i += 4096 {
+		dm[i] = 0
+	}
+	return m, dm, nil
+}
+
+func openPipe(variant, path string, size int64) (*pipe, error) {
+	m, dm, err := labeledMock(size)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("pipeline: open %s O_DIRECT: %w", path, err)
+	}
+	var p *pipe
+	switch variant {
+	case "file_to_device/engine":
+		p, err = openPipeEngine(m, f)
+	case "file_to_device/traditional":
+		p, err = openPipeTraditional(m, f)
+	default:
+		err = fmt.Errorf("pipeline: no variant %q", variant)
+	}
+	if err != nil {
+		f.Close()
+		m.Close()
+		return nil, err
+	}
+	p.devmem, p.dev = dm, m
+	inner := p.close
+	p.close = func() error {
+		err := inner()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if cerr := m.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	return p, nil
+}
+
+// openPipeEngine: one engine over the device (DMA engine only: the CPU
+// path into device memory is off) and the file, a pool of exactly
+// pipeChunk × pipeDepth bytes, default (reaper) mode.
+func openPipeEngine(m *mock.Device, f *os.File) (*pipe, error) {
+	fb, err := uringfile.New(f, uringfile.Config{Logger: quietLogger()})
+	if err != nil {
+		return nil, err
+	}
+	db, err := hdmadev.New(m, hdmadev.Config{CPUThreshold: -1})
+	if err != nil {
+		_ = fb.Close()
+		return nil, err
+	}
+	e, err := engine.Open(engine.Config{Backend: db, Backends: []backend.Backend{fb}, Alignment: 4096,
+		PoolSize: pipeChunk * pipeDepth, QueueDepth: 64, Populate: true, Logger: quietLogger()})
+	if err != nil {
+		_ = fb.Close()
+		_ = db.Close()
+		return nil, err
+	}
+	ts := e.Targets()
+	dev, file := ts[0], ts[1]
+	return &pipe{
+		desc: fmt.Sprintf("engine: one Copy file → device, %d KiB chunks, %d in flight, one engine (hdmadev + uringfile O_DIRECT), pool of %d MiB", pipeChunk>>10, pipeDepth, pipeChunk*pipeDepth>>20),
+		move: func(off, n int64) error {
+			c, err := e.Copy(context.Background(), engine.CopySpec{Src: file.FileAt(off), Dst: dev.DeviceAt(uint64(off)), Len: n, Chunk: pipeChunk, Depth: pipeDepth})
+			if err != nil {
+				return err
+			}
+			return c.Wait(context.Background())
+		},
+		poolPeak: func() int64 { return e.Stats().Pool.Peak },
+		close: func() error {
+			ctx, cancel := closeCtx()
+			defer cancel()
+			return e.Shutdown(ctx)
+		},
+	}, nil
+}
+
+// openPipeTraditional: ReadAt into an aligned heap buffer, then the
+// baseline's device write of it, chunk by chunk, one goroutine.
+func openPipeTraditional(m *mock.Device, f *os.File) (*pipe, error) {
+	d, err := baseline.OpenDevice(baseline.DeviceConfig{Device: m, Staging: pipeChunk, Logger: quietLogger()})
+	if err != nil {
+		return nil, err
+	}
+	buf, err := baseline.AlignedBuffer(pipeChunk, 4096)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	return &pipe{
+		desc: fmt.Sprintf("traditional: per %d KiB, ReadAt (O_DIRECT) into a heap buffer, then pwrite into the staging memfd, doorbell, blocking eventfd read (package baseline)", pipeChunk>>10),
+		move: func(off, n int64) error {
+			for p := off; p < off+n; p += pipeChunk {
+				k := min(pipeChunk, off+n-p)
+				if _, err := f.ReadAt(buf[:k], p); err != nil {
+					return fmt.Errorf("pipeline: ReadAt %d: %w", p, err)
+				}
+				if err := d.Write(buf[:k], uint64(p)); err != nil {
+					return fmt.Errorf("pipeline: device write at %d: %w", p, err)
+				}
+			}
+			return nil
+		},
+		close: d.Close,
+	}, nil
+}
+
+// pipePattern fills b with the bytes of the data file at offset off.
+func pipePattern(b []byte, off int64) {
+	for i := 0; i+8 <= len(b); i += 8 {
+		v := uint64(off+int64(i)) * 0x9e3779b97f4a7c15
+		for j := range 8 {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+}
+
+// layOutPipeFile writes the data file (the pattern), syncs it and drops it
+// from the page cache (POSIX_FADV_DONTNEED; every read is O_DIRECT anyway).
+func layOutPipeFile(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, 4<<20)
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		pipePattern(buf, off)
+		if _, err := f.WriteAt(buf, off); err != nil {
+			return fmt.Errorf("lay out %s: %w", path, err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("lay out %s: %w", path, err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, size, unix.FADV_DONTNEED); err != nil {
+		return fmt.Errorf("drop %s from the page cache: %w", path, err)
+	}
+	return f.Close()
+}
+
+// checkDevmem compares device memory with the file's pattern.
+func checkDevmem(dm []byte, size int64) error {
+	want := make([]byte, pipeChunk)
+	for off := int64(0); off < size; off += pipeChunk {
+		pipePattern(want, off)
+		if !bytes.Equal(dm[off:off+pipeChunk], want) {
+			return fmt.Errorf("device memory differs from the file in the chunk at %d", off)
+		}
+	}
+	return nil
+}
+
+// pipeSample is one repetition of one variant.
+type pipeSample struct {
+	gibps      float64 // GiB/s
+	hostCPU    float64 // CPU-seconds per GiB, the device model's excluded
+	devCPU     float64 // the device model's CPU-seconds per GiB
+	rssBeyond  float64 // MiB: peak RSS (+ hugetlb pages) minus device memory
+	poolPeakMB float64 // MiB, engine only
+}
+
+// pipeOnce sets a variant up, moves the whole file into device memory
+// once, measured, checks the bytes and tears down.
+func pipeOnce(path string, size int64, variant string) (pipeSample, string, error) {
+	p, err := openPipe(variant, path, size)
+	if err != nil {
+		return pipeSample{}, "", err
+	}
+	defer p.close()
+	runtime.GC()
+	rss0, err := rssBytes()
+	if err != nil {
+		return pipeSample{}, "", err
+	}
+	peak := rss0
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if r, err := rssBytes(); err == nil && r > peak {
+				peak = r
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	var prof bytes.Buffer
+	runtime.SetCPUProfileRate(pipeProfileHz) // pprof then keeps this rate (and says so on stderr)
+	if err := pprof.StartCPUProfile(&prof); err != nil {
+		close(stop)
+		<-sampled
+		return pipeSample{}, "", fmt.Errorf("pipeline: CPU profile: %w", err)
+	}
+	c0 := cpuNow()
+	t0 := time.Now()
+	err = p.move(0, size)
+	el := time.Since(t0)
+	c1 := cpuNow()
+	pprof.StopCPUProfile()
+	close(stop)
+	<-sampled
+	if err != nil {
+		return pipeSample{}, "", err
+	}
+	lab, all, err := profileLabelCPU(prof.Bytes(), pipeDevLabel[0], pipeDevLabel[1])
+	if err != nil {
+		return pipeSample{}, "", err
+	}
+	if all == 0 {
+		return pipeSample{}, "", errors.New("pipeline: the CPU profile holds no sample")
+	}
+	devNs := int64(float64(c1-c0) * float64(lab) / float64(all))
+	if err := checkDevmem(p.devmem, size); err != nil {
+		return pipeSample{}, "", err
+	}
+	gib := float64(size) / (1 << 30)
+	s := pipeSample{gibps: gib / el.Seconds(), devCPU: float64(devNs) / 1e9 / gib,
+		hostCPU: float64(c1-c0-devNs) / 1e9 / gib, rssBeyond: float64(peak-int64(len(p.devmem))) / (1 << 20)}
+	if p.poolPeak != nil {
+		s.poolPeakMB = float64(p.poolPeak()) / (1 << 20)
+	}
+	return s, p.desc, nil
+}
+
+// rssBytes is the process's resident memory: VmRSS plus its hugetlb pages
+// (which VmRSS leaves out), from /proc/self/status.
+func rssBytes() (int64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok || (k != "VmRSS" && k != "HugetlbPages") {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) < 1 {
+			continue
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/self/status %s: %w", k, err)
+		}
+		total += kb << 10
+	}
+	return total, nil
+}
+
+// fioPipe runs fio's sequential read of the file: GiB/s and fio's own CPU
+// seconds per GiB (usr_cpu + sys_cpu of its job).
+func fioPipe(fio, path string, size int64) (gibps, cpuPerGiB float64, err error) {
+	args := []string{"--name=hcomm-pipeline", "--filename=" + path, "--rw=read", "--direct=1", "--ioengine=io_uring",
+		"--bs=" + strconv.Itoa(pipeChunk), "--iodepth=" + strconv.Itoa(pipeDepth), "--size=" + strconv.FormatInt(size, 10),
+		"--output-format=json"}
+	out, err := exec.Command(fio, args...).Output()
+	if err != nil {
+		return 0, 0, fmt.Errorf("fio %s: %w", strings.Join(args, " "), err)
+	}
+	if i := bytes.IndexByte(out, '{'); i > 0 {
+		out = out[i:]
+	}
+	var j struct {
+		Jobs []struct {
+			Read struct {
+				Bytes   int64   `json:"io_bytes"`
+				BW      float64 `json:"bw_bytes"`
+				Runtime float64 `json:"runtime"` // ms
+			} `json:"read"`
+			Usr     float64 `json:"usr_cpu"`
+			Sys     float64 `json:"sys_cpu"`
+			Runtime float64 `json:"job_runtime"` // ms
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out, &j); err != nil || len(j.Jobs) == 0 {
+		return 0, 0, fmt.Errorf("parse fio output: %v", err)
+	}
+	r := j.Jobs[0]
+	if r.Read.BW <= 0 || r.Read.Bytes < size {
+		return 0, 0, fmt.Errorf("fio read %d of %d bytes (bw %g)", r.Read.Bytes, size, r.Read.BW)
+	}
+	gib := float64(r.Read.Bytes) / (1 << 30)
+	return r.Read.BW / (1 << 30), (r.Usr + r.Sys) / 100 * r.Runtime / 1e3 / gib, nil
+}
+
+// runPipeline measures the scenario: lays the file out, runs the three
+// variants interleaved o.reps times, counts copies in traced children
+// when it can, and returns the entries and what it skipped.
+func runPipeline(o *options, out io.Writer, tables bool) ([]entry, []string, bool) {
+	var skipped []string
+	fail := func(err error) ([]entry, []string, bool) {
+		return nil, append(skipped, "pipeline FAILED: "+err.Error()), true
+	}
+	dir, fs, err := benchDir(o)
+	if err != nil {
+		return nil, []string{"pipeline: " + err.Error()}, false
+	}
+	tmp, err := os.MkdirTemp(dir, "hcomm-bench-pipeline-*")
+	if err != nil {
+		return fail(err)
+	}
+	undo := atExit(func() { os.RemoveAll(tmp) })
+	defer undo()
+	size := pipelineSize(o)
+	path := filepath.Join(tmp, pipeFile)
+	o.logf("pipeline: laying out %d MiB in %s (%s)", size>>20, tmp, fs)
+	if err := layOutPipeFile(path, size); err != nil {
+		return fail(err)
+	}
+	fio, ferr := exec.LookPath("fio")
+	if ferr != nil {
+		skipped = append(skipped, "pipeline/file_to_device/fio: fio not installed (make bench installs it: apt-get install fio)")
+	}
+	var s [2][]pipeSample
+	var fioBW, fioCPU []float64
+	descs := map[string]string{}
+	var failed error
+	for rep := 0; rep < o.reps && failed == nil; rep++ {
+		for i, v := range pipeVariants {
+			if i == 2 {
+				if ferr != nil {
+					continue
+				}
+				bw, cpu, err := fioPipe(fio, path, size)
+				if err != nil {
+					failed = fmt.Errorf("%s: %w", v, err)
+					break
+				}
+				fioBW, fioCPU = append(fioBW, bw), append(fioCPU, cpu)
+				continue
+			}
+			o.logf("pipeline: %s, repetition %d", v, rep+1)
+			x, desc, err := pipeOnce(path, size, v)
+			if err != nil {
+				failed = fmt.Errorf("%s: %w", v, err)
+				break
+			}
+			descs[v] = desc
+			s[i] = append(s[i], x)
+		}
+	}
+	if failed != nil {
+		skipped = append(skipped, "pipeline FAILED: "+failed.Error())
+	}
+	// CPU copies per byte, eBPF, in traced children over the same file.
+	var copies [2]*float64
+	var copyNote [2]string
+	if ok, why := privileged(o); !ok {
+		copyNote = [2]string{why, why}
+	} else {
+		co := *o
+		co.dir = tmp
+		n := int(min(size/pipeChunk, 512))
+		for i, v := range pipeVariants[:2] {
+			w, _ := lookup("pipeline", v)
+			c, err := countInChild(&co, w, n)
+			if err != nil {
+				copyNote[i] = "count failed: " + err.Error()
+				skipped = append(skipped, fmt.Sprintf("pipeline/%s copy count: %v", v, err))
+				continue
+			}
+			copies[i] = ptr(c.Copies)
+			copyNote[i] = fmt.Sprintf("eBPF over %d chunks: %.4g bytes copied by the CPU and %.4g moved by DMA per chunk; %.3g host syscalls per chunk", n, c.CopyBytes, c.Direct, c.Host)
+		}
+	}
+	es := pipeEntries(s, fioBW, fioCPU, copies, copyNote)
+	if tables {
+		printPipeline(out, size, fs, s, fioBW, fioCPU, copies, descs)
+	}
+	return es, skipped, failed != nil
+}
+
+func pipeField(xs []pipeSample, f func(pipeSample) float64) []float64 {
+	v := make([]float64, len(xs))
+	for i, x := range xs {
+		v[i] = f(x)
+	}
+	return v
+}
+
+// pairEntry is one metric of the engine against a baseline, paired by
+// repetition.
+func pairEntry(variant, base, metric, unit, better string, eng, bas []float64, note string) entry {
+	x := entry{Name: "pipeline", Variant: variant, BaselineVariant: base, Metric: metric, Unit: unit, Better: better, Runs: len(eng), Note: note}
+	es, bs := newStat(eng), newStat(bas)
+	if len(eng) > 0 {
+		x.Engine, x.EngineMin, x.EngineMax, x.EngineRuns = ptr(es.Median), ptr(es.Min), ptr(es.Max), es.Runs
+	} else {
+		x.Note = strings.TrimPrefix(x.Note+"; not measured", "; ")
+	}
+	if len(bas) > 0 {
+		x.Baseline, x.BaselineMin, x.BaselineMax, x.BaselineRuns = ptr(bs.Median), ptr(bs.Min), ptr(bs.Max), bs.Runs
+		if len(eng) > 0 && bs.Median != 0 {
+			x.Ratio = ptr(es.Median / bs.Median)
+		}
+	}
+	return x
+}
+
+func pipeEntries(s [2][]pipeSample, fioBW, fioCPU []float64, copies [2]*float64, copyNote [2]string) []entry {
+	eng, trad, fio := pipeVariants[0], pipeVariants[1], pipeVariants[2]
+	bw := func(x pipeSample) float64 { return x.gibps }
+	host := func(x pipeSample) float64 { return x.hostCPU }
+	dev := func(x pipeSample) float64 { return x.devCPU }
+	rss := func(x pipeSample) float64 { return x.rssBeyond }
+	cpuNote := "CPU-seconds per GiB of the process (getrusage) minus the device model's worker goroutine (pprof label, its share of the samples of a CPU profile over the same window)"
+	es := []entry{
+		pairEntry(eng, fio, "bandwidth", "GiB/s", "higher", pipeField(s[0], bw), fioBW, "fio --rw=read --direct=1 --ioengine=io_uring --bs=1M --iodepth=8 on the same file"),
+		pairEntry(trad, fio, "bandwidth", "GiB/s", "higher", pipeField(s[1], bw), fioBW, ""),
+		pairEntry(eng, trad, "bandwidth", "GiB/s", "higher", pipeField(s[0], bw), pipeField(s[1], bw), ""),
+		pairEntry(eng, trad, "host_cpu_per_gib", "CPU-s/GiB", "lower", pipeField(s[0], host), pipeField(s[1], host), cpuNote),
+		pairEntry(eng, fio, "host_cpu_per_gib", "CPU-s/GiB", "lower", pipeField(s[0], host), fioCPU, "fio: its job's usr_cpu + sys_cpu (it moves nothing to a device)"),
+		pairEntry(eng, trad, "device_model_cpu_per_gib", "CPU-s/GiB", "lower", pipeField(s[0], dev), pipeField(s[1], dev), "the device model's worker (excluded from host_cpu_per_gib): what a real device's DMA engine does"),
+		pairEntry(eng, trad, "rss_beyond_device", "MiB", "lower", pipeField(s[0], rss), pipeField(s[1], rss), "peak VmRSS + HugetlbPages during the copy minus the device memory (touched before)"),
+		pairEntry(eng, "", "pool_peak", "MiB", "lower", pipeField(s[0], func(x pipeSample) float64 { return x.poolPeakMB }), nil, "the pool's highest use (hugepage.PoolStats.Peak) over the copy"),
+	}
+	c := entry{Name: "pipeline", Variant: eng, BaselineVariant: trad, Metric: "cpu_copies", Unit: "/byte", Better: "lower", Runs: 1,
+		Engine: copies[0], Baseline: copies[1], Note: "engine: " + copyNote[0] + "; traditional: " + copyNote[1]}
+	if copies[0] == nil {
+		c.Runs = 0
+	}
+	return append(es, c)
+}
+
+func printPipeline(w io.Writer, size int64, fs string, s [2][]pipeSample, fioBW, fioCPU []float64, copies [2]*float64, descs map[string]string) {
+	fmt.Fprintf(w, "\n== pipeline: %d MiB O_DIRECT file (%s) → device memory (vfio-mock HDMA), %d KiB chunks, depth %d; median [min–max] of %d repetitions, interleaved\n",
+		size>>20, fs, pipeChunk>>10, pipeDepth, len(s[0]))
+	rng := func(v []float64, f string) string {
+		if len(v) == 0 {
+			return "—"
+		}
+		st := newStat(v)
+		return fmt.Sprintf(f+" ["+f+"–"+f+"]", st.Median, st.Min, st.Max)
+	}
+	cp := func(p *float64) string {
+		if p == nil {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.3g", *p)
+	}
+	fmt.Fprintf(w, "   %-28s %-24s %-24s %-24s %-18s %s\n", "variant", "GiB/s", "host CPU-s/GiB", "device model CPU-s/GiB", "RSS beyond dev MiB", "CPU copies/byte")
+	for i, v := range pipeVariants[:2] {
+		fmt.Fprintf(w, "   %-28s %-24s %-24s %-24s %-18s %s\n", v, rng(pipeField(s[i], func(x pipeSample) float64 { return x.gibps }), "%.3f"),
+			rng(pipeField(s[i], func(x pipeSample) float64 { return x.hostCPU }), "%.3f"),
+			rng(pipeField(s[i], func(x pipeSample) float64 { return x.devCPU }), "%.3f"),
+			rng(pipeField(s[i], func(x pipeSample) float64 { return x.rssBeyond }), "%.1f"), cp(copies[i]))
+	}
+	fmt.Fprintf(w, "   %-28s %-24s %-24s\n", pipeVariants[2], rng(fioBW, "%.3f"), rng(fioCPU, "%.3f")+" (fio's own)")
+	if len(s[0]) > 0 {
+		fmt.Fprintf(w, "   engine pool peak: %s MiB (chunk × depth = %d MiB)\n", rng(pipeField(s[0], func(x pipeSample) float64 { return x.poolPeakMB }), "%.0f"), pipeChunk*pipeDepth>>20)
+	}
+	for _, v := range pipeVariants[:2] {
+		if d := descs[v]; d != "" {
+			fmt.Fprintf(w, "   %s\n", d)
+		}
+	}
+}
+
+// profileLabelCPU sums the CPU values of a CPU profile's samples (gzipped
+// profile.proto, as runtime/pprof writes it) that carry the label key=val,
+// and of all its samples.
+func profileLabelCPU(gz []byte, key, val string) (labelled, total int64, err error) {
+	raw, err := gunzip(gz)
+	if err != nil {
+		return 0, 0, fmt.Errorf("pipeline: CPU profile: %w", err)
+	}
+	type sample struct {
+		values []int64
+		labels [][2]int64
+	}
+	var samples []sample
+	var strs []string
+	err = pbFields(raw, func(f int, wire int, v uint64, b []byte) error {
+		switch {
+		case f == 2 && wire == 2: // sample
+			var s sample
+			if err := pbFields(b, func(f, wire int, v uint64, b []byte) error {
+				switch {
+				case f == 2 && wire == 0:
+					s.values = append(s.values, int64(v))
+				case f == 2 && wire == 2:
+					for len(b) > 0 {
+						x, n := uvarint(b)
+						if n <= 0 {
+							return errors.New("bad packed value")
+						}
+						s.values = append(s.values, int64(x))
+						b = b[n:]
+					}
+				case f == 3 && wire == 2:
+					var l [2]int64
+					if err := pbFields(b, func(f, wire int, v uint64, _ []byte) error {
+						if wire == 0 && (f == 1 || f == 2) {
+							l[f-1] = int64(v)
+						}
+						return nil
+					}); err != nil {
+						return err
+					}
+					s.labels = append(s.labels, l)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			samples = append(samples, s)
+		case f == 6 && wire == 2:
+			strs = append(strs, string(b))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("pipeline: CPU profile: %w", err)
+	}
+	// A Go CPU profile's sample types are [samples/count, cpu/nanoseconds]:
+	// the last value is the CPU time.
+	for _, s := range samples {
+		if len(s.values) == 0 {
+			continue
+		}
+		v := s.values[len(s.values)-1]
+		total += v
+		for _, l := range s.labels {
+			if l[0] >= 0 && l[1] >= 0 && int(l[0]) < len(strs) && int(l[1]) < len(strs) && strs[l[0]] == key && strs[l[1]] == val {
+				labelled += v
+				break
+			}
+		}
+	}
+	return labelled, total, nil
+}
+
+func gunzip(b []byte) ([]byte, error) {
+	r, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(r)
+}
+
+func uvarint(b []byte) (uint64, int) { return binary.Uvarint(b) }
+
+// pbFields calls fn for every field of the protobuf message b: its number,
+// wire type, and its value (varint, fixed) or bytes (length-delimited).
+func pbFields(b []byte, fn func(field, wire int, v uint64, data []byte) error) error {
+	for len(b) > 0 {
+		tag, n := uvarint(b)
+		if n <= 0 {
+			return errors.New("bad field tag")
+		}
+		b = b[n:]
+		field, wire := int(tag>>3), int(tag&7)
+		var v uint64
+		var data []byte
+		switch wire {
+		case 0:
+			if v, n = uvarint(b); n <= 0 {
+				return errors.New("bad varint")
+			}
+			b = b[n:]
+		case 1:
+			if len(b) < 8 {
+				return errors.New("short fixed64")
+			}
+			v, b = binary.LittleEndian.Uint64(b), b[8:]
+		case 2:
+			l, n := uvarint(b)
+			if n <= 0 || uint64(len(b)-n) < l {
+				return errors.New("bad length")
+			}
+			data, b = b[n:n+int(l)], b[n+int(l):]
+		case 5:
+			if len(b) < 4 {
+				return errors.New("short fixed32")
+			}
+			v, b = uint64(binary.LittleEndian.Uint32(b)), b[4:]
+		default:
+			return fmt.Errorf("wire type %d", wire)
+		}
+		if err := fn(field, wire, v, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pipelineGoals: the engine's Copy against fio's read of the same file
+// (bandwidth) and against the traditional way (host CPU), its CPU copies
+// (eBPF) and its memory.
+func pipelineGoals() []goalSpec {
+	eng, trad, fio := pipeVariants[0], pipeVariants[1], pipeVariants[2]
+	budget := float64(pipeChunk * pipeDepth >> 20)
+	return []goalSpec{
+		{ID: "pipeline.file_to_device.bw_vs_fio", Group: "pipeline", Scenario: "pipeline",
+			What: "file → device, one Copy (1 MiB × 8): bandwidth ÷ fio's sequential read (bs 1M, iodepth 8)", Unit: "×", Limit: limit{"≥", 0.9},
+			Ref: ref{"pipeline", eng, fio, "bandwidth"}},
+		{ID: "pipeline.file_to_device.cpu_per_gib_vs_traditional", Group: "pipeline", Scenario: "pipeline",
+			What: "file → device: host CPU-seconds per GiB (device model's worker excluded) ÷ ReadAt + baseline device write", Unit: "×", Limit: limit{"≤", 0.3},
+			Ref: ref{"pipeline", eng, trad, "host_cpu_per_gib"},
+			Amend: func(g *goal, s goalSpec, es entries) {
+				if e := es.find(s.Ref); e != nil && e.Engine != nil && e.Baseline != nil {
+					g.Detail = fmt.Sprintf("%.3g vs %.3g CPU-s/GiB", *e.Engine, *e.Baseline)
+				}
+			}},
+		{ID: "pipeline.file_to_device.cpu_copies_per_byte", Group: "pipeline", Scenario: "pipeline",
+			What: "file → device: bytes the CPU copies per byte moved (eBPF)", Unit: "/byte", Limit: limit{"<", 1e-4},
+			Ref:    ref{"pipeline", eng, trad, "cpu_copies"},
+			Detail: "no data copy: what is left is the interrupts' 8-byte eventfd counters, about 2 bytes per MiB"},
+		{ID: "pipeline.file_to_device.pool_bytes", Group: "pipeline", Scenario: "pipeline",
+			What: "file → device: the pool's peak use", Unit: "MiB", Limit: limit{"≤", budget},
+			Ref: ref{"pipeline", eng, "", "pool_peak"}, Detail: "chunk × depth"},
+		{ID: "pipeline.file_to_device.rss_beyond_device", Group: "pipeline", Scenario: "pipeline",
+			What: "file → device: peak RSS beyond the device model's memory", Unit: "MiB", Limit: limit{"≤", budget + 16},
+			Ref: ref{"pipeline", eng, trad, "rss_beyond_device"}, Detail: "chunk × depth + 16 MiB"},
+	}
+}

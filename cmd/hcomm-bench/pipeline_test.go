@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hcomm-go/hcomm/internal/testutil"
+	"github.com/hcomm-go/hcomm/trace"
+)
+
+// TestProfileLabelCPU: two goroutines burn the same CPU time, one of them
+// labelled: in a real CPU profile the labelled one has about half of the
+// samples.
+func TestProfileLabelCPU(t *testing.T) {
+	var prof bytes.Buffer
+	runtime.SetCPUProfileRate(pipeProfileHz)
+	if err := pprof.StartCPUProfile(&prof); err != nil {
+		t.Skipf("CPU profile unavailable (another one running?): %v", err)
+	}
+	burn := func(d time.Duration, out chan<- time.Duration) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		t0 := threadCPUNow(true)
+		x := uint64(1)
+		for threadCPUNow(true)-t0 < d.Nanoseconds() {
+			for range 1000 {
+				x = x*6364136223846793005 + 1
+			}
+		}
+		if x == 0 {
+			t.Log("never")
+		}
+		out <- time.Duration(threadCPUNow(true) - t0)
+	}
+	lab, plain := make(chan time.Duration, 1), make(chan time.Duration, 1)
+	pprof.Do(context.Background(), pprof.Labels(pipeDevLabel[0], pipeDevLabel[1]), func(context.Context) {
+		go burn(300*time.Millisecond, lab) // inherits the label
+	})
+	go burn(300*time.Millisecond, plain)
+	burnt := <-lab
+	<-plain
+	pprof.StopCPUProfile()
+	lv, all, err := profileLabelCPU(prof.Bytes(), pipeDevLabel[0], pipeDevLabel[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// At least one sample per tick (100-1000 Hz) over 0.6 s of CPU; the
+	// test's own goroutine takes a few.
+	if all <= 0 || float64(lv)/float64(all) < 0.3 || float64(lv)/float64(all) > 0.6 {
+		t.Fatalf("labelled %v of %v sampled: want about half (each goroutine burnt %v)", time.Duration(lv), time.Duration(all), burnt)
+	}
+	t.Logf("labelled %v of %v sampled, each goroutine burnt %v", time.Duration(lv), time.Duration(all), burnt)
+}
+
+// TestProfileLabelCPUBad: a broken profile is an error, not a zero.
+func TestProfileLabelCPUBad(t *testing.T) {
+	for _, b := range [][]byte{nil, []byte("not gzip")} {
+		if _, _, err := profileLabelCPU(b, "k", "v"); err == nil {
+			t.Errorf("%q: no error", b)
+		}
+	}
+}
+
+// TestPipeOnce moves a small O_DIRECT file into device memory both ways
+// and checks what each measures (pipeOnce verifies the bytes itself).
+func TestPipeOnce(t *testing.T) {
+	o := &options{}
+	dir, _, err := benchDir(o)
+	if err != nil {
+		t.Skipf("no disk file system for O_DIRECT: %v", err)
+	}
+	tmp, err := os.MkdirTemp(dir, "hcomm-bench-pipeline-test-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	const size = 32 << 20
+	path := filepath.Join(tmp, pipeFile)
+	if err := layOutPipeFile(path, size); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := os.OpenFile(path, os.O_RDONLY|unix.O_DIRECT, 0); err != nil {
+		t.Skipf("%s has no O_DIRECT: %v", dir, err)
+	} else {
+		f.Close()
+	}
+	for _, v := range pipeVariants[:2] {
+		s, desc, err := pipeOnce(path, size, v)
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		t.Logf("%s: %+v (%s)", v, s, desc)
+		if s.gibps <= 0 || s.devCPU <= 0 || s.hostCPU <= 0 || s.rssBeyond <= 0 {
+			t.Errorf("%s: a measurement is not positive: %+v", v, s)
+		}
+		engine := v == pipeVariants[0]
+		if engine && (s.poolPeakMB <= 0 || s.poolPeakMB > pipeChunk*pipeDepth>>20) {
+			t.Errorf("engine pool peak %.1f MiB, want (0, %d]", s.poolPeakMB, pipeChunk*pipeDepth>>20)
+		}
+		if !engine && s.poolPeakMB != 0 {
+			t.Errorf("traditional has a pool peak %.1f", s.poolPeakMB)
+		}
+	}
+	// A corrupted byte in device memory is caught.
+	dm := make([]byte, 2*pipeChunk)
+	pipePattern(dm[:pipeChunk], 0)
+	pipePattern(dm[pipeChunk:], pipeChunk)
+	if err := checkDevmem(dm, int64(len(dm))); err != nil {
+		t.Fatal(err)
+	}
+	dm[pipeChunk+5] ^= 1
+	if err := checkDevmem(dm, int64(len(dm))); err == nil {
+		t.Fatal("a flipped byte passed the check")
+	}
+}
+
+func TestPipelineEntriesAndGoals(t *testing.T) {
+	s := [2][]pipeSample{
+		{{gibps: 0.95, hostCPU: 0.1, devCPU: 0.2, rssBeyond: 20, poolPeakMB: 8}, {gibps: 0.9, hostCPU: 0.12, devCPU: 0.2, rssBeyond: 21, poolPeakMB: 8}},
+		{{gibps: 0.3, hostCPU: 1.0, devCPU: 0.3, rssBeyond: 15}, {gibps: 0.35, hostCPU: 1.2, devCPU: 0.3, rssBeyond: 15}},
+	}
+	es := pipeEntries(s, []float64{1, 1}, []float64{0.05, 0.06}, [2]*float64{ptr(0), ptr(1)}, [2]string{"a", "b"})
+	want := map[string]string{
+		"pipeline.file_to_device.bw_vs_fio":                  "met",
+		"pipeline.file_to_device.cpu_per_gib_vs_traditional": "met",
+		"pipeline.file_to_device.cpu_copies_per_byte":        "met",
+		"pipeline.file_to_device.pool_bytes":                 "met",
+		"pipeline.file_to_device.rss_beyond_device":          "met",
+	}
+	for _, g := range goals(es, map[string]bool{"pipeline": true}, nil) {
+		if w, ok := want[g.ID]; ok {
+			if g.Verdict != w {
+				t.Errorf("%s: %s (%v), want %s", g.ID, g.Verdict, g.Detail, w)
+			}
+			delete(want, g.ID)
+		}
+	}
+	for id := range want {
+		t.Errorf("goal %s not judged", id)
+	}
+	// A copy per byte misses.
+	es = pipeEntries(s, []float64{1, 1}, nil, [2]*float64{ptr(0.5), ptr(1)}, [2]string{})
+	for _, g := range goals(es, map[string]bool{"pipeline": true}, nil) {
+		if g.ID == "pipeline.file_to_device.cpu_copies_per_byte" && g.Verdict != "missed" {
+			t.Errorf("0.5 copies per byte: %s", g.Verdict)
+		}
+	}
+}
+
+// TestPipelineCopies counts, with eBPF in traced children, the CPU copies
+// of both ways over a 64 MiB file: the engine's Copy none (its only
+// copied bytes are the interrupts' 8-byte eventfd counters), the
+// traditional way one per byte (the pwrite into the staging buffer).
+func TestPipelineCopies(t *testing.T) {
+	testutil.RequirePrivileged(t, "eBPF counting of a traced worker")
+	if err := trace.CheckPrivileges(); err != nil {
+		testutil.RequireFeature(t, "eBPF tracing", err)
+	}
+	o := &options{quick: true}
+	dir, _, err := benchDir(o)
+	if err != nil {
+		t.Skipf("no disk file system for O_DIRECT: %v", err)
+	}
+	tmp, err := os.MkdirTemp(dir, "hcomm-bench-pipeline-test-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	if err := layOutPipeFile(filepath.Join(tmp, pipeFile), pipelineSize(o)); err != nil {
+		t.Fatal(err)
+	}
+	o.dir = tmp
+	for _, c := range []struct {
+		variant  string
+		min, max float64
+	}{{pipeVariants[0], 0, 1e-3}, {pipeVariants[1], 0.99, 1.01}} {
+		w, err := lookup("pipeline", c.variant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := countInChild(o, w, 64)
+		if err != nil {
+			t.Fatalf("%s: %v", c.variant, err)
+		}
+		t.Logf("%s: %.3g copies per byte, %.4g CPU-copied and %.4g DMA bytes per chunk, %.3g host syscalls per chunk (%v)", c.variant, got.Copies, got.CopyBytes, got.Direct, got.Host, got.ByName)
+		if got.Copies < c.min || got.Copies > c.max {
+			t.Errorf("%s: %.4g CPU copies per byte, want [%g, %g]", c.variant, got.Copies, c.min, c.max)
+		}
+		if got.Direct < pipeChunk {
+			t.Errorf("%s: %.4g bytes per chunk moved by DMA, want the chunk (O_DIRECT)", c.variant, got.Direct)
+		}
+	}
+}
