@@ -53,8 +53,8 @@ import (
 	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
 	"github.com/hcomm-go/hcomm/backend/uringfile"
+	"github.com/hcomm-go/hcomm/cmd/internal/baseline"
 	"github.com/hcomm-go/hcomm/engine"
-	"github.com/hcomm-go/hcomm/internal/baseline"
 	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/mock"
 )
@@ -62,8 +62,8 @@ import (
 const (
 	pipeChunk = 1 << 20 // bytes per chunk (engine), per ReadAt and device write (traditional), fio's bs
 	pipeDepth = 8       // chunks in flight (engine), fio's iodepth
-	// pipeFile is the data file's name in the scenario's own directory.
-	pipeFile = "pipeline.dat"
+	// pipeDataFile is the data file's name in the scenario's own directory.
+	pipeDataFile = "pipeline.dat"
 	// pipeProfileHz is the CPU profile's sampling rate: as often as the
 	// kernel's tick allows (Go's 100 Hz would give the device model's
 	// ~0.1-0.3 CPU-seconds per GiB a few dozen samples).
@@ -94,7 +94,7 @@ func init() {
 	for _, v := range pipeVariants[:2] {
 		register(&workload{scenario: "pipeline", variant: v, count: true, setup: func(o *options) (*runner, error) {
 			size := pipelineSize(o)
-			p, err := openPipe(v, filepath.Join(o.dir, pipeFile), size)
+			p, err := openPipe(v, filepath.Join(o.dir, pipeDataFile), size)
 			if err != nil {
 				return nil, err
 			}
@@ -464,7 +464,7 @@ func runPipeline(o *options, out io.Writer, tables bool) ([]entry, []string, boo
 	undo := atExit(func() { os.RemoveAll(tmp) })
 	defer undo()
 	size := pipelineSize(o)
-	path := filepath.Join(tmp, pipeFile)
+	path := filepath.Join(tmp, pipeDataFile)
 	o.logf("pipeline: laying out %d MiB in %s (%s)", size>>20, tmp, fs)
 	if err := layOutPipeFile(path, size); err != nil {
 		return fail(err)

@@ -83,7 +83,7 @@ func TestPipeOnce(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(tmp) })
 	const size = 32 << 20
-	path := filepath.Join(tmp, pipeFile)
+	path := filepath.Join(tmp, pipeDataFile)
 	if err := layOutPipeFile(path, size); err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +98,9 @@ func TestPipeOnce(t *testing.T) {
 			t.Fatalf("%s: %v", v, err)
 		}
 		t.Logf("%s: %+v (%s)", v, s, desc)
-		if s.gibps <= 0 || s.devCPU <= 0 || s.hostCPU <= 0 || s.rssBeyond <= 0 {
-			t.Errorf("%s: a measurement is not positive: %+v", v, s)
+		// 32 MiB is a few profile samples: either CPU share may be 0.
+		if s.gibps <= 0 || s.devCPU < 0 || s.hostCPU < 0 || s.devCPU+s.hostCPU <= 0 || s.rssBeyond <= 0 {
+			t.Errorf("%s: a measurement is out of range: %+v", v, s)
 		}
 		engine := v == pipeVariants[0]
 		if engine && (s.poolPeakMB <= 0 || s.poolPeakMB > pipeChunk*pipeDepth>>20) {
@@ -174,7 +175,7 @@ func TestPipelineCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(tmp) })
-	if err := layOutPipeFile(filepath.Join(tmp, pipeFile), pipelineSize(o)); err != nil {
+	if err := layOutPipeFile(filepath.Join(tmp, pipeDataFile), pipelineSize(o)); err != nil {
 		t.Fatal(err)
 	}
 	o.dir = tmp
