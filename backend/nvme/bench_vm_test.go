@@ -22,6 +22,7 @@ import (
 	"github.com/hcomm-go/hcomm/trace"
 	"github.com/hcomm-go/hcomm/vfio"
 	drv "github.com/hcomm-go/hcomm/vfio/nvme"
+	"github.com/hcomm-go/hcomm/vfio/nvme/spec"
 )
 
 // TestVMBench is `make bench-vm`: 4 KiB random reads and writes at queue
@@ -118,7 +119,7 @@ func TestVMBench(t *testing.T) {
 
 	// 1. The engine on this backend: a callback hands each finished
 	// transfer's slot back, the loop submits the next one.
-	for _, op := range []uint8{drv.OpRead, drv.OpWrite} {
+	for _, op := range []uint8{spec.OpRead, spec.OpWrite} {
 		dev, err := vfio.OpenPCI(addr)
 		if err != nil {
 			t.Fatal(err)
@@ -158,7 +159,7 @@ func TestVMBench(t *testing.T) {
 			slot := <-free
 			dev := engine.DeviceAt(rng.Uint64N(region/bs) * bs)
 			tr := engine.Transfer{Src: engine.Host(blocks[slot]), Dst: dev, Len: bs, User: slot, Callback: cb}
-			if op == drv.OpRead {
+			if op == spec.OpRead {
 				tr.Src, tr.Dst = dev, engine.Host(blocks[slot])
 			}
 			// The callback runs before the engine releases the transfer's
@@ -188,7 +189,7 @@ func TestVMBench(t *testing.T) {
 		e := &benchEnv{addr: addr}
 		e.open(t, drv.Config{Interrupts: irq, QueueDepth: qd + 1})
 		q := e.c.Queue(0)
-		for _, op := range []uint8{drv.OpRead, drv.OpWrite} {
+		for _, op := range []uint8{spec.OpRead, spec.OpWrite} {
 			rng := rand.New(rand.NewPCG(1, uint64(op)))
 			out := make([]drv.Completion, qd)
 			var ios int
@@ -269,7 +270,7 @@ func TestVMBench(t *testing.T) {
 	if err := u.RegisterBuffers([][]byte{bufs}); err != nil {
 		t.Fatalf("register buffers: %v", err)
 	}
-	for _, op := range []uint8{drv.OpRead, drv.OpWrite} {
+	for _, op := range []uint8{spec.OpRead, spec.OpWrite} {
 		rng := rand.New(rand.NewPCG(2, uint64(op)))
 		cqes := make([]uring.CQE, qd)
 		st0 := u.Stats()
@@ -285,7 +286,7 @@ func TestVMBench(t *testing.T) {
 			}
 			buf := bufs[slot*bs : (slot+1)*bs]
 			off := rng.Uint64N(region/bs) * bs
-			if op == drv.OpRead {
+			if op == spec.OpRead {
 				sqe.PrepReadFixed(fd, buf, off, 0)
 			} else {
 				sqe.PrepWriteFixed(fd, buf, off, 0)
@@ -320,7 +321,7 @@ func TestVMBench(t *testing.T) {
 		bpf := since(bpf0)
 		rows = append(rows, row{"kernel nvme, io_uring O_DIRECT fixed buffers", opName(op), ios, wall, cpu, u.Stats().Enters - st0.Enters, bpf, top})
 	}
-	for _, op := range []uint8{drv.OpRead, drv.OpWrite} {
+	for _, op := range []uint8{spec.OpRead, spec.OpWrite} {
 		var ios atomic.Int64
 		bpf0 := mark()
 		cpu0 := cpuTime()
@@ -337,7 +338,7 @@ func TestVMBench(t *testing.T) {
 				for time.Now().Before(deadline) {
 					off := int64(rng.Uint64N(region/bs) * bs)
 					var err error
-					if op == drv.OpRead {
+					if op == spec.OpRead {
 						_, err = unix.Pread(fd, buf, off)
 					} else {
 						_, err = unix.Pwrite(fd, buf, off)
@@ -379,7 +380,7 @@ func TestVMBench(t *testing.T) {
 }
 
 func opName(op uint8) string {
-	if op == drv.OpRead {
+	if op == spec.OpRead {
 		return "read"
 	}
 	return "write"

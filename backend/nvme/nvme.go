@@ -11,6 +11,7 @@ import (
 	"github.com/hcomm-go/hcomm/hugepage"
 	"github.com/hcomm-go/hcomm/vfio"
 	drv "github.com/hcomm-go/hcomm/vfio/nvme"
+	"github.com/hcomm-go/hcomm/vfio/nvme/spec"
 )
 
 // DefaultTimeout is Config.Timeout's default.
@@ -150,7 +151,7 @@ const (
 func (b *Backend) buildErrors() {
 	for i := range b.errs {
 		s := drv.Status(i)
-		b.errs[i] = fmt.Errorf("%w: %s: %w", backend.ErrDevice, b.desc.Device, s.Err())
+		b.errs[i] = fmt.Errorf("%w: %s: %w", backend.ErrDevice, b.desc.Device, drv.StatusErr(s))
 	}
 }
 
@@ -223,9 +224,9 @@ func (b *Backend) Forward(tag uint64, op *backend.Op, last bool) bool {
 	if b.stalled || b.q.Free() == 0 {
 		return false
 	}
-	t := drv.Transfer{Opcode: drv.OpWrite, Offset: op.Dst, IOVA: op.Src, Len: int(op.Len)}
+	t := drv.Transfer{Opcode: spec.OpWrite, Offset: op.Dst, IOVA: op.Src, Len: int(op.Len)}
 	if op.Code == opRead {
-		t = drv.Transfer{Opcode: drv.OpRead, Offset: op.Src, IOVA: op.Dst, Len: int(op.Len)}
+		t = drv.Transfer{Opcode: spec.OpRead, Offset: op.Src, IOVA: op.Dst, Len: int(op.Len)}
 	}
 	// Prepare checked the namespace side, the engine the host side (a
 	// live block of a mapped arena).

@@ -3,6 +3,8 @@ package nvme
 import (
 	"fmt"
 
+	"github.com/hcomm-go/hcomm/vfio/nvme/spec"
+
 	"github.com/hcomm-go/hcomm/vfio"
 )
 
@@ -43,14 +45,14 @@ func (c *Controller) EnableCMB() (*CMB, error) {
 		return nil, fmt.Errorf("%w: CAP.CMBS is clear", ErrNoCMB)
 	}
 	m := &CMB{c: c}
-	if err := c.bar.Write64(RegCMBMSC, cmbmscCRE); err != nil {
+	if err := c.bar.Write64(spec.RegCMBMSC, spec.CMBMSCCRE); err != nil {
 		return nil, fmt.Errorf("nvme: CMBMSC.CRE: %w", err)
 	}
-	loc, err := c.bar.Read32(RegCMBLOC)
+	loc, err := c.bar.Read32(spec.RegCMBLOC)
 	if err != nil {
 		return nil, fmt.Errorf("nvme: read CMBLOC: %w", err)
 	}
-	sz, err := c.bar.Read32(RegCMBSZ)
+	sz, err := c.bar.Read32(spec.RegCMBSZ)
 	if err != nil {
 		return nil, fmt.Errorf("nvme: read CMBSZ: %w", err)
 	}
@@ -90,10 +92,10 @@ func (c *Controller) EnableCMB() (*CMB, error) {
 
 // program writes CMBMSC: CRE, CMSE and the base address.
 func (m *CMB) program() error {
-	if err := m.c.bar.Write64(RegCMBMSC, m.cba|cmbmscCMSE|cmbmscCRE); err != nil {
+	if err := m.c.bar.Write64(spec.RegCMBMSC, m.cba|spec.CMBMSCCMSE|spec.CMBMSCCRE); err != nil {
 		return fmt.Errorf("nvme: CMBMSC: %w", err)
 	}
-	st, err := m.c.bar.Read32(RegCMBSTS)
+	st, err := m.c.bar.Read32(spec.RegCMBSTS)
 	if err != nil {
 		return fmt.Errorf("nvme: read CMBSTS: %w", err)
 	}
@@ -104,7 +106,7 @@ func (m *CMB) program() error {
 }
 
 func (m *CMB) disable() error {
-	return m.c.bar.Write64(RegCMBMSC, 0)
+	return m.c.bar.Write64(spec.RegCMBMSC, 0)
 }
 
 // barAddress reads the bus address of BAR bir from the configuration space
@@ -148,7 +150,7 @@ func (m *CMB) BAR() int { return m.bir }
 // Supports reports CMBSZ's flags: submission queues, completion queues,
 // PRP lists, read data, write data.
 func (m *CMB) Supports() (sq, cq, lists, readData, writeData bool) {
-	return m.sz&cmbszSQS != 0, m.sz&cmbszCQS != 0, m.sz&cmbszLISTS != 0, m.sz&cmbszRDS != 0, m.sz&cmbszWDS != 0
+	return m.sz&spec.CMBSZSQS != 0, m.sz&spec.CMBSZCQS != 0, m.sz&spec.CMBSZLISTS != 0, m.sz&spec.CMBSZRDS != 0, m.sz&spec.CMBSZWDS != 0
 }
 
 func (m *CMB) contains(addr uint64, n int) bool {
@@ -158,8 +160,8 @@ func (m *CMB) contains(addr uint64, n int) bool {
 // dataOK: a Read puts data into the CMB (RDS), a Write takes it from there
 // (WDS).
 func (m *CMB) dataOK(op uint8) bool {
-	if op == OpRead {
-		return m.sz&cmbszRDS != 0
+	if op == spec.OpRead {
+		return m.sz&spec.CMBSZRDS != 0
 	}
-	return m.sz&cmbszWDS != 0
+	return m.sz&spec.CMBSZWDS != 0
 }

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hcomm-go/hcomm/vfio/nvme/spec"
+
 	"github.com/hcomm-go/hcomm/hugepage"
 	"github.com/hcomm-go/hcomm/vfio"
 )
@@ -45,11 +47,11 @@ type Controller struct {
 	dma *vfio.DMASpace
 	cfg Config
 
-	cap     Cap
-	vs      Version
+	cap     spec.Cap
+	vs      spec.Version
 	readyTO time.Duration
-	ctrl    IdentifyController
-	ns      Namespace
+	ctrl    spec.IdentifyController
+	ns      spec.Namespace
 	maxXfer int
 
 	arena     *hugepage.Arena
@@ -96,17 +98,17 @@ func Open(dev vfio.Device, cfg Config) (_ *Controller, err error) {
 		return nil, fmt.Errorf("nvme: BAR0: %w", err)
 	}
 	c := &Controller{dev: dev, bar: bar, dma: cfg.DMA, cfg: cfg}
-	cp, err := bar.Read64(RegCAP)
+	cp, err := bar.Read64(spec.RegCAP)
 	if err != nil {
 		return nil, fmt.Errorf("nvme: read CAP: %w", err)
 	}
-	c.cap = Cap(cp)
-	vs, err := bar.Read32(RegVS)
+	c.cap = spec.Cap(cp)
+	vs, err := bar.Read32(spec.RegVS)
 	if err != nil {
 		return nil, fmt.Errorf("nvme: read VS: %w", err)
 	}
-	c.vs = Version(vs)
-	if cp == ^uint64(0) || !c.cap.NVMCommandSet() || c.cap.MPSMin() > PageSize {
+	c.vs = spec.Version(vs)
+	if cp == ^uint64(0) || !c.cap.NVMCommandSet() || c.cap.MPSMin() > spec.PageSize {
 		return nil, fmt.Errorf("%w: CAP %#x (NVM command set %v, minimum page %d bytes)", ErrNotNVMe, cp, c.cap.NVMCommandSet(), c.cap.MPSMin())
 	}
 	c.readyTO = time.Duration(max(c.cap.TimeoutUnits(), 1)) * 500 * time.Millisecond
@@ -152,14 +154,14 @@ func Open(dev vfio.Device, cfg Config) (_ *Controller, err error) {
 // allocMemory maps one arena for the admin pair, the identify page and
 // every I/O pair with its PRP list areas.
 func (c *Controller) allocMemory() error {
-	listPages := PRPListPages(PageSize-4, c.cfg.MaxTransfer) // worst case: an unaligned start
-	listPages = max(listPages, 1)                            // DSM ranges live there too
+	listPages := spec.PRPListPages(spec.PageSize-4, c.cfg.MaxTransfer) // worst case: an unaligned start
+	listPages = max(listPages, 1)                                      // DSM ranges live there too
 	const adminDepth = 32
 	ioDepth := c.cfg.QueueDepth
 	qbytes := func(depth int) int {
-		return roundUp(depth*SQESize, PageSize) + roundUp(depth*CQESize, PageSize) + depth*listPages*PageSize
+		return roundUp(depth*spec.SQESize, spec.PageSize) + roundUp(depth*spec.CQESize, spec.PageSize) + depth*listPages*spec.PageSize
 	}
-	size := PageSize + qbytes(adminDepth) + c.cfg.IOQueues*qbytes(ioDepth)
+	size := spec.PageSize + qbytes(adminDepth) + c.cfg.IOQueues*qbytes(ioDepth)
 	a, err := hugepage.NewArena(hugepage.ArenaConfig{Size: size, Populate: true})
 	if err != nil {
 		return fmt.Errorf("nvme: queue memory (%d bytes): %w", size, err)
@@ -177,15 +179,15 @@ func (c *Controller) allocMemory() error {
 		off += n
 		return b, iova
 	}
-	c.ident, c.identIOVA = take(PageSize)
+	c.ident, c.identIOVA = take(spec.PageSize)
 	stride := 4 << c.cap.DSTRD()
 	newQ := func(id uint16, depth int) *Queue {
 		q := &Queue{c: c, id: id, depth: depth, listPages: listPages, phase: true, vector: int(id)}
-		q.sq, q.sqIOVA = take(roundUp(depth*SQESize, PageSize))
-		q.cq, q.cqIOVA = take(roundUp(depth*CQESize, PageSize))
-		q.lists, q.listsIOVA = take(depth * listPages * PageSize)
-		q.sqDB = RegDoorbel + uint64(2*int(id)*stride)
-		q.cqDB = RegDoorbel + uint64((2*int(id)+1)*stride)
+		q.sq, q.sqIOVA = take(roundUp(depth*spec.SQESize, spec.PageSize))
+		q.cq, q.cqIOVA = take(roundUp(depth*spec.CQESize, spec.PageSize))
+		q.lists, q.listsIOVA = take(depth * listPages * spec.PageSize)
+		q.sqDB = spec.RegDoorbel + uint64(2*int(id)*stride)
+		q.cqDB = spec.RegDoorbel + uint64((2*int(id)+1)*stride)
 		q.slots = make([]slot, depth)
 		q.free = make([]uint16, 0, depth)
 		for cid := depth - 2; cid >= 0; cid-- { // depth-1 commands: the SQ never overflows
@@ -234,17 +236,17 @@ func (c *Controller) setupInterrupts() error {
 func (c *Controller) waitReady(want bool) error {
 	deadline := time.Now().Add(c.readyTO)
 	for {
-		st, err := c.bar.Read32(RegCSTS)
+		st, err := c.bar.Read32(spec.RegCSTS)
 		if err != nil {
 			return fmt.Errorf("nvme: read CSTS: %w", err)
 		}
 		if st == ^uint32(0) {
 			return fmt.Errorf("%w: CSTS reads all ones (device gone?)", ErrFatal)
 		}
-		if st&cstsFatal != 0 && want {
+		if st&spec.CSTSFatal != 0 && want {
 			return fmt.Errorf("%w: CSTS %#x", ErrFatal, st)
 		}
-		if (st&cstsReady != 0) == want {
+		if (st&spec.CSTSReady != 0) == want {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -257,12 +259,12 @@ func (c *Controller) waitReady(want bool) error {
 // disable clears CC.EN and waits for CSTS.RDY to clear: the controller
 // deletes every I/O queue and posts nothing more.
 func (c *Controller) disable() error {
-	cc, err := c.bar.Read32(RegCC)
+	cc, err := c.bar.Read32(spec.RegCC)
 	if err != nil {
 		return fmt.Errorf("nvme: read CC: %w", err)
 	}
-	if cc&ccEnable != 0 {
-		if err := c.bar.Write32(RegCC, cc&^ccEnable); err != nil {
+	if cc&spec.CCEnable != 0 {
+		if err := c.bar.Write32(spec.RegCC, cc&^spec.CCEnable); err != nil {
 			return fmt.Errorf("nvme: write CC: %w", err)
 		}
 	}
@@ -282,7 +284,7 @@ func (c *Controller) enable() error {
 		off uint64
 		v   uint64
 		w64 bool
-	}{{RegAQA, uint64(aqa), false}, {RegASQ, a.sqIOVA, true}, {RegACQ, a.cqIOVA, true}} {
+	}{{spec.RegAQA, uint64(aqa), false}, {spec.RegASQ, a.sqIOVA, true}, {spec.RegACQ, a.cqIOVA, true}} {
 		var err error
 		if w.w64 {
 			err = c.bar.Write64(w.off, w.v)
@@ -293,7 +295,7 @@ func (c *Controller) enable() error {
 			return fmt.Errorf("nvme: program the admin queue: %w", err)
 		}
 	}
-	if err := c.bar.Write32(RegCC, ccEnable|ccIOSQES|ccIOCQES); err != nil {
+	if err := c.bar.Write32(spec.RegCC, spec.CCEnable|spec.CCIOSQES|spec.CCIOCQES); err != nil {
 		return fmt.Errorf("nvme: write CC: %w", err)
 	}
 	return c.waitReady(true)
@@ -301,13 +303,13 @@ func (c *Controller) enable() error {
 
 // AdminCommand runs one admin command to completion and returns DW0 of its
 // completion. Admin commands serialise.
-func (c *Controller) AdminCommand(ctx context.Context, cmd Command) (uint32, error) {
+func (c *Controller) AdminCommand(ctx context.Context, cmd spec.Command) (uint32, error) {
 	c.adminMu.Lock()
 	defer c.adminMu.Unlock()
 	return c.adminLocked(ctx, cmd)
 }
 
-func (c *Controller) adminLocked(ctx context.Context, cmd Command) (uint32, error) {
+func (c *Controller) adminLocked(ctx context.Context, cmd spec.Command) (uint32, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.AdminTimeout)
 	defer cancel()
 	q := c.admin
@@ -340,18 +342,18 @@ func (c *Controller) adminLocked(ctx context.Context, cmd Command) (uint32, erro
 
 func (c *Controller) identify() error {
 	ctx := context.Background()
-	if _, err := c.adminLocked(ctx, Command{Opcode: AdminIdentify, PRP1: c.identIOVA, CDW10: cnsController}); err != nil {
+	if _, err := c.adminLocked(ctx, spec.Command{Opcode: spec.AdminIdentify, PRP1: c.identIOVA, CDW10: spec.CNSController}); err != nil {
 		return fmt.Errorf("nvme: identify controller: %w", err)
 	}
-	ic, err := ParseIdentifyController(c.ident)
+	ic, err := spec.ParseIdentifyController(c.ident)
 	if err != nil {
 		return err
 	}
 	c.ctrl = ic
-	if _, err := c.adminLocked(ctx, Command{Opcode: AdminIdentify, NSID: c.cfg.NSID, PRP1: c.identIOVA, CDW10: cnsNamespace}); err != nil {
+	if _, err := c.adminLocked(ctx, spec.Command{Opcode: spec.AdminIdentify, NSID: c.cfg.NSID, PRP1: c.identIOVA, CDW10: spec.CNSNamespace}); err != nil {
 		return fmt.Errorf("nvme: identify namespace %d: %w", c.cfg.NSID, err)
 	}
-	ns, err := ParseIdentifyNamespace(c.cfg.NSID, c.ident)
+	ns, err := spec.ParseIdentifyNamespace(c.cfg.NSID, c.ident)
 	if err != nil {
 		return err
 	}
@@ -369,7 +371,7 @@ func (c *Controller) identify() error {
 
 func (c *Controller) setQueueCount() error {
 	n := uint32(c.cfg.IOQueues - 1)
-	res, err := c.adminLocked(context.Background(), Command{Opcode: AdminSetFeatures, CDW10: featureNumQueues, CDW11: n | n<<16})
+	res, err := c.adminLocked(context.Background(), spec.Command{Opcode: spec.AdminSetFeatures, CDW10: spec.FeatureNumQueues, CDW11: n | n<<16})
 	if err != nil {
 		return fmt.Errorf("nvme: set number of queues to %d: %w", c.cfg.IOQueues, err)
 	}
@@ -388,10 +390,10 @@ func (c *Controller) createQueue(q *Queue) error {
 	if q.ev != nil {
 		iv = uint16(q.vector)
 	}
-	if _, err := c.adminLocked(ctx, CreateCQ(q.id, q.depth, q.cqIOVA, q.ev != nil, iv)); err != nil {
+	if _, err := c.adminLocked(ctx, spec.CreateCQ(q.id, q.depth, q.cqIOVA, q.ev != nil, iv)); err != nil {
 		return fmt.Errorf("nvme: create I/O completion queue %d: %w", q.id, err)
 	}
-	if _, err := c.adminLocked(ctx, CreateSQ(q.id, q.depth, q.sqIOVA, q.id)); err != nil {
+	if _, err := c.adminLocked(ctx, spec.CreateSQ(q.id, q.depth, q.sqIOVA, q.id)); err != nil {
 		return fmt.Errorf("nvme: create I/O submission queue %d: %w", q.id, err)
 	}
 	return nil
@@ -404,10 +406,10 @@ func (c *Controller) Queue(i int) *Queue { return c.io[i] }
 func (c *Controller) Queues() int { return len(c.io) }
 
 // Cap, Version, Identify and Namespace describe the controller.
-func (c *Controller) Cap() Cap                     { return c.cap }
-func (c *Controller) Version() Version             { return c.vs }
-func (c *Controller) Identify() IdentifyController { return c.ctrl }
-func (c *Controller) Namespace() Namespace         { return c.ns }
+func (c *Controller) Cap() spec.Cap                     { return c.cap }
+func (c *Controller) Version() spec.Version             { return c.vs }
+func (c *Controller) Identify() spec.IdentifyController { return c.ctrl }
+func (c *Controller) Namespace() spec.Namespace         { return c.ns }
 
 // MaxTransfer is the most bytes one command moves: MDTS, capped by
 // Config.MaxTransfer, rounded down to whole blocks.
@@ -436,21 +438,21 @@ func (c *Controller) DMA() *vfio.DMASpace { return c.dma }
 func (c *Controller) validate(t Transfer) error {
 	lba := c.ns.LBASize
 	switch t.Opcode {
-	case OpRead, OpWrite, OpWriteZeroes:
+	case spec.OpRead, spec.OpWrite, spec.OpWriteZeroes:
 	default:
 		return fmt.Errorf("%w: opcode %#x is not a transfer", ErrBadTransfer, t.Opcode)
 	}
 	if t.Len <= 0 || t.Len%lba != 0 || t.Offset%uint64(lba) != 0 {
 		return fmt.Errorf("%w: %d bytes at namespace offset %d: both must be multiples of the %d-byte LBA", ErrBadTransfer, t.Len, t.Offset, lba)
 	}
-	if t.Len > c.maxXfer && t.Opcode != OpWriteZeroes {
+	if t.Len > c.maxXfer && t.Opcode != spec.OpWriteZeroes {
 		return fmt.Errorf("%w: %d bytes in one command, the controller's limit (MDTS) is %d", ErrBadTransfer, t.Len, c.maxXfer)
 	}
 	if size := c.ns.Bytes(); t.Offset > size || uint64(t.Len) > size-t.Offset {
 		return fmt.Errorf("%w: %d bytes at offset %d beyond the %d-byte namespace", ErrBadTransfer, t.Len, t.Offset, size)
 	}
-	if t.Opcode == OpWriteZeroes {
-		if c.ctrl.ONCS&ONCSWriteZeroes == 0 {
+	if t.Opcode == spec.OpWriteZeroes {
+		if c.ctrl.ONCS&spec.ONCSWriteZeroes == 0 {
 			return fmt.Errorf("nvme: Write Zeroes (ONCS %#x): %w", c.ctrl.ONCS, ErrNotSupported)
 		}
 		if t.Len/lba > 1<<16 {
@@ -471,7 +473,7 @@ func (c *Controller) validate(t Transfer) error {
 		return nil
 	}
 	access := vfio.DMARead // a write: the controller reads memory
-	if t.Opcode == OpRead {
+	if t.Opcode == spec.OpRead {
 		access = vfio.DMAWrite
 	}
 	if err := c.dma.Check(t.IOVA, uint64(t.Len), access); err != nil {
@@ -482,15 +484,15 @@ func (c *Controller) validate(t Transfer) error {
 
 func opName(op uint8) string {
 	switch op {
-	case OpRead:
+	case spec.OpRead:
 		return "read"
-	case OpWrite:
+	case spec.OpWrite:
 		return "write"
-	case OpWriteZeroes:
+	case spec.OpWriteZeroes:
 		return "write zeroes"
-	case OpFlush:
+	case spec.OpFlush:
 		return "flush"
-	case OpDSM:
+	case spec.OpDSM:
 		return "dataset management"
 	}
 	return fmt.Sprintf("opcode %#x", op)
@@ -500,7 +502,7 @@ func opName(op uint8) string {
 // returns whether the controller says it aborted it (CQE DW0 bit 0 clear);
 // either way the command itself still completes once, through Reap.
 func (c *Controller) Abort(ctx context.Context, q *Queue, cid uint16) (bool, error) {
-	res, err := c.AdminCommand(ctx, Abort(q.id, cid))
+	res, err := c.AdminCommand(ctx, spec.Abort(q.id, cid))
 	if err != nil {
 		return false, err
 	}
@@ -564,12 +566,12 @@ func (c *Controller) Close() error {
 	c.adminMu.Lock()
 	defer c.adminMu.Unlock()
 	var errs []error
-	if cc, err := c.bar.Read32(RegCC); err == nil && cc&ccEnable != 0 {
-		if err := c.bar.Write32(RegCC, cc&^ccShnMask|ccShnNormal); err == nil {
+	if cc, err := c.bar.Read32(spec.RegCC); err == nil && cc&spec.CCEnable != 0 {
+		if err := c.bar.Write32(spec.RegCC, cc&^spec.CCShnMask|spec.CCShnNormal); err == nil {
 			deadline := time.Now().Add(c.readyTO)
 			for time.Now().Before(deadline) {
-				st, err := c.bar.Read32(RegCSTS)
-				if err != nil || st&cstsShstMask == cstsShstDone {
+				st, err := c.bar.Read32(spec.RegCSTS)
+				if err != nil || st&spec.CSTSShstMask == spec.CSTSShstDone {
 					break
 				}
 				time.Sleep(time.Millisecond)

@@ -1,6 +1,9 @@
 // Package nvme is a user-space NVMe driver over a vfio.Device (kernel VFIO,
 // container/group, type1v2 IOMMU): no cgo, no kernel block layer. It is the
 // first device hcomm drives that somebody else specified and implemented.
+// The specification itself (registers, entry layouts, identify data, PRP
+// lists, the status field) is package vfio/nvme/spec; this package is the
+// driver.
 //
 // # What it does
 //
@@ -32,7 +35,7 @@
 //
 // # Errors and recovery
 //
-// A completion's 15-bit status field is a Status; Status.Err turns an error
+// A completion's 15-bit status field is a Status (spec.Status); StatusErr turns an error
 // status into a *StatusError that errors.Is matches against ErrStatus, the
 // sentinel of its code (ErrInvalidOpcode, ErrInvalidField, ErrDataTransfer,
 // ErrAborted, ErrInternal, ErrInvalidNamespace, ErrCommandSequence,

@@ -5,20 +5,21 @@ import (
 	"fmt"
 
 	"github.com/hcomm-go/hcomm/internal/errs"
+	"github.com/hcomm-go/hcomm/vfio/nvme/spec"
 )
 
 // Errors of the driver itself, for errors.Is.
 var (
 	// ErrNotNVMe: the device is not an NVMe controller this driver can run
 	// (no NVM command set, a minimum page size above 4 KiB, no namespace).
-	ErrNotNVMe = errors.New("nvme: not a usable NVMe controller")
+	ErrNotNVMe = spec.ErrNotNVMe
 	// ErrNotReady: CSTS.RDY did not follow CC.EN within CAP.TO.
 	ErrNotReady = errors.New("nvme: controller did not become ready within CAP.TO")
 	// ErrFatal: the controller reports a fatal status (CSTS.CFS).
 	ErrFatal = errors.New("nvme: controller fatal status")
 	// ErrBadTransfer: a transfer the driver refuses before building a
 	// command (LBA alignment or range, MDTS, buffer alignment).
-	ErrBadTransfer = errors.New("nvme: invalid transfer")
+	ErrBadTransfer = spec.ErrBadTransfer
 	// ErrQueueFull: no free command slot on the queue.
 	ErrQueueFull = errors.New("nvme: queue full")
 	// ErrTimeout: a command did not complete in time.
@@ -80,20 +81,10 @@ var (
 // once so that the refusal allocates nothing.
 var errControllerClosed = fmt.Errorf("nvme: controller %w", ErrClosed)
 
-// Status is the 15-bit status field of a completion (DW3 bits 31:17):
-// SC in bits 7:0, SCT in 10:8, CRD in 12:11, More in 13, DNR in 14. Bit 15
-// is never set by a controller; the driver uses it for completions it
-// makes up itself (StatusReset, StatusTimeout).
-type Status uint16
-
-// Status code types.
-const (
-	SCTGeneric         = 0
-	SCTCommandSpecific = 1
-	SCTMedia           = 2
-	SCTPath            = 3
-	SCTVendor          = 7
-)
+// Status is the completion status field (package spec): its type, the
+// code types and the field accessors are the specification's; the two
+// statuses below and the errors a status stands for are this driver's.
+type Status = spec.Status
 
 // Statuses the driver posts itself.
 const (
@@ -104,22 +95,9 @@ const (
 	StatusTimeout Status = 1<<15 | 2
 )
 
-// SC is the status code, SCT the status code type.
-func (s Status) SC() uint8  { return uint8(s) }
-func (s Status) SCT() uint8 { return uint8(s>>8) & 7 }
-
-// CRD is the command retry delay index, More says there is more in the
-// error log, DNR says a retry will fail too.
-func (s Status) CRD() uint8 { return uint8(s>>11) & 3 }
-func (s Status) More() bool { return s>>13&1 != 0 }
-func (s Status) DNR() bool  { return s>>14&1 != 0 }
-
-// OK reports success: SCT and SC zero (CRD, More and DNR do not matter).
-func (s Status) OK() bool { return s&0x87ff == 0 }
-
-// Err is nil for success, else the error the status stands for (a
+// StatusErr is nil for success, else the error the status stands for (a
 // *StatusError, or ErrReset / ErrTimeout for the driver's own).
-func (s Status) Err() error {
+func StatusErr(s Status) error {
 	switch {
 	case s.OK():
 		return nil
@@ -163,9 +141,9 @@ func (e *StatusError) Is(target error) bool {
 		return true
 	}
 	switch e.Status.SCT() {
-	case SCTCommandSpecific:
+	case spec.SCTCommandSpecific:
 		return target == ErrCommandSpecific
-	case SCTMedia:
+	case spec.SCTMedia:
 		return target == ErrMedia
 	}
 	return false
@@ -176,7 +154,7 @@ func (e *StatusError) Is(target error) bool {
 func Sentinel(s Status) error {
 	sc := s.SC()
 	switch s.SCT() {
-	case SCTGeneric:
+	case spec.SCTGeneric:
 		switch sc {
 		case 0x01:
 			return ErrInvalidOpcode
@@ -203,7 +181,7 @@ func Sentinel(s Status) error {
 		case 0x82:
 			return ErrNamespaceNotReady
 		}
-	case SCTCommandSpecific:
+	case spec.SCTCommandSpecific:
 		switch sc {
 		case 0x00, 0x01, 0x02:
 			return ErrInvalidQueue
@@ -217,7 +195,7 @@ func Sentinel(s Status) error {
 			return ErrWriteToReadOnlyRange
 		}
 		return ErrCommandSpecific
-	case SCTMedia:
+	case spec.SCTMedia:
 		switch sc {
 		case 0x80:
 			return ErrWriteFault
@@ -231,7 +209,7 @@ func Sentinel(s Status) error {
 			return ErrAccessDenied
 		}
 		return ErrMedia
-	case SCTPath:
+	case spec.SCTPath:
 		return ErrPath
 	}
 	return nil

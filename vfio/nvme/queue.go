@@ -8,6 +8,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/hcomm-go/hcomm/vfio/nvme/spec"
+
 	"github.com/hcomm-go/hcomm/vfio"
 )
 
@@ -65,7 +67,7 @@ type Completion struct {
 
 // Err is the completion's error (nil on success).
 func (c Completion) Err() error {
-	err := c.Status.Err()
+	err := StatusErr(c.Status)
 	if se, ok := err.(*StatusError); ok {
 		se.Opcode, se.CID = c.Opcode, c.CID
 	}
@@ -103,7 +105,7 @@ func nanotime() int64 { return int64(time.Since(epoch)) }
 // Submit writes cmd into the next submission slot with a fresh CID and
 // remembers tag; it does not ring the doorbell (Ring does, once per
 // batch). ErrQueueFull when no slot is free.
-func (q *Queue) Submit(cmd *Command, tag uint64) (uint16, error) {
+func (q *Queue) Submit(cmd *spec.Command, tag uint64) (uint16, error) {
 	cid, err := q.alloc(cmd.Opcode, tag)
 	if err != nil {
 		return 0, err
@@ -133,9 +135,9 @@ func (q *Queue) release(cid uint16) {
 	q.busy--
 }
 
-func (q *Queue) push(cmd *Command, cid uint16) {
+func (q *Queue) push(cmd *spec.Command, cid uint16) {
 	cmd.CID = cid
-	cmd.Marshal(q.sq[q.sqTail*SQESize:])
+	cmd.Marshal(q.sq[q.sqTail*spec.SQESize:])
 	q.sqTail++
 	if q.sqTail == q.depth {
 		q.sqTail = 0
@@ -145,7 +147,7 @@ func (q *Queue) push(cmd *Command, cid uint16) {
 
 // list returns CID's PRP list area and its IOVA.
 func (q *Queue) list(cid uint16) ([]byte, uint64) {
-	n := q.listPages * PageSize
+	n := q.listPages * spec.PageSize
 	off := int(cid) * n
 	return q.lists[off : off+n], q.listsIOVA + uint64(off)
 }
@@ -212,14 +214,14 @@ func (q *Queue) Reap(out []Completion) (int, error) {
 // dma_rmb after nvme_cqe_pending: DMB OSHLD on arm64), so the rest of the
 // entry is read after the phase as the controller wrote them, never a
 // stale CID or status from the ring's previous pass.
-func (q *Queue) peek() (CQE, bool) {
-	b := q.cq[q.cqHead*CQESize : q.cqHead*CQESize+CQESize]
+func (q *Queue) peek() (spec.CQE, bool) {
+	b := q.cq[q.cqHead*spec.CQESize : q.cqHead*spec.CQESize+spec.CQESize]
 	dw3 := atomic.LoadUint32((*uint32)(unsafe.Pointer(&b[12])))
 	if (dw3>>16&1 != 0) != q.phase {
-		return CQE{}, false
+		return spec.CQE{}, false
 	}
 	vfio.DMAReadBarrier() // pairs with the controller's write of the entry before its phase
-	e := ParseCQE(b)
+	e := spec.ParseCQE(b)
 	e.CID, e.Phase, e.Status = uint16(dw3), true, Status(dw3>>17)
 	return e, true
 }
@@ -345,7 +347,7 @@ func (q *Queue) SubmitTransferUnchecked(t Transfer, tag uint64) (uint16, error) 
 
 func (q *Queue) submitTransfer(t Transfer, tag uint64) (uint16, error) {
 	ns := q.c.ns
-	cmd, err := ReadWrite(t.Opcode, ns.ID, t.Offset/uint64(ns.LBASize), t.Len/ns.LBASize, t.FUA)
+	cmd, err := spec.ReadWrite(t.Opcode, ns.ID, t.Offset/uint64(ns.LBASize), t.Len/ns.LBASize, t.FUA)
 	if err != nil {
 		return 0, err
 	}
@@ -353,9 +355,9 @@ func (q *Queue) submitTransfer(t Transfer, tag uint64) (uint16, error) {
 	if err != nil {
 		return 0, err
 	}
-	if t.Opcode != OpWriteZeroes {
+	if t.Opcode != spec.OpWriteZeroes {
 		list, listIOVA := q.list(cid)
-		cmd.PRP1, cmd.PRP2, _, err = BuildPRP(t.IOVA, t.Len, list, listIOVA)
+		cmd.PRP1, cmd.PRP2, _, err = spec.BuildPRP(t.IOVA, t.Len, list, listIOVA)
 		if err != nil {
 			q.release(cid)
 			return 0, err
@@ -367,20 +369,20 @@ func (q *Queue) submitTransfer(t Transfer, tag uint64) (uint16, error) {
 
 // SubmitFlush submits a Flush of the namespace.
 func (q *Queue) SubmitFlush(tag uint64) (uint16, error) {
-	return q.Submit(&Command{Opcode: OpFlush, NSID: q.c.ns.ID}, tag)
+	return q.Submit(&spec.Command{Opcode: spec.OpFlush, NSID: q.c.ns.ID}, tag)
 }
 
 // SubmitDeallocate submits a Dataset Management command that deallocates
 // (trims) n bytes at offset off of the namespace; ErrNotSupported unless
 // the controller offers DSM (ONCS bit 2).
 func (q *Queue) SubmitDeallocate(off uint64, n int, tag uint64) (uint16, error) {
-	if q.c.ctrl.ONCS&ONCSDSM == 0 {
+	if q.c.ctrl.ONCS&spec.ONCSDSM == 0 {
 		return 0, fmt.Errorf("nvme: Dataset Management (ONCS %#x): %w", q.c.ctrl.ONCS, ErrNotSupported)
 	}
-	if err := q.c.validate(Transfer{Opcode: OpWriteZeroes, Offset: off, Len: n}); err != nil {
+	if err := q.c.validate(Transfer{Opcode: spec.OpWriteZeroes, Offset: off, Len: n}); err != nil {
 		return 0, err
 	}
-	cid, err := q.alloc(OpDSM, tag)
+	cid, err := q.alloc(spec.OpDSM, tag)
 	if err != nil {
 		return 0, err
 	}
@@ -391,6 +393,6 @@ func (q *Queue) SubmitDeallocate(off uint64, n int, tag uint64) (uint16, error) 
 	clear(list[:16])
 	binary.LittleEndian.PutUint32(list[4:], uint32(uint64(n)/lba))
 	binary.LittleEndian.PutUint64(list[8:], off/lba)
-	q.push(&Command{Opcode: OpDSM, NSID: q.c.ns.ID, PRP1: listIOVA, CDW10: 0, CDW11: 1 << 2}, cid)
+	q.push(&spec.Command{Opcode: spec.OpDSM, NSID: q.c.ns.ID, PRP1: listIOVA, CDW10: 0, CDW11: 1 << 2}, cid)
 	return cid, nil
 }

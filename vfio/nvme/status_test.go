@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/hcomm-go/hcomm/vfio/nvme/spec"
 )
 
 func st(sct, sc uint8, dnr bool) Status {
@@ -52,7 +54,7 @@ func TestStatusErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.s.Err()
+			err := StatusErr(tt.s)
 			if tt.is == nil {
 				if err != nil || !tt.s.OK() {
 					t.Fatalf("status %#x: %v, want success", uint16(tt.s), err)
@@ -85,9 +87,9 @@ func TestStatusFields(t *testing.T) {
 	if !strings.Contains(msg, "unrecovered read") || !strings.Contains(msg, "do not retry") {
 		t.Fatalf("message %q", msg)
 	}
-	c := Completion{CID: 5, Opcode: OpRead, Status: st(0, 0x80, true)}
+	c := Completion{CID: 5, Opcode: spec.OpRead, Status: st(0, 0x80, true)}
 	var se *StatusError
-	if err := c.Err(); !errors.As(err, &se) || se.CID != 5 || se.Opcode != OpRead {
+	if err := c.Err(); !errors.As(err, &se) || se.CID != 5 || se.Opcode != spec.OpRead {
 		t.Fatalf("completion error %v", err)
 	}
 }

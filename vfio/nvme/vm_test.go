@@ -19,6 +19,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/vfiotest"
 	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/nvme"
+	"github.com/hcomm-go/hcomm/vfio/nvme/spec"
 )
 
 // These tests drive QEMU's NVMe controller (1b36:0010, NVMe 1.4, a 1 GiB
@@ -225,8 +226,8 @@ func TestVMRoundTrip(t *testing.T) {
 			nsOff := uint64(1 << 20)
 			for i, cs := range cases {
 				fill(mem[cs.memOff:cs.memOff+cs.n], uint64(i+1)*0x1234+map[bool]uint64{true: 1}[irq])
-				writes = append(writes, nvme.Transfer{Opcode: nvme.OpWrite, Offset: nsOff, IOVA: e.iova + uint64(cs.memOff), Len: cs.n})
-				reads = append(reads, nvme.Transfer{Opcode: nvme.OpRead, Offset: nsOff, IOVA: e.iova + uint64(half+cs.memOff), Len: cs.n})
+				writes = append(writes, nvme.Transfer{Opcode: spec.OpWrite, Offset: nsOff, IOVA: e.iova + uint64(cs.memOff), Len: cs.n})
+				reads = append(reads, nvme.Transfer{Opcode: spec.OpRead, Offset: nsOff, IOVA: e.iova + uint64(half+cs.memOff), Len: cs.n})
 				nsOff += uint64(cs.n+4095) &^ 4095
 			}
 			ctx := ctxT(t)
@@ -297,15 +298,15 @@ func TestVMValidation(t *testing.T) {
 		tr   nvme.Transfer
 		want error
 	}{
-		{"length not whole blocks", nvme.Transfer{Opcode: nvme.OpRead, IOVA: e.iova, Len: 100}, nvme.ErrBadTransfer},
-		{"offset not LBA aligned", nvme.Transfer{Opcode: nvme.OpRead, Offset: 7, IOVA: e.iova, Len: 512}, nvme.ErrBadTransfer},
-		{"beyond the namespace", nvme.Transfer{Opcode: nvme.OpRead, Offset: size, IOVA: e.iova, Len: 512}, nvme.ErrBadTransfer},
-		{"over MDTS", nvme.Transfer{Opcode: nvme.OpRead, IOVA: e.iova, Len: c.MaxTransfer() + 512}, nvme.ErrBadTransfer},
-		{"buffer not dword aligned", nvme.Transfer{Opcode: nvme.OpRead, IOVA: e.iova + 2, Len: 512}, nvme.ErrBadTransfer},
-		{"buffer outside the mappings", nvme.Transfer{Opcode: nvme.OpRead, IOVA: 1 << 38, Len: 512}, vfio.ErrNotMapped},
-		{"buffer in the driver's own queue memory", nvme.Transfer{Opcode: nvme.OpRead, IOVA: c.QueueMemory().Start, Len: 512}, nvme.ErrBadTransfer},
-		{"buffer running off the data arena into the queues", nvme.Transfer{Opcode: nvme.OpWrite, IOVA: e.iova + 8<<20 - 512, Len: 4096}, nvme.ErrBadTransfer},
-		{"read into memory the device may not write", nvme.Transfer{Opcode: nvme.OpRead, IOVA: roIOVA, Len: 4096}, vfio.ErrNotMapped},
+		{"length not whole blocks", nvme.Transfer{Opcode: spec.OpRead, IOVA: e.iova, Len: 100}, nvme.ErrBadTransfer},
+		{"offset not LBA aligned", nvme.Transfer{Opcode: spec.OpRead, Offset: 7, IOVA: e.iova, Len: 512}, nvme.ErrBadTransfer},
+		{"beyond the namespace", nvme.Transfer{Opcode: spec.OpRead, Offset: size, IOVA: e.iova, Len: 512}, nvme.ErrBadTransfer},
+		{"over MDTS", nvme.Transfer{Opcode: spec.OpRead, IOVA: e.iova, Len: c.MaxTransfer() + 512}, nvme.ErrBadTransfer},
+		{"buffer not dword aligned", nvme.Transfer{Opcode: spec.OpRead, IOVA: e.iova + 2, Len: 512}, nvme.ErrBadTransfer},
+		{"buffer outside the mappings", nvme.Transfer{Opcode: spec.OpRead, IOVA: 1 << 38, Len: 512}, vfio.ErrNotMapped},
+		{"buffer in the driver's own queue memory", nvme.Transfer{Opcode: spec.OpRead, IOVA: c.QueueMemory().Start, Len: 512}, nvme.ErrBadTransfer},
+		{"buffer running off the data arena into the queues", nvme.Transfer{Opcode: spec.OpWrite, IOVA: e.iova + 8<<20 - 512, Len: 4096}, nvme.ErrBadTransfer},
+		{"read into memory the device may not write", nvme.Transfer{Opcode: spec.OpRead, IOVA: roIOVA, Len: 4096}, vfio.ErrNotMapped},
 	} {
 		if _, err := q.SubmitTransfer(tc.tr, 0); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
@@ -317,7 +318,7 @@ func TestVMValidation(t *testing.T) {
 		t.Fatalf("refused transfers left %d outstanding, %d free", q.Outstanding(), q.Free())
 	}
 	// The read-only memory is fine as a write's source.
-	if _, err := q.SubmitTransfer(nvme.Transfer{Opcode: nvme.OpWrite, IOVA: roIOVA, Len: 4096}, 0); err != nil {
+	if _, err := q.SubmitTransfer(nvme.Transfer{Opcode: spec.OpWrite, IOVA: roIOVA, Len: 4096}, 0); err != nil {
 		t.Fatalf("write from read-only memory: %v", err)
 	}
 	if cp := reapOne(t, ctxT(t), q); cp.Err() != nil {
@@ -332,16 +333,16 @@ func TestVMStatusErrors(t *testing.T) {
 	c, q := e.c, e.c.Queue(0)
 	ctx := ctxT(t)
 	blocks := c.Namespace().Blocks
-	beyond, _ := nvme.ReadWrite(nvme.OpRead, 1, blocks, 1, false)
+	beyond, _ := spec.ReadWrite(spec.OpRead, 1, blocks, 1, false)
 	beyond.PRP1 = e.iova
 	for _, tc := range []struct {
 		name string
-		cmd  nvme.Command
+		cmd  spec.Command
 		want error
 	}{
 		{"read past the last LBA", beyond, nvme.ErrLBAOutOfRange},
-		{"unknown opcode 0x7e", nvme.Command{Opcode: 0x7e, NSID: 1}, nvme.ErrInvalidOpcode},
-		{"namespace 0", nvme.Command{Opcode: nvme.OpRead, NSID: 0, PRP1: e.iova}, nvme.ErrInvalidNamespace},
+		{"unknown opcode 0x7e", spec.Command{Opcode: 0x7e, NSID: 1}, nvme.ErrInvalidOpcode},
+		{"namespace 0", spec.Command{Opcode: spec.OpRead, NSID: 0, PRP1: e.iova}, nvme.ErrInvalidNamespace},
 	} {
 		if _, err := q.Submit(&tc.cmd, 1); err != nil {
 			t.Fatal(err)
@@ -355,7 +356,7 @@ func TestVMStatusErrors(t *testing.T) {
 		}
 	}
 	// An admin command with an invalid queue ID.
-	if _, err := c.AdminCommand(ctx, nvme.CreateSQ(9, 16, e.iova, 9)); !errors.Is(err, nvme.ErrCommandSpecific) {
+	if _, err := c.AdminCommand(ctx, spec.CreateSQ(9, 16, e.iova, 9)); !errors.Is(err, nvme.ErrCommandSpecific) {
 		t.Errorf("create SQ on a missing CQ: %v, want a command specific error", err)
 	} else {
 		t.Logf("create SQ 9 on missing CQ 9: %v", err)
@@ -391,7 +392,7 @@ func TestVMFlushZeroesDeallocate(t *testing.T) {
 	mem := e.data.Bytes()
 	fill(mem[:64<<10], 99)
 	const off = 32 << 20
-	if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: nvme.OpWrite, Offset: off, IOVA: e.iova, Len: 64 << 10}}); errs[0] != nil {
+	if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: spec.OpWrite, Offset: off, IOVA: e.iova, Len: 64 << 10}}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	if _, err := q.SubmitFlush(7); err != nil {
@@ -401,13 +402,13 @@ func TestVMFlushZeroesDeallocate(t *testing.T) {
 		t.Fatalf("flush: %+v %v", cp, cp.Err())
 	}
 	oncs := c.Identify().ONCS
-	t.Logf("ONCS %#x: write zeroes %v, DSM %v", oncs, oncs&nvme.ONCSWriteZeroes != 0, oncs&nvme.ONCSDSM != 0)
-	if oncs&nvme.ONCSWriteZeroes != 0 {
-		if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: nvme.OpWriteZeroes, Offset: off + 4096, Len: 8192}}); errs[0] != nil {
+	t.Logf("ONCS %#x: write zeroes %v, DSM %v", oncs, oncs&spec.ONCSWriteZeroes != 0, oncs&spec.ONCSDSM != 0)
+	if oncs&spec.ONCSWriteZeroes != 0 {
+		if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: spec.OpWriteZeroes, Offset: off + 4096, Len: 8192}}); errs[0] != nil {
 			t.Fatalf("write zeroes: %v", errs[0])
 		}
 		back := mem[1<<20 : 1<<20+64<<10]
-		if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: nvme.OpRead, Offset: off, IOVA: e.iova + 1<<20, Len: 64 << 10}}); errs[0] != nil {
+		if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: spec.OpRead, Offset: off, IOVA: e.iova + 1<<20, Len: 64 << 10}}); errs[0] != nil {
 			t.Fatal(errs[0])
 		}
 		want := append([]byte(nil), mem[:64<<10]...)
@@ -417,7 +418,7 @@ func TestVMFlushZeroesDeallocate(t *testing.T) {
 		}
 		t.Logf("write zeroes: 8 KiB zeroed inside a 64 KiB pattern, the rest intact")
 	}
-	if oncs&nvme.ONCSDSM != 0 {
+	if oncs&spec.ONCSDSM != 0 {
 		if _, err := q.SubmitDeallocate(off, 64<<10, 8); err != nil {
 			t.Fatal(err)
 		}
@@ -441,7 +442,7 @@ func TestVMUnmappedPRP(t *testing.T) {
 	mem := e.data.Bytes()
 	// Known data on the namespace.
 	fill(mem[:16384], 5)
-	if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: nvme.OpWrite, Offset: 0, IOVA: e.iova, Len: 16384}}); errs[0] != nil {
+	if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: spec.OpWrite, Offset: 0, IOVA: e.iova, Len: 16384}}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	// A second arena, mapped and unmapped again: a stale IOVA, and memory
@@ -462,7 +463,7 @@ func TestVMUnmappedPRP(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The driver refuses the stale buffer itself.
-	if _, err := q.SubmitTransfer(nvme.Transfer{Opcode: nvme.OpRead, IOVA: stale, Len: 4096}, 0); !errors.Is(err, vfio.ErrNotMapped) {
+	if _, err := q.SubmitTransfer(nvme.Transfer{Opcode: spec.OpRead, IOVA: stale, Len: 4096}, 0); !errors.Is(err, vfio.ErrNotMapped) {
 		t.Fatalf("read into stale IOVA %#x: %v, want vfio.ErrNotMapped", stale, err)
 	}
 
@@ -472,7 +473,7 @@ func TestVMUnmappedPRP(t *testing.T) {
 	for i := range canary {
 		canary[i] = 0xee
 	}
-	cmd, _ := nvme.ReadWrite(nvme.OpRead, 1, 0, 24, false) // 12 KiB: PRP1 + a list of two
+	cmd, _ := spec.ReadWrite(spec.OpRead, 1, 0, 24, false) // 12 KiB: PRP1 + a list of two
 	cmd.PRP1, cmd.PRP2 = e.iova+1<<20, stale
 	if _, err := q.Submit(&cmd, 1); err != nil {
 		t.Fatal(err)
@@ -496,7 +497,7 @@ func TestVMUnmappedPRP(t *testing.T) {
 	// IOMMU refuses (the spec would have a Data Transfer Error); the
 	// vIOMMU's fault and the untouched memory are what show the block.
 	bad := stale + 8192
-	cmd, _ = nvme.ReadWrite(nvme.OpRead, 1, 0, 8, false)
+	cmd, _ = spec.ReadWrite(spec.OpRead, 1, 0, 8, false)
 	cmd.PRP1 = bad
 	if _, err := q.Submit(&cmd, 2); err != nil {
 		t.Fatal(err)
@@ -512,7 +513,7 @@ func TestVMUnmappedPRP(t *testing.T) {
 		t.Fatalf("memory behind the unmapped IOVA changed at byte %d", i)
 	}
 	// The controller still works.
-	if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: nvme.OpRead, Offset: 0, IOVA: e.iova + 2<<20, Len: 16384}}); errs[0] != nil {
+	if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: spec.OpRead, Offset: 0, IOVA: e.iova + 2<<20, Len: 16384}}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	if !bytes.Equal(mem[2<<20:2<<20+16384], mem[:16384]) {
@@ -540,7 +541,7 @@ func TestVMResetInFlight(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				tr := nvme.Transfer{Opcode: nvme.OpWrite, Offset: uint64(i) * 512 << 10, IOVA: e.iova + uint64(i%8)*512<<10, Len: 512 << 10}
+				tr := nvme.Transfer{Opcode: spec.OpWrite, Offset: uint64(i) * 512 << 10, IOVA: e.iova + uint64(i%8)*512<<10, Len: 512 << 10}
 				if _, err := q.SubmitTransfer(tr, uint64(i)); err != nil {
 					t.Fatal(err)
 				}
@@ -588,14 +589,14 @@ func TestVMResetInFlight(t *testing.T) {
 			}
 			// The queue works after the reset.
 			mem := e.data.Bytes()
-			if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: nvme.OpRead, Offset: 0, IOVA: e.iova + 4<<20, Len: 64 << 10}}); errs[0] != nil {
+			if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: spec.OpRead, Offset: 0, IOVA: e.iova + 4<<20, Len: 64 << 10}}); errs[0] != nil {
 				t.Fatalf("read after reset: %v", errs[0])
 			}
 			// (Two batches: commands of one batch have no order.)
-			if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: nvme.OpWrite, Offset: 512 << 20, IOVA: e.iova, Len: 64 << 10}}); errs[0] != nil {
+			if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: spec.OpWrite, Offset: 512 << 20, IOVA: e.iova, Len: 64 << 10}}); errs[0] != nil {
 				t.Fatalf("write after reset: %v", errs[0])
 			}
-			if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: nvme.OpRead, Offset: 512 << 20, IOVA: e.iova + 5<<20, Len: 64 << 10}}); errs[0] != nil {
+			if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: spec.OpRead, Offset: 512 << 20, IOVA: e.iova + 5<<20, Len: 64 << 10}}); errs[0] != nil {
 				t.Fatalf("read after reset: %v", errs[0])
 			}
 			if !bytes.Equal(mem[5<<20:5<<20+64<<10], mem[:64<<10]) {
@@ -614,7 +615,7 @@ func TestVMAbort(t *testing.T) {
 	e := openEnv(t, nvme.Config{Interrupts: true})
 	c, q := e.c, e.c.Queue(0)
 	ctx := ctxT(t)
-	cid, err := q.SubmitTransfer(nvme.Transfer{Opcode: nvme.OpRead, Offset: 0, IOVA: e.iova, Len: 512 << 10}, 42)
+	cid, err := q.SubmitTransfer(nvme.Transfer{Opcode: spec.OpRead, Offset: 0, IOVA: e.iova, Len: 512 << 10}, 42)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -663,11 +664,11 @@ func TestVMCMB(t *testing.T) {
 	mem := e.data.Bytes()
 	// CMB → namespace (the controller reads its own memory), then
 	// namespace → host memory through the IOMMU.
-	errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: nvme.OpWrite, Offset: 256 << 20, IOVA: m.Addr(1 << 20), Len: n}})
+	errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: spec.OpWrite, Offset: 256 << 20, IOVA: m.Addr(1 << 20), Len: n}})
 	if errs[0] != nil {
 		t.Fatalf("write from the CMB: %v", errs[0])
 	}
-	if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: nvme.OpRead, Offset: 256 << 20, IOVA: e.iova, Len: n}}); errs[0] != nil {
+	if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: spec.OpRead, Offset: 256 << 20, IOVA: e.iova, Len: n}}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	if !bytes.Equal(mem[:n], src) {
@@ -675,7 +676,7 @@ func TestVMCMB(t *testing.T) {
 	}
 	// namespace → CMB, read by the CPU.
 	clear(cmb[4<<20 : 4<<20+n])
-	if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: nvme.OpRead, Offset: 256 << 20, IOVA: m.Addr(4 << 20), Len: n}}); errs[0] != nil {
+	if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: spec.OpRead, Offset: 256 << 20, IOVA: m.Addr(4 << 20), Len: n}}); errs[0] != nil {
 		t.Fatalf("read into the CMB: %v", errs[0])
 	}
 	if !bytes.Equal(cmb[4<<20:4<<20+n], src) {
@@ -686,7 +687,7 @@ func TestVMCMB(t *testing.T) {
 		t.Fatal(err)
 	}
 	clear(cmb[4<<20 : 4<<20+n])
-	if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: nvme.OpRead, Offset: 256 << 20, IOVA: m.Addr(4 << 20), Len: n}}); errs[0] != nil {
+	if errs := run(t, ctx, c, q, []nvme.Transfer{{Opcode: spec.OpRead, Offset: 256 << 20, IOVA: m.Addr(4 << 20), Len: n}}); errs[0] != nil {
 		t.Fatalf("read into the CMB after a reset: %v", errs[0])
 	}
 	if !bytes.Equal(cmb[4<<20:4<<20+n], src) {
@@ -710,7 +711,7 @@ func TestVMKernelCrossCheck(t *testing.T) {
 	mem := e.data.Bytes()
 	fill(mem[:n], 2024)
 	want := append([]byte(nil), mem[:n]...)
-	if errs := run(t, ctx, e.c, e.c.Queue(0), []nvme.Transfer{{Opcode: nvme.OpWrite, Offset: ours, IOVA: e.iova, Len: n}}); errs[0] != nil {
+	if errs := run(t, ctx, e.c, e.c.Queue(0), []nvme.Transfer{{Opcode: spec.OpWrite, Offset: ours, IOVA: e.iova, Len: n}}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	e.close(t)
@@ -755,7 +756,7 @@ func TestVMKernelCrossCheck(t *testing.T) {
 	e.open(t, nvme.Config{Interrupts: true})
 	mem = e.data.Bytes()
 	clear(mem[:n])
-	if errs := run(t, ctx, e.c, e.c.Queue(0), []nvme.Transfer{{Opcode: nvme.OpRead, Offset: theirs, IOVA: e.iova, Len: n}}); errs[0] != nil {
+	if errs := run(t, ctx, e.c, e.c.Queue(0), []nvme.Transfer{{Opcode: spec.OpRead, Offset: theirs, IOVA: e.iova, Len: n}}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	if !bytes.Equal(mem[:n], want2) {
@@ -816,7 +817,7 @@ func TestVMTeardown(t *testing.T) {
 		e.open(t, nvme.Config{Interrupts: i%2 == 0, IOQueues: 2})
 		ctx := ctxT(t)
 		for qi := range e.c.Queues() {
-			if errs := run(t, ctx, e.c, e.c.Queue(qi), []nvme.Transfer{{Opcode: nvme.OpRead, Offset: 0, IOVA: e.iova, Len: 8192}}); errs[0] != nil {
+			if errs := run(t, ctx, e.c, e.c.Queue(qi), []nvme.Transfer{{Opcode: spec.OpRead, Offset: 0, IOVA: e.iova, Len: 8192}}); errs[0] != nil {
 				t.Fatalf("cycle %d queue %d: %v", i, qi, errs[0])
 			}
 		}
@@ -876,7 +877,7 @@ func TestVMHotPathAllocs(t *testing.T) {
 	e := openEnv(t, nvme.Config{})
 	q := e.c.Queue(0)
 	out := make([]nvme.Completion, 4)
-	tr := nvme.Transfer{Opcode: nvme.OpRead, Offset: 0, IOVA: e.iova, Len: 16384}
+	tr := nvme.Transfer{Opcode: spec.OpRead, Offset: 0, IOVA: e.iova, Len: 16384}
 	var failed error
 	allocs := testing.AllocsPerRun(50, func() {
 		if _, err := q.SubmitTransfer(tr, 1); err != nil {

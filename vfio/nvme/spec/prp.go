@@ -1,4 +1,4 @@
-package nvme
+package spec
 
 import (
 	"encoding/binary"
@@ -15,8 +15,8 @@ func PRPListPages(off uint64, n int) int {
 	rest := entries - 1 // PRP1 covers the first page
 	// Each list page but the last gives its last slot to the chain pointer.
 	pages := 1
-	for rest > prpPerPage {
-		rest -= prpPerPage - 1
+	for rest > PRPPerPage {
+		rest -= PRPPerPage - 1
 		pages++
 	}
 	return pages
@@ -65,7 +65,7 @@ func BuildPRP(iova uint64, n int, list []byte, listIOVA uint64) (prp1, prp2 uint
 	for rest > 0 {
 		// Last slot of a list page, with more entries than it can hold:
 		// chain to the next list page.
-		if slot%prpPerPage == prpPerPage-1 && rest > 1 {
+		if slot%PRPPerPage == PRPPerPage-1 && rest > 1 {
 			binary.LittleEndian.PutUint64(list[slot*8:], listIOVA+uint64(slot+1)*8)
 			slot++
 			continue

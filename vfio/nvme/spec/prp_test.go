@@ -1,4 +1,4 @@
-package nvme
+package spec
 
 import (
 	"encoding/binary"

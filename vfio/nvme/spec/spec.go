@@ -1,4 +1,4 @@
-package nvme
+package spec
 
 import "fmt"
 
@@ -23,26 +23,26 @@ const (
 
 // CC fields.
 const (
-	ccEnable     = 1 << 0
-	ccIOSQES     = 6 << 16 // 2^6 = 64-byte submission entries
-	ccIOCQES     = 4 << 20 // 2^4 = 16-byte completion entries
-	ccShnNormal  = 1 << 14
-	ccShnMask    = 3 << 14
-	cstsReady    = 1 << 0
-	cstsFatal    = 1 << 1
-	cstsShstMask = 3 << 2
-	cstsShstDone = 2 << 2
+	CCEnable     = 1 << 0
+	CCIOSQES     = 6 << 16 // 2^6 = 64-byte submission entries
+	CCIOCQES     = 4 << 20 // 2^4 = 16-byte completion entries
+	CCShnNormal  = 1 << 14
+	CCShnMask    = 3 << 14
+	CSTSReady    = 1 << 0
+	CSTSFatal    = 1 << 1
+	CSTSShstMask = 3 << 2
+	CSTSShstDone = 2 << 2
 )
 
 // CMBMSC / CMBSZ / CMBLOC fields.
 const (
-	cmbmscCRE  = 1 << 0 // capabilities registers enabled
-	cmbmscCMSE = 1 << 1 // controller memory space enabled
-	cmbszSQS   = 1 << 0
-	cmbszCQS   = 1 << 1
-	cmbszLISTS = 1 << 2
-	cmbszRDS   = 1 << 3
-	cmbszWDS   = 1 << 4
+	CMBMSCCRE  = 1 << 0 // capabilities registers enabled
+	CMBMSCCMSE = 1 << 1 // controller memory space enabled
+	CMBSZSQS   = 1 << 0
+	CMBSZCQS   = 1 << 1
+	CMBSZLISTS = 1 << 2
+	CMBSZRDS   = 1 << 3
+	CMBSZWDS   = 1 << 4
 )
 
 // Cap is the Controller Capabilities register.
@@ -103,18 +103,18 @@ const (
 
 // Identify CNS values and feature identifiers.
 const (
-	cnsNamespace     = 0x00
-	cnsController    = 0x01
-	featureNumQueues = 0x07
+	CNSNamespace     = 0x00
+	CNSController    = 0x01
+	FeatureNumQueues = 0x07
 )
 
-// Sizes fixed by this driver: 4 KiB memory pages (CC.MPS = 0, which every
+// Sizes hcomm's driver (package nvme) fixes: 4 KiB memory pages (CC.MPS = 0, which every
 // controller supports: CAP.MPSMIN is at least 4 KiB and the driver refuses
 // one whose minimum is larger), 64-byte SQ and 16-byte CQ entries.
 const (
 	PageSize = 4096
 	SQESize  = 64
 	CQESize  = 16
-	// prpPerPage is how many 8-byte PRP entries fit in one list page.
-	prpPerPage = PageSize / 8
+	// PRPPerPage is how many 8-byte PRP entries fit in one list page.
+	PRPPerPage = PageSize / 8
 )
