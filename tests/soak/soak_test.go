@@ -107,7 +107,7 @@ type gen struct {
 	mem     sync.RWMutex // held (read) while a submitter touches block memory; Close takes it
 	closed  bool         // under mem
 	targets []engine.Target
-	recs    []*rec       // every transfer of this engine (under recMu)
+	recs    []*rec // every transfer of this engine (under recMu)
 	recMu   sync.Mutex
 }
 
