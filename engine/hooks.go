@@ -8,7 +8,8 @@ package engine
 //
 // They are called once per submitted batch and once per reaped batch, never
 // per transfer (a uprobe hit costs ~9.5µs in the development VM). With Go's
-// amd64 register ABI the arguments arrive in RAX, RBX and RCX. Untraced,
+// register ABI the arguments arrive in the first three integer argument
+// registers: RAX, RBX and RCX on amd64, R0, R1 and R2 on arm64. Untraced,
 // each costs one call of an empty function. Attach uprobes only, never
 // uretprobes (they corrupt Go stacks). Changing a name, a parameter, its
 // order or type, or the path numbering breaks hcomm-trace: see

@@ -149,7 +149,8 @@ func (e *Engine) complete(batch []backend.Completion) {
 		// Release: the result and the callback's effects happen before
 		// a waiter or the frontier sees the slot done. Release ordering
 		// is all this store needs (a plain MOV on amd64, where the
-		// sequentially consistent XCHG cost ~5 ns per transfer): nothing
+		// sequentially consistent XCHG cost ~5 ns per transfer; STLR on
+		// arm64, which the waiter's acquiring load pairs with): nothing
 		// in the loop loads a word a waiter stores, and before notify
 		// reads e.waiters (Dekker's pattern with a waiter that counts
 		// itself, then looks at the state) come the deferred
