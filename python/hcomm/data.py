@@ -26,6 +26,14 @@ over. Copy what must live longer (batch.clone(), numpy.copy). With
 debug=True the loader checks the rule: handing out batch i+keep+1 while a
 view of batch i (an array, a tensor, a slice of either) is still alive
 raises hcomm.Busy. close() ends every batch's memory.
+
+With device="mock" (the loader's own engine gets a software device) or
+device=(engine, target) (a device target of the caller's engine; engine
+alone means its first target) each batch, once read into pool memory, is
+copied into a device ring of as many batch slots as the pool block has, and
+the loader yields a DeviceBatch: .device (where the batch lies in device
+memory), .host (the array or tensor over pool memory, as without device)
+and .ids. The device slots follow the same lifetime rule.
 """
 
 import ctypes
@@ -38,16 +46,17 @@ import weakref
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _dlpack, _lib
-from ._engine import DEV_ADDR_BASE, Engine
+from ._engine import DEV_ADDR_BASE, DeviceBuffer, Engine, Region
 from .errors import BadHandle, Busy, HcommError, InvalidArgument, NotSupported, error_for
 
 log = logging.getLogger("hcomm.data")
 
-__all__ = ["Loader", "Shard", "ALIGN"]
+__all__ = ["Loader", "Shard", "DeviceBatch", "ALIGN"]
 
 ALIGN = 4096  # what O_DIRECT needs of addresses, lengths and file offsets
 _MAX_READ = 16 << 20  # the longest read one transfer makes (adjacent records are merged up to it)
 _WAIT_MS = 60_000  # a read that takes longer than this is reported as stalled
+_DEV_CHUNK = 4 << 20  # the longest host-to-device transfer (below the mock device's 16 MiB MAX_LEN)
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -135,6 +144,44 @@ class _Batch:
         self.mem: Optional["weakref.ref[_Memory]"] = None
 
 
+class DeviceBatch:
+    """A batch the loader put into device memory (Loader(device=...)).
+
+    device: a Region of the loader's device ring (.ptr the device address
+    to hand to the training step, .nbytes the batch's bytes, .base the
+    ring's DeviceBuffer); target and offset: the target's index and the
+    device-memory offset of the batch's first byte. host: the same batch as
+    an array or tensor over pool memory (what the loader yields without
+    device). ids: the records' global numbers (return_ids=True) or None.
+    records: how many records the batch holds. Both the host and the device
+    copy are valid under the lifetime rule (module docstring)."""
+
+    __slots__ = ("device", "host", "ids", "records", "engine")
+
+    def __init__(self, device: Region, host: Any, ids: Any, records: int, engine: Engine):
+        self.device, self.host, self.ids, self.records, self.engine = device, host, ids, records, engine
+
+    @property
+    def target(self) -> int:
+        base = self.device.base
+        assert isinstance(base, DeviceBuffer)
+        return base.target
+
+    @property
+    def offset(self) -> int:
+        base = self.device.base
+        assert isinstance(base, DeviceBuffer)
+        return base.offset + self.device.offset
+
+    @property
+    def nbytes(self) -> int:
+        return self.device.nbytes
+
+    def __repr__(self) -> str:
+        return (f"<hcomm.data.DeviceBatch {self.records} records, {self.nbytes} bytes at target {self.target} "
+                f"offset {self.offset:#x}>")
+
+
 def _npy_header(path: str) -> Tuple[str, Tuple[int, ...], int]:
     """(dtype descr, shape, data offset) of an .npy file (format 1.x, 2.x,
     3.x), read from its header without NumPy."""
@@ -219,6 +266,14 @@ class Loader:
     file (.path) when the loader is made, or with "skip" is left out with
     a warning (loader.skipped lists (path, error)); a read that fails
     later always raises. debug: check the lifetime rule (hcomm.Busy).
+    device: None (the default: batches stay in pool memory), "mock" (the
+    loader's engine gets a software device of its own), or a device
+    target of the caller's engine, (engine, target index) or an engine
+    (its first target): each batch is copied into a device ring of as
+    many batch slots as the pool block (the same lifetime rule) and the
+    loader yields DeviceBatch objects. The ring is the loader's until
+    close(); with the caller's engine the loader registers its block with
+    it and frees the ring and the registration at close().
 
     Errors are the package's: InvalidArgument (bad arguments, a truncated
     or malformed shard), NoDevice (no such file), PermissionDenied,
@@ -232,7 +287,7 @@ class Loader:
                  prefetch: int = 4, keep: int = 1, memory_budget: Optional[int] = None, shuffle: bool = False,
                  seed: int = 0, epochs: int = 1, drop_last: bool = False, format: str = "numpy",
                  return_ids: bool = False, direct: bool = True, on_error: str = "raise", debug: bool = False,
-                 library: Optional[str] = None):
+                 device: Union[None, str, Engine, Tuple[Engine, int]] = None, library: Optional[str] = None):
         if batch_size < 1 or prefetch < 0 or keep < 0 or epochs < 0:
             raise InvalidArgument(f"hcomm.data: batch_size {batch_size}, prefetch {prefetch}, keep {keep}, "
                                   f"epochs {epochs}: want batch_size >= 1 and the others >= 0")
@@ -240,6 +295,22 @@ class Loader:
             raise InvalidArgument(f"hcomm.data: format {format!r}: want 'numpy' or 'torch'")
         if on_error not in ("raise", "skip"):
             raise InvalidArgument(f"hcomm.data: on_error {on_error!r}: want 'raise' or 'skip'")
+        self._dev_engine: Optional[Engine] = None
+        self._dev_target = 0
+        if device is not None:
+            if isinstance(device, tuple) and len(device) == 2 and isinstance(device[0], Engine):
+                self._dev_engine, self._dev_target = device[0], int(device[1])
+            elif isinstance(device, Engine):
+                self._dev_engine = device
+            elif device != "mock":
+                raise InvalidArgument(f"hcomm.data: device {device!r}: want None, 'mock', an Engine or "
+                                      f"(Engine, target index)")
+            if self._dev_engine is not None and self._dev_engine.closed:
+                raise BadHandle("hcomm.data: device: the engine is closed")
+        self.device = device
+        self._ring: Optional[DeviceBuffer] = None
+        self._dev_eng: Optional[Engine] = None  # the engine the device copies go through
+        self._ring_reg: Any = None
         self._lib = _lib.load(library)
         if not hasattr(self._lib, "hcomm_open_file") or getattr(self._lib.hcomm_open_file, "argtypes", None) is None:
             raise NotSupported(f"hcomm.data: {self._lib.path} has no hcomm_open_file: use a newer libhcomm")
@@ -254,8 +325,9 @@ class Loader:
         self._pool: Optional[Engine] = None
         # opened: shard opens (once per shard and epoch), of which
         # opened_direct with O_DIRECT; reads: transfers submitted.
+        # device_copies: host-to-device transfers (device=...).
         self.stats = {"batches": 0, "records": 0, "bytes": 0, "reads": 0, "max_bytes_in_flight": 0,
-                      "opened": 0, "opened_direct": 0}
+                      "opened": 0, "opened_direct": 0, "device_copies": 0}
 
         if record_size is not None:
             if record_size <= 0:
@@ -481,6 +553,26 @@ class Loader:
 
         return data, numpy.array(ids, dtype=numpy.int64)
 
+    def _to_device(self, b: _Batch, host: Any) -> DeviceBatch:
+        """Copies batch b from its pool slot into its device slot (in
+        transfers of at most _DEV_CHUNK bytes) and waits for the copy."""
+        eng, ring, block = self._dev_eng, self._ring, self._block
+        assert eng is not None and ring is not None
+        n = len(b.ids) * (self.record_size or 0)
+        off = b.slot * self._slot_bytes
+        chunks = [(block.view(off + o, min(_DEV_CHUNK, n - o)), ring.view(off + o, min(_DEV_CHUNK, n - o)))
+                  for o in range(0, n, _DEV_CHUNK)]
+        for i in range(0, len(chunks), 32):
+            futs = eng.submit_batch(chunks[i:i + 32])
+            self.stats["device_copies"] += len(futs)
+            for f in futs:
+                f.result(_WAIT_MS / 1000)
+        if self.return_ids:
+            data, ids = host
+        else:
+            data, ids = host, None
+        return DeviceBatch(ring.view(off, n), data, ids, len(b.ids), eng)
+
     def _release(self, b: _Batch) -> None:
         """Batch b's slot is about to be read over (debug: no view of it
         may be alive)."""
@@ -506,9 +598,42 @@ class Loader:
     def _open_pool(self) -> None:
         nbytes = self._nslots * self._slot_bytes
         # The pool is the budget plus a page or so of the allocator's.
-        self._pool = Engine(pool_size=nbytes + (2 << 20), queue_depth=64, align=ALIGN, target="memory")
+        if self.device == "mock":
+            self._pool = Engine(pool_size=nbytes + (2 << 20), queue_depth=64, align=ALIGN, target="mock",
+                                dev_mem_size=nbytes + (2 << 20))
+        else:
+            self._pool = Engine(pool_size=nbytes + (2 << 20), queue_depth=64, align=ALIGN, target="memory")
         self._block = self._pool.alloc(nbytes)
         self._base = self._block.ptr
+        if self.device is None:
+            return
+        if self._dev_engine is None:
+            self._dev_eng = self._pool
+            self._ring = self._pool.alloc_dev(nbytes)
+            return
+        eng = self._dev_engine
+        self._dev_eng = eng
+        self._ring_reg = eng.register(self._block)
+        try:
+            self._ring = eng.alloc_dev(nbytes, target=self._dev_target)
+        except BaseException:
+            reg, self._ring_reg = self._ring_reg, None
+            eng.unregister(reg)
+            raise
+
+    def _close_device(self) -> None:
+        """Gives the caller's engine its device memory and registration
+        back (the loader's own engine frees both when it closes)."""
+        eng = self._dev_engine
+        ring, reg, self._ring, self._ring_reg = self._ring, self._ring_reg, None, None
+        if eng is None or eng.closed:
+            return
+        try:
+            if ring is not None:
+                ring.free()
+        finally:
+            if reg is not None:
+                eng.unregister(reg)
 
     def _run(self) -> Iterator[Any]:
         plan = self._plan()
@@ -554,6 +679,8 @@ class Loader:
                 self.stats["records"] += len(b.ids)
                 self.stats["bytes"] += len(b.ids) * (self.record_size or 0)
                 view = self._view(b)
+                if self._ring is not None:
+                    view = self._to_device(b, view)
                 yield view
                 del view
         finally:
@@ -604,8 +731,12 @@ class Loader:
                 return
             self._closed = True
         try:
-            self._drain(1000)
+            try:
+                self._drain(1000)
+            finally:
+                self._close_device()
         finally:
+            self._ring = None
             if self._pool is not None:
                 pool, self._pool = self._pool, None
                 pool.close()
