@@ -170,7 +170,10 @@ fi
 # clock_gettime (Go's time.Now) becomes a system call — 3 to 13 per I/O in
 # make bench-vm, drowning what the paths under test make.
 # The console shows what a hang needs: no `quiet` (it hides the stack of a
-# soft lockup, printed below the "BUG:" line at the default level), a soft
+# soft lockup, printed below the "BUG:" line at the default level) but
+# loglevel=5 (warnings and the default level, not the info messages: an
+# SMMUv3 fault event is five info lines, and a storm of them printed at
+# the emulated UART's speed stalled an arm64 guest past its timeout), a soft
 # lockup panics at once (softlockup_panic=1, with every CPU's backtrace)
 # instead of running into the VM timeout, and the panic prints every task's
 # stack and every CPU's backtrace (panic_print=0x41); panic=-1 with
@@ -217,7 +220,7 @@ run_vm() {
 		-kernel "$kdir/vmlinux" -initrd "$work/initrd" \
 		</dev/null >"$work/qemu.log" 2>&1
 }
-cmdline="panic=-1 softlockup_panic=1 softlockup_all_cpu_backtrace=1 panic_print=0x41"
+cmdline="loglevel=5 panic=-1 softlockup_panic=1 softlockup_all_cpu_backtrace=1 panic_print=0x41"
 # QEMU itself (7.2, TCG) has been seen to die of SIGSEGV mid-run (exit 139)
 # on this host: that is the emulator, not the code under test. Only then —
 # SIGSEGV or SIGABRT (139, 134), no verdict from the guest — the run is repeated once,
