@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,5 +200,38 @@ func TestPipelineCopies(t *testing.T) {
 		if got.Direct < pipeChunk {
 			t.Errorf("%s: %.4g bytes per chunk moved by DMA, want the chunk (O_DIRECT)", c.variant, got.Direct)
 		}
+	}
+}
+
+// TestRunPipeline runs the whole scenario on a 16 MiB file, copies not
+// counted: every entry the goals read is there and measured, and the
+// table prints.
+func TestRunPipeline(t *testing.T) {
+	if _, err := exec.LookPath("fio"); err != nil {
+		testutil.RequireFeature(t, "fio", err)
+	}
+	pipeSizeOverride = 16 << 20
+	t.Cleanup(func() { pipeSizeOverride = 0 })
+	o := &options{reps: 2, noTrace: true}
+	var out bytes.Buffer
+	es, skipped, failed := runPipeline(o, &out, true)
+	if failed {
+		t.Fatalf("failed: %v", skipped)
+	}
+	t.Logf("%s", out.String())
+	for _, g := range goals(es, map[string]bool{"pipeline": true}, nil) {
+		if !strings.HasPrefix(g.ID, "pipeline.") {
+			continue
+		}
+		measured := g.Value != nil
+		if g.ID == "pipeline.file_to_device.cpu_copies_per_byte" {
+			measured = !measured && strings.Contains(g.Detail, "-no-trace")
+		}
+		if !measured {
+			t.Errorf("%s: %s (%s)", g.ID, g.Verdict, g.Detail)
+		}
+	}
+	if !strings.Contains(out.String(), "file_to_device/fio") {
+		t.Errorf("no fio row in the table:\n%s", out.String())
 	}
 }
