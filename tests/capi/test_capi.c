@@ -711,7 +711,7 @@ static void test_register_busy(void) {
 }
 
 // Targets that cannot be opened get a code of hcomm.h, never a raw errno
-// (issue 14: a directory gave -21, an immutable file -1).
+// (a directory gave -21, an immutable file -1).
 static void test_bad_targets(void) {
 	hcomm_handle_t h;
 	hcomm_config_t c = small_cfg();

@@ -1,5 +1,5 @@
 // Package soak runs every engine backend under faults for a set time and
-// proves that nothing is lost (issue 14): `make soak` (10 minutes by
+// proves that nothing is lost: `make soak` (10 minutes by
 // default; SOAK=60s in `make test`), or
 //
 //	go test -count=1 -run Soak ./tests/soak -soak 10m [-seed n]
