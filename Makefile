@@ -23,7 +23,7 @@ PKGS      ?= ./... ./cmd/...
 BIN       := bin
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: lint-arm64 check-lib-deps soak test-soak install uninstall python-test capi-install-test all build test lint-vet test-unit test-engine test-vm test-vm-arm64 test-vm-rdma bench-vm test-long bench bench-uring-nop bench-hcomm bench-report demo lint generate clean capi capi-valgrind capi-cgocheck2 capi-test bench-capi bpf-tools bpf-vmlinux check-generate godefs-tools
+.PHONY: fuzz fuzz-python lint-arm64 check-lib-deps soak test-soak install uninstall python-test capi-install-test all build test lint-vet test-unit test-engine test-vm test-vm-arm64 test-vm-rdma bench-vm test-long bench bench-uring-nop bench-hcomm bench-report demo lint generate clean capi capi-valgrind capi-cgocheck2 capi-test bench-capi bpf-tools bpf-vmlinux check-generate godefs-tools
 
 all: build
 
@@ -48,6 +48,7 @@ check-lib-deps:
 
 lint-vet: deps-build
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags $(FUZZ_TAGS) ./capi
 
 # linux/arm64: every package builds and vets, cgo off. The cgo packages (capi,
 # backend/ucx, and cmd/hcomm-bench through it) need libucx for arm64, which
@@ -61,6 +62,7 @@ lint-arm64: deps-build
 
 test-unit: deps-build
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	$(GO) test -race -count=1 -timeout 5m -tags $(FUZZ_TAGS) -run 'ABI' ./capi
 
 # engine/: the exactly-once stress at full size (10^6 transfers; -race runs
 # 10^5) and the 1000-cycle leak test, without -race; the debug build's
@@ -83,6 +85,34 @@ soak:
 
 test-soak:
 	$(GO) test -count=1 -timeout 0 -run '^TestSoak$$' -v ./tests/soak/ -soak 60s -seed $(SEED)
+
+# Every Go fuzz target (func Fuzz* in a _test.go of PKGS: parsers, the ring
+# and allocator models, the UCX handshake's FuzzHello, the C ABI's FuzzABI —
+# capi/abifuzz_test.go, which calls every hcomm_* function through its C
+# wrapper with live, stale, forged and foreign handles, pointers, sizes and
+# flags; built with -tags hcommfuzz only), each for FUZZTIME, then the Python
+# package's (fuzz-python). Inputs that fail are written to the package's
+# testdata/fuzz/<target>/, where every later go test runs them. A run goes
+# through all targets and fails at the end, naming the ones that failed.
+FUZZTIME ?= 10s
+FUZZ_TAGS := hcommfuzz
+fuzz: deps-build
+	@failed=; for dir in $$($(GO) list -f '{{.Dir}}' $(PKGS)); do \
+		for f in $$(cat $$dir/*_test.go 2>/dev/null | sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p'); do \
+			echo "fuzz: $$f in $$dir for $(FUZZTIME)"; \
+			(cd $$dir && $(GO) test -tags $(FUZZ_TAGS) -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s .) || failed="$$failed $$f"; \
+		done; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: FAILED:$$failed"; exit 1; fi
+	$(MAKE) fuzz-python
+
+# The Python package's argument checks fuzzed (PY_FUZZ, run by
+# python/tests/run.sh fuzz against bin/capi/libhcomm.so for FUZZTIME).
+PY_FUZZ ?= python/tests/fuzz_args.py
+fuzz-python: capi
+	@if [ -f $(PY_FUZZ) ]; then \
+		PYTHON=$(PYTHON) HCOMM_LIBRARY=$(abspath $(CAPI))/libhcomm.so FUZZTIME=$(FUZZTIME) python/tests/run.sh fuzz; \
+	else echo "fuzz-python: SKIPPED: no $(PY_FUZZ) in this tree"; fi
 
 # C ABI (capi/, docs/capi.md): libhcomm.so and hcomm.h in bin/capi/, plus
 # two builds of the same library for the C tests: -tags valgrind (the Go
