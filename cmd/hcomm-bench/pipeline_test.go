@@ -101,7 +101,7 @@ func TestPipeOnce(t *testing.T) {
 		}
 		t.Logf("%s: %+v (%s)", v, s, desc)
 		// 32 MiB is a few profile samples: either CPU share may be 0.
-		if s.gibps <= 0 || s.devCPU < 0 || s.hostCPU < 0 || s.devCPU+s.hostCPU <= 0 || s.rssBeyond <= 0 {
+		if s.gibps <= 0 || s.devCPU < 0 || s.hostCPU < 0 || s.devCPU+s.hostCPU <= 0 || s.rssBeyond <= 0 || s.privBeyond <= 0 || s.privBeyond > s.rssBeyond {
 			t.Errorf("%s: a measurement is out of range: %+v", v, s)
 		}
 		engine := v == pipeVariants[0]
@@ -127,16 +127,16 @@ func TestPipeOnce(t *testing.T) {
 
 func TestPipelineEntriesAndGoals(t *testing.T) {
 	s := [2][]pipeSample{
-		{{gibps: 0.95, hostCPU: 0.1, devCPU: 0.2, rssBeyond: 20, poolPeakMB: 8}, {gibps: 0.9, hostCPU: 0.12, devCPU: 0.2, rssBeyond: 21, poolPeakMB: 8}},
-		{{gibps: 0.3, hostCPU: 1.0, devCPU: 0.3, rssBeyond: 15}, {gibps: 0.35, hostCPU: 1.2, devCPU: 0.3, rssBeyond: 15}},
+		{{gibps: 0.95, hostCPU: 0.1, devCPU: 0.2, rssBeyond: 30, privBeyond: 16, poolPeakMB: 8}, {gibps: 0.9, hostCPU: 0.12, devCPU: 0.2, rssBeyond: 31, privBeyond: 17, poolPeakMB: 8}},
+		{{gibps: 0.3, hostCPU: 1.0, devCPU: 0.3, rssBeyond: 15, privBeyond: 5}, {gibps: 0.35, hostCPU: 1.2, devCPU: 0.3, rssBeyond: 15, privBeyond: 5}},
 	}
-	es := pipeEntries(s, []float64{1, 1}, []float64{0.05, 0.06}, [2]*float64{ptr(0), ptr(1)}, [2]string{"a", "b"})
+	es := pipeEntries(s, []float64{1, 1}, []float64{0.05, 0.06}, "fio", [2]*float64{ptr(0), ptr(1)}, [2]string{"a", "b"})
 	want := map[string]string{
 		"pipeline.file_to_device.bw_vs_fio":                  "met",
 		"pipeline.file_to_device.cpu_per_gib_vs_traditional": "met",
 		"pipeline.file_to_device.cpu_copies_per_byte":        "met",
 		"pipeline.file_to_device.pool_bytes":                 "met",
-		"pipeline.file_to_device.rss_beyond_device":          "met",
+		"pipeline.file_to_device.private_beyond_device":      "met",
 	}
 	for _, g := range goals(es, map[string]bool{"pipeline": true}, nil) {
 		if w, ok := want[g.ID]; ok {
@@ -149,12 +149,20 @@ func TestPipelineEntriesAndGoals(t *testing.T) {
 	for id := range want {
 		t.Errorf("goal %s not judged", id)
 	}
-	// A copy per byte misses.
-	es = pipeEntries(s, []float64{1, 1}, nil, [2]*float64{ptr(0.5), ptr(1)}, [2]string{})
+	// A copy per byte misses; so does private memory beyond chunk × depth + 16 MiB.
+	s[0][0].privBeyond, s[0][1].privBeyond = 25, 26
+	es = pipeEntries(s, []float64{1, 1}, nil, "fio", [2]*float64{ptr(0.5), ptr(1)}, [2]string{})
+	missed := map[string]bool{"pipeline.file_to_device.cpu_copies_per_byte": true, "pipeline.file_to_device.private_beyond_device": true}
 	for _, g := range goals(es, map[string]bool{"pipeline": true}, nil) {
-		if g.ID == "pipeline.file_to_device.cpu_copies_per_byte" && g.Verdict != "missed" {
-			t.Errorf("0.5 copies per byte: %s", g.Verdict)
+		if missed[g.ID] {
+			if g.Verdict != "missed" {
+				t.Errorf("%s: %s (%v), want missed", g.ID, g.Verdict, g.Detail)
+			}
+			delete(missed, g.ID)
 		}
+	}
+	for id := range missed {
+		t.Errorf("goal %s not judged", id)
 	}
 }
 
@@ -233,5 +241,41 @@ func TestRunPipeline(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "file_to_device/fio") {
 		t.Errorf("no fio row in the table:\n%s", out.String())
+	}
+}
+
+func TestReadResident(t *testing.T) {
+	r, err := readResident()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.private <= 0 || r.total < r.private {
+		t.Fatalf("resident %+v: want 0 < private ≤ total", r)
+	}
+	// 64 MiB of touched anonymous memory shows in both.
+	b := make([]byte, 64<<20)
+	for i := range b {
+		b[i] = 1
+	}
+	r2, err := readResident()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := r2.private - r.private; d < 60<<20 {
+		t.Errorf("private grew %d bytes after touching 64 MiB", d)
+	}
+	runtime.KeepAlive(b)
+}
+
+func TestFioPipeArgs(t *testing.T) {
+	args, note := fioPipeArgs("/x/f", 1<<30)
+	j := strings.Join(args, " ")
+	for _, w := range []string{"--filename=/x/f", "--rw=read", "--direct=1", "--bs=1048576", "--iodepth=8", "--size=1073741824"} {
+		if !strings.Contains(j, w) {
+			t.Errorf("fio args %q lack %s", j, w)
+		}
+	}
+	if huge := strings.Contains(j, "--iomem=mmaphuge"); huge != strings.Contains(note, "hugetlb pages, as") {
+		t.Errorf("args %q and note %q disagree on hugepages", j, note)
 	}
 }
