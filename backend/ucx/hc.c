@@ -2,6 +2,7 @@
 #include "hc.h"
 
 #include <arpa/inet.h>
+#include <ucm/api/ucm.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1068,6 +1069,17 @@ mapped:
 	return UCS_OK;
 }
 
+// hc_forget drops what UCX's own registration caches (the verbs memory
+// domain's rcache) keep of [addr, addr+len) once hcomm released its last
+// registration of it. UCX learns that memory is unmapped by hooking libc's
+// munmap; Go unmaps with a raw system call, so without this a range
+// unmapped and mapped again at the same address (an arena the pool
+// releases and grows again) would hit the stale registration, pinning the
+// old pages: RDMA would then write where the application no longer looks
+// (soft-RoCE in the VM guest showed it). The range may still be mapped:
+// a later registration of it is then a new one, of the current pages.
+void hc_forget(uint64_t addr, uint64_t len) { ucm_vm_munmap((void *)(uintptr_t)addr, len); }
+
 // hc_unmap releases arena slot. An aliased arena's range stays attached to
 // its segment until the arena is unmapped (the segment was marked for
 // removal when UCX created it: the kernel frees it then).
@@ -1081,6 +1093,7 @@ int hc_unmap(hc_be *be, int slot) {
 	} else {
 		ucp_rkey_buffer_release(be->rkeybuf[slot]);
 		st = ucp_mem_unmap(be->ctx, be->memh[slot]);
+		hc_forget(be->arena_addr[slot], be->arena_len[slot]);
 	}
 	be->rkeybuf[slot] = NULL;
 	be->memh[slot] = NULL;

@@ -281,6 +281,8 @@ typedef struct hc_hello {
 
 hc_reg *reg_find(hc_be *be, uint64_t addr, uint64_t len);
 hc_reg *hc_reg_get(hc_be *be, uint64_t addr, uint64_t len, ucs_status_t *st);
+// hc_forget drops UCX's cached registrations of a released range (hc.c).
+void hc_forget(uint64_t addr, uint64_t len);
 void hc_reg_put(hc_be *be, hc_reg *r);
 int hc_reg_batch(hc_be *be, const uint64_t *addr, const uint64_t *len, uint32_t n);
 uint32_t hc_reg_release(hc_be *be, const uint64_t *addr, const uint64_t *len, uint32_t n);

@@ -85,6 +85,7 @@ static void reg_free(hc_be *be, hc_reg *r) {
 	if (r->rkey != NULL)
 		ucp_rkey_buffer_release(r->rkey);
 	ucp_mem_unmap(be->ctx, r->memh);
+	hc_forget(r->addr, r->len);
 	free(r);
 }
 

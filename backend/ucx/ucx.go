@@ -1,7 +1,7 @@
 package ucx
 
 /*
-#cgo LDFLAGS: -lucp -lucs
+#cgo LDFLAGS: -lucp -lucs -lucm
 #include <stdlib.h>
 #include <sys/socket.h>
 #include "hc.h"
