@@ -27,7 +27,7 @@ func TestArenaUpdates(t *testing.T) {
 	const size = 4 << 20
 	for _, tls := range transports {
 		t.Run(tls, func(t *testing.T) {
-			a := newRigConfig(t, tls, 64, Config{Listen: "127.0.0.1:0"})
+			a := newRigConfig(t, tls, 64, Config{Listen: listenAddr(tls)})
 			r := newRig(t, tls, 64)
 			p := connect(t, r.b, a.b.Addr())
 			w0 := uint64(len(a.mem))
@@ -161,7 +161,7 @@ func TestArenaUpdates(t *testing.T) {
 func TestEngineGrowth(t *testing.T) {
 	for _, tls := range transports {
 		t.Run(tls, func(t *testing.T) {
-			reng, rb := newEngineConfig(t, tls, Config{Listen: "127.0.0.1:0"},
+			reng, rb := newEngineConfig(t, tls, Config{Listen: listenAddr(tls)},
 				engine.Config{QueueDepth: 64, PoolMax: 64 << 20, PoolIdle: 50 * time.Millisecond})
 			eng, sb := newEngine(t, tls, 64)
 			p := connect(t, sb, rb.Addr())

@@ -264,7 +264,7 @@ func TestEngineKill(t *testing.T) {
 // TestEngineBatchWaits: over tcp the engine waits on the backend in
 // batches (BatchWaits, WaitCompletions: the waiter progresses the worker
 // itself), over shared memory never (a put is complete when Flush
-// returns); either way every put arrives and every Wait returns.
+// returns); any way every put arrives and every Wait returns.
 func TestEngineBatchWaits(t *testing.T) {
 	for _, tls := range transports {
 		t.Run(tls, func(t *testing.T) {
@@ -323,7 +323,10 @@ func TestEngineBatchWaits(t *testing.T) {
 				t.Fatal(err)
 			}
 			n := b.batchWaits.Load()
-			if shm && n != 0 || !shm && n == 0 {
+			// Over RDMA (HCOMM_UCX_TLS) a put completes without the
+			// peer's process: whether a Wait finds it outstanding
+			// depends on timing, so only the count is logged.
+			if shm && n != 0 || tls == "tcp" && n == 0 {
 				t.Fatalf("%d batched waits (WaitCompletions) over %s", n, tls)
 			}
 			t.Logf("%d batched waits", n)

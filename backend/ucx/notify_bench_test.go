@@ -37,7 +37,7 @@ func BenchmarkNotifyLatency(b *testing.B) {
 			b.Run("put+flag", func(b *testing.B) { benchHop(b, tls, false) })
 			b.Run("ucx_perftest_am", func(b *testing.B) {
 				env, _ := ucxTLS(tls)
-				us, err := perftestLat(env, "ucp_am_lat", 64<<10, max(b.N, 100))
+				us, err := perftestLat(env, testIP(tls), "ucp_am_lat", 64<<10, max(b.N, 100))
 				if err != nil {
 					b.Skip(err)
 				}
@@ -89,7 +89,7 @@ func benchHop(b *testing.B, tls string, notified bool) {
 		s.ownFlagPtr = (*uint64)(unsafe.Pointer(&s.flag.Bytes()[0]))
 		return s
 	}
-	x, y := open("127.0.0.1:0"), open("")
+	x, y := open(listenAddr(tls)), open("")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	p, err := y.b.Connect(ctx, x.b.Addr())
@@ -183,13 +183,13 @@ func benchHop(b *testing.B, tls string, notified bool) {
 }
 
 // perftestLat runs ucx_perftest's test (a *_lat one) between a server and a
-// client on 127.0.0.1 with n iterations and returns its typical latency
+// client on ip with n iterations and returns its typical latency
 // (µs, one way: ucx_perftest halves the round trip).
-func perftestLat(tls, test string, size, n int) (float64, error) {
+func perftestLat(tls, ip, test string, size, n int) (float64, error) {
 	if _, err := exec.LookPath("ucx_perftest"); err != nil {
 		return 0, fmt.Errorf("ucx_perftest not installed (ucx-utils): %w", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		return 0, err
 	}
@@ -210,7 +210,7 @@ func perftestLat(tls, test string, size, n int) (float64, error) {
 	for try := 0; try < 50; try++ { // until the server listens
 		time.Sleep(20 * time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		cli := exec.CommandContext(ctx, "ucx_perftest", append([]string{"127.0.0.1"}, args...)...)
+		cli := exec.CommandContext(ctx, "ucx_perftest", append([]string{ip}, args...)...)
 		cli.Env = env
 		out, err = cli.CombinedOutput()
 		cancel()

@@ -117,7 +117,7 @@ func TestNotify(t *testing.T) {
 	const size, senders = 128, 8
 	for _, tls := range transports {
 		t.Run(tls, func(t *testing.T) {
-			reng, rb := newEngineConfig(t, tls, Config{Listen: "127.0.0.1:0"}, engine.Config{QueueDepth: 64})
+			reng, rb := newEngineConfig(t, tls, Config{Listen: listenAddr(tls)}, engine.Config{QueueDepth: 64})
 			eng, sb := newEngine(t, tls, 256)
 			window, err := reng.Alloc(n * size)
 			if err != nil {

@@ -1,26 +1,42 @@
 package ucx
 
 import (
+	"bytes"
 	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 // laneRe matches a transport lane of ucp_ep_print_info ("lane[1]:
-// 1:tcp/lo.0 md[0] -> md[0]/tcp/sysdev[255] rma_bw#0 am ..."): the
-// transport, the device, what the lane carries.
-var laneRe = regexp.MustCompile(`lane\[\d+\]:\s+\d+:([a-z0-9_]+)/(\S+)\s.*->\s\S+\s(.*)$`)
+// 1:tcp/lo.0 md[0] -> md[0]/tcp/sysdev[255] rma_bw#0 am ..."): the lane's
+// number, transport, device, what the lane carries. UCX 1.13 does not
+// name a lane's plain RMA use there: rmaLaneRe's lines do.
+var laneRe = regexp.MustCompile(`lane\[(\d+)\]:\s+\d+:([a-z0-9_]+)/(\S+)\s.*->\s\S+\s(.*)$`)
 
-// rmaRe matches a lane that carries RMA itself (not only rma_bw).
-var rmaRe = regexp.MustCompile(`\brma#`)
+// rmaLaneRe matches the protocol line of an RMA lane ("put[1]: 0..<short>..
+// 81..<bcopy>..16384..<zcopy>..(inf)"): the lanes puts are posted on.
+var rmaLaneRe = regexp.MustCompile(`\b(put|get)\[(\d+)\]:`)
 
-// lanes parses EndpointInfo into (transport, device, uses) per lane.
-func lanes(info string) [][3]string {
-	var out [][3]string
+// lanes parses EndpointInfo into (lane, transport, device, uses) per lane;
+// "rma" is appended to the uses of a lane that carries puts or gets.
+func lanes(info string) [][4]string {
+	var out [][4]string
+	rma := map[string]bool{}
+	for _, l := range strings.Split(info, "\n") {
+		if m := rmaLaneRe.FindStringSubmatch(l); m != nil {
+			rma[m[2]] = true
+		}
+	}
 	for _, l := range strings.Split(info, "\n") {
 		if m := laneRe.FindStringSubmatch(l); m != nil {
-			out = append(out, [3]string{m[1], m[2], m[3]})
+			uses := m[4]
+			if rma[m[1]] {
+				uses += " rma"
+			}
+			out = append(out, [4]string{m[1], m[2], m[3], uses})
 		}
 	}
 	return out
@@ -49,20 +65,20 @@ func TestTransport(t *testing.T) {
 	asked := strings.Split(want, ",")
 	rma := 0
 	for _, l := range ls {
-		t.Logf("UCX chose %s on %s for: %s (UCX_TLS=%s, UCX_NET_DEVICES=%q)", l[0], l[1], l[2], want, os.Getenv("UCX_NET_DEVICES"))
+		t.Logf("UCX chose %s on %s for lane %s: %s (UCX_TLS=%s, UCX_NET_DEVICES=%q)", l[1], l[2], l[0], l[3], want, os.Getenv("UCX_NET_DEVICES"))
 		ok := false
 		for _, a := range asked {
 			// UCX_TLS names a transport or a prefix alias (rc_v,
 			// rc, ud, dc, rc_x…): rc_verbs matches rc_v and rc.
 			a = strings.TrimSuffix(strings.TrimPrefix(a, "^"), "_v")
-			if strings.HasPrefix(l[0], a) {
+			if strings.HasPrefix(l[1], a) {
 				ok = true
 			}
 		}
 		if !ok {
-			t.Errorf("lane over %s/%s (%s): not among UCX_TLS=%s — UCX fell back", l[0], l[1], l[2], want)
+			t.Errorf("lane over %s/%s (%s): not among UCX_TLS=%s — UCX fell back", l[1], l[2], l[3], want)
 		}
-		if rmaRe.MatchString(l[2]) {
+		if strings.HasSuffix(l[3], " rma") {
 			rma++
 		}
 	}
@@ -78,5 +94,47 @@ func TestTransport(t *testing.T) {
 	r.mustOK(r.run(xs[1:]), xs[1:])
 	if string(r.mem[64:92]) != "over the transport asked for" {
 		t.Fatalf("round trip: %q", r.mem[64:92])
+	}
+	// Over an RDMA device the bytes are in its packet counters: 1 MiB put
+	// and got back moves at least 2 MiB in packets of the path MTU (rxe:
+	// sent_pkts counts every packet it sent, loopback included).
+	if tls != "env" {
+		return
+	}
+	ctr, _ := filepath.Glob("/sys/class/infiniband/*/ports/*/hw_counters/sent_pkts")
+	if len(ctr) == 0 {
+		t.Logf("no RDMA device counters (/sys/class/infiniband/*/ports/*/hw_counters): packets not counted")
+		return
+	}
+	sent := func() (n uint64) {
+		for _, c := range ctr {
+			b, err := os.ReadFile(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", c, err)
+			}
+			n += v
+		}
+		return n
+	}
+	const mib = 1 << 20
+	for i := range r.mem[:mib] {
+		r.mem[i] = byte(i*7 + 3)
+	}
+	before := sent()
+	xs = []xfer{{put: true, peer: p, local: 0, remote: mib, n: mib}}
+	r.mustOK(r.run(xs), xs)
+	xs = []xfer{{peer: p, local: 2 * mib, remote: mib, n: mib}}
+	r.mustOK(r.run(xs), xs)
+	d := sent() - before
+	if !bytes.Equal(r.mem[:mib], r.mem[2*mib:3*mib]) {
+		t.Fatal("1 MiB round trip: the bytes differ")
+	}
+	t.Logf("1 MiB put and get: %d packets sent by %s", d, strings.Join(ctr, ", "))
+	if d < 2*mib/4096 {
+		t.Fatalf("1 MiB put and get sent %d packets over the RDMA devices: the data did not cross them", d)
 	}
 }

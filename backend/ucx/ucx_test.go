@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -27,11 +28,18 @@ import (
 // pattern), print "ADDR ip:port", and serve until stdin closes.
 const (
 	peerEnv = "HCOMM_UCX_PEER"
-	// peerListenEnv overrides the peer's listener address (127.0.0.1:0).
+	// peerListenEnv overrides the peer's listener address (127.0.0.1:0;
+	// startPeer sets listenAddr(tls)).
 	peerListenEnv = "HCOMM_UCX_PEER_LISTEN"
-	peerArena     = 4 << 20
-	peerArenas    = 2
-	peerWindow    = peerArena * peerArenas
+	// ipEnv is the IP address the tests listen on instead of 127.0.0.1:
+	// in the soft-RoCE guest eth0's, the address of the netdev rxe0 is
+	// bound to (the loopback device has no RDMA device, and UCX confines
+	// an endpoint's lanes to the device its connection manager resolved
+	// the peer's address on).
+	ipEnv      = "HCOMM_UCX_IP"
+	peerArena  = 4 << 20
+	peerArenas = 2
+	peerWindow = peerArena * peerArenas
 )
 
 func pattern(i int) byte { return byte((uint32(i) * 2654435761) >> 13) }
@@ -45,6 +53,19 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// testIP is the address the tests' listeners bind under transport tls:
+// HCOMM_UCX_IP for "env" (HCOMM_UCX_TLS), when set; 127.0.0.1 otherwise
+// (tcp and shared memory, also in the soft-RoCE guest).
+func testIP(tls string) string {
+	if v := os.Getenv(ipEnv); v != "" && tls == "env" {
+		return v
+	}
+	return "127.0.0.1"
+}
+
+// listenAddr is a listener address on testIP(tls) with a free port.
+func listenAddr(tls string) string { return net.JoinHostPort(testIP(tls), "0") }
 
 func servePeer() int {
 	listen := "127.0.0.1:0"
@@ -105,6 +126,19 @@ var transports = func() []string {
 // tlsEnv names the UCX_TLS the tests run under instead of tcp and shm.
 const tlsEnv = "HCOMM_UCX_TLS"
 
+// verbsTLS says that HCOMM_UCX_TLS asks for RDMA verbs transports only (rc,
+// ud, dc and their variants), no tcp or shared memory.
+func verbsTLS() bool {
+	v := os.Getenv(tlsEnv)
+	for _, a := range strings.Split(v, ",") {
+		a = strings.TrimPrefix(a, "^")
+		if !strings.HasPrefix(a, "rc") && !strings.HasPrefix(a, "ud") && !strings.HasPrefix(a, "dc") {
+			return false
+		}
+	}
+	return v != ""
+}
+
 func ucxTLS(tls string) (string, bool) {
 	switch tls {
 	case "env":
@@ -124,7 +158,8 @@ func startPeer(t *testing.T, tls string, extraEnv ...string) (string, *exec.Cmd)
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	env, shm := ucxTLS(tls)
-	cmd.Env = append(os.Environ(), peerEnv+"=1", "UCX_TLS="+env, fmt.Sprintf("HCOMM_UCX_SHM=%t", shm))
+	cmd.Env = append(os.Environ(), peerEnv+"=1", "UCX_TLS="+env, fmt.Sprintf("HCOMM_UCX_SHM=%t", shm),
+		peerListenEnv+"="+listenAddr(tls))
 	cmd.Env = append(cmd.Env, extraEnv...)
 	// Tests kill peers: their exit status is not checked.
 	addr := testutil.StartPeer(t, cmd, testutil.Peer{Start: 20 * time.Second, Stop: 10 * time.Second})
@@ -546,8 +581,9 @@ func TestUnmapUnpublishes(t *testing.T) {
 // target's worker must progress for a get to finish, the transfers in
 // flight to it fail once after Config.Timeout with an error wrapping
 // ErrPeerGone and engine.ErrTimeout, and the peer is disconnected. Over
-// shared memory the peer's pool is a segment this side maps: puts and gets
-// finish without the stopped peer.
+// shared memory the peer's pool is a segment this side maps, over RDMA
+// verbs (HCOMM_UCX_TLS) the device reads it: gets finish without the
+// stopped peer.
 func TestPeerStopped(t *testing.T) {
 	for _, tls := range transports {
 		t.Run(tls, func(t *testing.T) {
@@ -567,7 +603,10 @@ func TestPeerStopped(t *testing.T) {
 				xs = append(xs, xfer{peer: p, local: i * (256 << 10), remote: i * (256 << 10), n: 256 << 10})
 			}
 			cs := r.run(xs)
-			if tls == "shm" {
+			// Over shared memory and RDMA verbs a get needs nothing of
+			// the target's process: it reads the peer's memory (the
+			// copy here, the NIC — rxe, the kernel — there).
+			if tls == "shm" || tls == "env" && verbsTLS() {
 				r.mustOK(cs, xs)
 				for i := 0; i < 4096; i++ {
 					if r.mem[i] != pattern(i) {
