@@ -222,7 +222,7 @@ test-vm: deps-vm
 # backend/ucx over RDMA verbs on soft-RoCE in the x86 guest (rxe0 on a
 # virtio-net device that reaches no network): a cgo test binary with its
 # shared libraries; TestTransport fails when UCX chose anything but rc/ud.
-VM_RDMA_ENV = HCOMM_VM_RDMA=1 HCOMM_VM_CGO=1 HCOMM_UCX_TLS=rc_verbs,ud_verbs UCX_NET_DEVICES=rxe0:1,lo UCX_IB_GID_INDEX=0
+VM_RDMA_ENV = HCOMM_VM_RDMA=1 HCOMM_VM_TIMEOUT=900 HCOMM_VM_GOTIMEOUT=14m HCOMM_VM_CGO=1 HCOMM_UCX_TLS=rc_verbs,ud_verbs HCOMM_UCX_IP=10.0.2.15 UCX_NET_DEVICES=rxe0:1,lo UCX_IB_GID_INDEX=0
 
 test-vm-rdma: deps-vm
 	$(VM_RDMA_ENV) tests/vm/run.sh ./backend/ucx

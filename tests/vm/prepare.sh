@@ -233,14 +233,15 @@ done
 # rxe provider of libibverbs with its driver file.
 busybox=/bin/busybox
 # iproute2's ip for network namespaces (busybox's has none). UCX's rdmacm
-# plugin is left out: rdma_cm resolves addresses over rxe0's IP, which has
-# none (link-local only), and the tests listen on loopback, so UCX connects
-# through its tcp connection manager and then moves data over rc/ud verbs.
+# plugin (with librdmacm) is what connects a listener's endpoints over rxe:
+# UCX 1.13 confines an endpoint's lanes to the device its connection manager
+# resolved the peer's address on — rxe0:1 for rdmacm, the netdev (eth0, lo)
+# for tcp's, which has no verbs transport.
 tools=(strace losetup dmsetup mkfs.ext4 ip rdma ucx_info ucx_perftest)
 multiarch="$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)"
 dlopened=()
 for f in /usr/lib/"$multiarch"/ucx/lib*.so.0 /usr/lib/"$multiarch"/libibverbs/librxe-rdmav*.so; do
-	case "$f" in *rdmacm*) ;; *) dlopened+=("$f") ;; esac
+	dlopened+=("$f")
 done
 if [ "$arch" != "$hostarch" ]; then
 	tools=() dlopened=()
