@@ -19,6 +19,7 @@ import (
 	"unsafe"
 
 	"github.com/hcomm-go/hcomm"
+	"github.com/hcomm-go/hcomm/backend/ucx"
 )
 
 // The Go codes and the header's must agree: each line fails to compile
@@ -56,6 +57,8 @@ var _ = [1]struct{}{}[targetRemote-C.HCOMM_TARGET_REMOTE]
 var _ = [1]struct{}{}[remoteShm-C.HCOMM_REMOTE_SHM]
 var _ = [1]struct{}{}[uint64(remoteAddrBase)-uint64(C.HCOMM_REMOTE_ADDR_BASE)]
 var _ = [1]struct{}{}[remotePeerShift-C.HCOMM_REMOTE_PEER_SHIFT]
+var _ = [1]struct{}{}[uint64(notifyAddrBase)-uint64(C.HCOMM_NOTIFY_ADDR_BASE)]
+var _ = [1]struct{}{}[ucx.MaxNotify-C.HCOMM_NOTIFY_MAX]
 
 // cTransfer's layout is hcomm_transfer_t's (submitBatch reads C memory
 // through it): same size, same offsets.
@@ -225,6 +228,22 @@ func hcommgo_remote_offset(h C.hcomm_handle_t, p C.uintptr_t, off *C.uint64_t) C
 	}
 	o, code := s.remoteOffset(uintptr(p))
 	*off = C.uint64_t(o)
+	return C.int(code)
+}
+
+//export hcommgo_wait_notification
+func hcommgo_wait_notification(h C.hcomm_handle_t, n *C.hcomm_notification_t, timeoutMs C.int) C.int {
+	s := lookup(uint64(h))
+	if s == nil {
+		return C.int(codeEBADF)
+	}
+	note, code := s.waitNotification(int(timeoutMs))
+	if code == codeOK {
+		m := note.Msg()
+		n.peer, n.size, n.seq = C.uint32_t(note.Peer), C.uint32_t(len(m)), C.uint64_t(note.Seq)
+		// C memory, written through a slice for the duration of the call.
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&n.msg[0])), len(n.msg)), m)
+	}
 	return C.int(code)
 }
 

@@ -255,6 +255,18 @@ int hcomm_remote_offset(hcomm_handle_t h, const void *p, uint64_t *offset) {
 	return leave(rc);
 }
 
+int hcomm_wait_notification(hcomm_handle_t h, hcomm_notification_t *n, int timeout_ms) {
+	int rc = enter();
+	if (rc != HCOMM_OK) {
+		return rc;
+	}
+	if (n == NULL) {
+		set_msg("hcomm_wait_notification: n is NULL");
+		return HCOMM_EINVAL;
+	}
+	return leave(hcommgo_wait_notification(h, n, timeout_ms));
+}
+
 int hcomm_finalize(hcomm_handle_t h) {
 	int rc = enter();
 	return rc != HCOMM_OK ? rc : leave(hcommgo_finalize(h, -1));

@@ -302,6 +302,58 @@ int hcomm_listen_addr(hcomm_handle_t h, char *buf, size_t len);
  * handle, *offset). HCOMM_EFAULT when p is not host memory of h. */
 int hcomm_remote_offset(hcomm_handle_t h, const void *p, uint64_t *offset);
 
+/* ---- Notifications (HCOMM_TARGET_REMOTE): a put the peer learns about ----
+ *
+ * A transfer of at most HCOMM_NOTIFY_MAX bytes from host memory to
+ * hcomm_notify_addr(peer) is a notification: its bytes are delivered to the
+ * peer's application (hcomm_wait_notification) after every put this handle
+ * submitted to that peer before it is in the peer's memory, in submission
+ * order per peer, exactly once. Submit it after the puts, in the same batch
+ * or later:
+ *
+ *   hcomm_transfer_t ts[2] = {
+ *       { .src_ptr = kv,  .dst_ptr = hcomm_remote_addr(peer, off), .size = n },
+ *       { .src_ptr = msg, .dst_ptr = hcomm_notify_addr(peer),      .size = m },
+ *   };
+ *   hcomm_submit_batch(h, ts, 2);      // the peer: hcomm_wait_notification
+ *
+ * It completes (callback, hcomm_wait_completion) when the peer's library
+ * has queued the message for its application; a peer that dies, is
+ * disconnected or times out before that makes it complete once with
+ * HCOMM_ECONNRESET (or HCOMM_ETIMEDOUT), like every transfer in flight to
+ * it. Its source must stay unchanged until it completes. A notification
+ * larger than HCOMM_NOTIFY_MAX or with any other end is HCOMM_EINVAL or
+ * HCOMM_EFAULT, refused before anything is posted. */
+#define HCOMM_NOTIFY_MAX 256
+#define HCOMM_NOTIFY_ADDR_BASE 0x7000000000000000ULL
+/* The notification address of peer (an inline function of this header;
+ * never dereference it): all ones for a peer ID above
+ * HCOMM_REMOTE_MAX_PEER. */
+static inline void *hcomm_notify_addr(uint32_t peer) {
+	if (peer > HCOMM_REMOTE_MAX_PEER) {
+		return (void *)UINTPTR_MAX;
+	}
+	return (void *)(uintptr_t)(HCOMM_NOTIFY_ADDR_BASE | (uint64_t)peer << HCOMM_REMOTE_PEER_SHIFT);
+}
+
+typedef struct hcomm_notification {
+	uint32_t peer;                  /* this handle's ID of the sender */
+	uint32_t size;                  /* bytes of msg */
+	uint64_t seq;                   /* its number among the sender's notifications to this handle, from 0 */
+	uint8_t msg[HCOMM_NOTIFY_MAX]; /* the message (size bytes) */
+} hcomm_notification_t;
+
+/* Takes the next notification (from any peer, in order per peer) into *n,
+ * waiting at most timeout_ms milliseconds (negative: no limit; 0: just
+ * look): HCOMM_ETIMEDOUT when none came. A notification is acknowledged to
+ * its sender when the library queues it (up to 1024 ahead of the
+ * application; beyond that the senders' notifications stay in flight until
+ * they are taken). Any thread may wait, several at once (each notification
+ * goes to one of them). HCOMM_EOPNOTSUPP on a handle whose target is not
+ * HCOMM_TARGET_REMOTE; HCOMM_EBADF when the handle is finalized, also
+ * during a wait. */
+int hcomm_wait_notification(hcomm_handle_t h, hcomm_notification_t *n, int timeout_ms);
+
 /* Stops the engine: refuses new transfers, waits for those in flight, runs
  * every outstanding callback, frees the pool and device memory and closes
  * the target. Every pointer from this handle is invalid afterwards. */

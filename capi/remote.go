@@ -22,7 +22,19 @@ const (
 	remoteMaxOffset         = 1 << remotePeerShift
 	remoteMaxPeer           = 0xffff // the engine's Op carries a 16-bit peer index
 	remoteAddrEnd           = remoteAddrBase + (remoteMaxPeer+1)<<remotePeerShift
+	// Notification addresses (hcomm_notify_addr(peer) = notifyAddrBase |
+	// peer<<remotePeerShift), right above remote space and non-canonical
+	// too; only offset 0 of each peer's range is one.
+	notifyAddrBase = remoteAddrEnd
+	notifyAddrEnd  = notifyAddrBase + (remoteMaxPeer+1)<<remotePeerShift
 )
+
+// notifyDecode is the peer of a notification address, false for an
+// address inside notification space that is none.
+func notifyDecode(p uintptr) (uint32, bool) {
+	v := p - notifyAddrBase
+	return uint32(v >> remotePeerShift), v&(remoteMaxOffset-1) == 0
+}
 
 // remoteDecode splits a remote address into peer and offset.
 func remoteDecode(p uintptr) (uint32, uint64) {
@@ -144,4 +156,36 @@ func (s *state) remoteOffset(p uintptr) (uint64, int32) {
 		return 0, fail(codeEFAULT, "hcomm_remote_offset(%#x): in no exported arena", p)
 	}
 	return off, codeOK
+}
+
+// waitNotification takes the next notification, waiting at most timeoutMs
+// (negative: no limit).
+func (s *state) waitNotification(timeoutMs int) (ucx.Notification, int32) {
+	if s.ucx == nil {
+		return ucx.Notification{}, fail(codeEOPNOTSUPP, "hcomm_wait_notification: the %s target has no peers (use HCOMM_TARGET_REMOTE)", s.eng.Backend().Name)
+	}
+	if timeoutMs == 0 { // just look
+		select {
+		case n := <-s.ucx.Notifications():
+			return n, codeOK
+		default:
+			return ucx.Notification{}, codeETIMEDOUT
+		}
+	}
+	ctx := context.Background()
+	if timeoutMs > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeoutMs)*time.Millisecond)
+		defer cancel()
+	}
+	n, err := s.ucx.WaitNotification(ctx)
+	switch {
+	case err == nil:
+		return n, codeOK
+	case errors.Is(err, context.DeadlineExceeded):
+		return n, codeETIMEDOUT
+	case errors.Is(err, ucx.ErrClosed):
+		return n, fail(codeEBADF, "hcomm_wait_notification: the handle was finalized")
+	}
+	return n, fail(codeOf(err), "hcomm_wait_notification: %v", err)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/hcomm-go/hcomm/backend/ucx"
 	"net"
 	"strings"
 	"testing"
@@ -112,7 +113,11 @@ func TestRemote(t *testing.T) {
 		{"host to host", src, dst, 64, codeEOPNOTSUPP},
 		{"remote to remote", remoteAddr(peer, 0), remoteAddr(peer, 4096), 64, codeEOPNOTSUPP},
 		{"device address", src, devAddrBase, 64, codeEFAULT},
-		{"above remote space", src, remoteAddrEnd, 64, codeEFAULT},
+		{"above notification space", src, notifyAddrEnd, 64, codeEFAULT},
+		{"notification too large", src, notifyAddrBase | uintptr(peer)<<remotePeerShift, ucx.MaxNotify + 1, codeEINVAL},
+		{"inside notification space", src, notifyAddrBase | uintptr(peer)<<remotePeerShift | 8, 8, codeEFAULT},
+		{"notification to an unknown peer", src, notifyAddrBase | uintptr(peer+7)<<remotePeerShift, 8, codeENXIO},
+		{"get from a notification address", notifyAddrBase | uintptr(peer)<<remotePeerShift, dst, 8, codeEINVAL},
 	} {
 		msgs = msgs[:0]
 		if id, c := cli.submit(tc.src, tc.dst, tc.k, 0, 0); c != tc.want || id != 0 {

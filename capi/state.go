@@ -509,6 +509,13 @@ func (s *state) resolve(p, n uintptr) (engine.Loc, int, int32) {
 		peer, off := remoteDecode(p)
 		return s.t0.Remote(peer, off), locRemote, codeOK
 	}
+	if p >= notifyAddrBase && p < notifyAddrEnd {
+		peer, ok := notifyDecode(p)
+		if s.ucx == nil || !ok {
+			return engine.Loc{}, 0, codeEFAULT
+		}
+		return s.t0.Remote(peer, ucx.Notify), locRemote, codeOK
+	}
 	if p >= devAddrEnd {
 		return engine.Loc{}, 0, codeEFAULT
 	}

@@ -12,7 +12,7 @@
 # (HCOMM_MOCK_FAULT); the remote target between two processes
 # (test_remote: UCX over tcp, then shared memory); the seed-style example; the test suite again against
 # the cgocheck2 library (test_capi and test_remote tcp; the runtime then faults any Go pointer stored into
-# C memory); the example under valgrind memcheck, and a canary that must
+# C memory); the example, test_targets and test_remote (tcp) under valgrind memcheck, and a canary that must
 # fail under the same suppressions (so they cannot hide a real C error).
 # valgrind missing: skipped with the reason, or a failure when
 # HCOMM_REQUIRE_PRIVILEGED=1 (CI installs it).
@@ -95,6 +95,7 @@ else
 	build "$out/valgrind/seed_example" "$out/valgrind" "$here/seed_example.c"
 	build "$out/valgrind/canary" "$out/valgrind" "$here/valgrind_canary.c"
 	build "$out/valgrind/test_targets" "$out/valgrind" "$here/test_targets.c"
+	build "$out/valgrind/test_remote" "$out/valgrind" "$here/test_remote.c"
 	# GODEBUG=asyncpreemptoff=1 and no_uring: see docs/capi.md (valgrind
 	# and Go's signal-based preemption; valgrind 3.19 and io_uring_enter).
 	# cpu.rdtscp=off: the runtime reads the TSC with RDTSCP when CPUID
@@ -108,6 +109,8 @@ else
 	GODEBUG=$vg_godebug "$tb/no_uring" "${vg[@]}" "$out/valgrind/seed_example"
 	echo "== several targets and a copy under valgrind memcheck (devices: no io_uring under valgrind)"
 	GODEBUG=$vg_godebug HCOMM_LOG=off "$tb/no_uring" "${vg[@]}" "$out/valgrind/test_targets" devices
+	echo "== the remote target, notifications included, under valgrind memcheck (UCX_TLS=tcp; its peers run natively)"
+	GODEBUG=$vg_godebug HCOMM_LOG=off "$tb/no_uring" "${vg[@]}" "$out/valgrind/test_remote" tcp
 	echo "== canary under valgrind memcheck: must be reported"
 	set +e
 	GODEBUG=$vg_godebug "$tb/no_uring" "${vg[@]}" "$out/valgrind/canary" >"$out/valgrind/canary.log" 2>&1

@@ -15,7 +15,9 @@
 //
 // Checked: host -> remote -> host byte for byte (random sizes and
 // offsets), each put's bytes seen in the peer's own memory, the peer's
-// pattern read with a get, batches with callbacks, every refusal with its
+// pattern read with a get, batches with callbacks, notified puts (each
+// notification taken once, in order, after its bytes; hcomm_wait_notification's
+// timeouts), every refusal with its
 // code (an out-of-bounds remote offset is HCOMM_EFAULT before anything is
 // posted, an unknown peer HCOMM_ENXIO, a bad address HCOMM_EINVAL, nothing
 // listening HCOMM_ECONNREFUSED), and kill -9 of the peer: transfers to it
@@ -69,6 +71,66 @@ static hcomm_config_t remote_cfg(int shm, const char *listen) {
 
 // ---- the peer ---------------------------------------------------------------
 
+// A notification's message: which put it follows, where, and its seed.
+struct note_msg {
+	uint32_t i, seed;
+	uint64_t off, len;
+};
+
+// take_notes waits for count notifications (60 s each) and answers "ok"
+// when each came once, in order (seq and i counting up from the first),
+// with the bytes of its put already in blk when it was taken; otherwise
+// what was wrong. Before and after: none pending (HCOMM_ETIMEDOUT at once
+// and after 10 ms).
+static void take_notes(hcomm_handle_t h, const unsigned char *blk, uint64_t off, unsigned count) {
+	char err[256] = "";
+	hcomm_notification_t n;
+	int rc = hcomm_wait_notification(h, &n, 0);
+	if (rc != HCOMM_ETIMEDOUT) {
+		snprintf(err, sizeof err, "wait(0) with none pending: %d", rc);
+	}
+	uint64_t seq0 = 0;
+	for (unsigned k = 0; k < count && !err[0]; k++) {
+		memset(&n, 0xee, sizeof n);
+		rc = hcomm_wait_notification(h, &n, 60000);
+		struct note_msg m;
+		if (rc != HCOMM_OK) {
+			snprintf(err, sizeof err, "notification %u: %s (%s)", k, hcomm_strerror(rc), hcomm_last_error());
+			break;
+		}
+		if (k == 0) {
+			seq0 = n.seq;
+		}
+		if (n.size != sizeof m || n.seq != seq0 + k) {
+			snprintf(err, sizeof err, "notification %u: size %u seq %llu (first %llu)", k, n.size,
+			         (unsigned long long)n.seq, (unsigned long long)seq0);
+			break;
+		}
+		memcpy(&m, n.msg, sizeof m);
+		if (m.i != (uint32_t)k || m.off < off || m.off - off + m.len > BLOCK) {
+			snprintf(err, sizeof err, "notification %u: for put %u at %llu+%llu", k, m.i, (unsigned long long)m.off,
+			         (unsigned long long)m.len);
+			break;
+		}
+		for (size_t j = 0; j < m.len; j++) {
+			if (blk[m.off - off + j] != filled(j, m.seed)) {
+				snprintf(err, sizeof err, "notification %u taken before its bytes: byte %zu is %#x, want %#x", k, j,
+				         blk[m.off - off + j], filled(j, m.seed));
+				break;
+			}
+		}
+	}
+	if (!err[0] && (rc = hcomm_wait_notification(h, &n, 10)) != HCOMM_ETIMEDOUT) {
+		snprintf(err, sizeof err, "wait(10 ms) after the last: %d", rc);
+	}
+	if (err[0]) {
+		printf("bad %s\n", err);
+	} else {
+		printf("ok\n");
+	}
+	fflush(stdout);
+}
+
 static int serve(int shm) {
 	alarm(300); // a hang becomes a failure
 	hcomm_handle_t h;
@@ -93,6 +155,11 @@ static int serve(int shm) {
 	while (fgets(line, sizeof line, stdin) != NULL) {
 		unsigned long long o, n;
 		unsigned seed;
+		unsigned count;
+		if (sscanf(line, "notes %u", &count) == 1) {
+			take_notes(h, blk, off, count);
+			continue;
+		}
 		if (sscanf(line, "check %llu %llu %u", &o, &n, &seed) != 3 || o < off || o - off + n > BLOCK) {
 			printf("bad command %s", line);
 			fflush(stdout);
@@ -126,6 +193,15 @@ struct peer {
 };
 
 static int start_peer(struct peer *p, const char *mode) {
+	// This program's path, read before fork (under valgrind /proc/self/exe
+	// is valgrind's own binary; its readlink names this one).
+	char self[4096];
+	ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (sl <= 0) {
+		perror("readlink /proc/self/exe");
+		return -1;
+	}
+	self[sl] = 0;
 	int to[2], from[2];
 	if (pipe2(to, O_CLOEXEC) != 0 || pipe2(from, O_CLOEXEC) != 0) {
 		perror("pipe");
@@ -141,7 +217,7 @@ static int start_peer(struct peer *p, const char *mode) {
 		// hcomm call here: it would return HCOMM_EFORK).
 		dup2(to[0], 0);
 		dup2(from[1], 1);
-		execl("/proc/self/exe", "test_remote", "peer", mode, (char *)NULL);
+		execl(self, "test_remote", "peer", mode, (char *)NULL);
 		_exit(127);
 	}
 	close(to[0]);
@@ -317,6 +393,71 @@ static void refusals(hcomm_handle_t h, uint32_t peer, struct peer *p) {
 	hcomm_free_host_mem(h, src);
 }
 
+// notify: puts each followed by a notification in one batch (random sizes,
+// each into its own 4 KiB slot of the peer's block); the peer takes them
+// (take_notes) while they come and checks each one's bytes. Then what a
+// notification may not be.
+static void notify(hcomm_handle_t h, uint32_t peer, struct peer *p) {
+	enum { SLOT = 4096, N = BLOCK / SLOT };
+	unsigned char *src = hcomm_alloc_host_mem(h, BLOCK);
+	struct note_msg *msgs = hcomm_alloc_host_mem(h, N * sizeof *msgs);
+	CHECK(src != NULL && msgs != NULL, "alloc: errno %d", errno);
+	fprintf(p->in, "notes %d\n", N);
+	fflush(p->in);
+	struct counter cnt = {0};
+	hcomm_transfer_t ts[2 * N];
+	for (int i = 0; i < N; i++) {
+		size_t n = 1 + next_rand() % SLOT;
+		fill(src + i * SLOT, n, 1000 + i);
+		msgs[i] = (struct note_msg){.i = (uint32_t)i, .seed = 1000 + i, .off = p->off + i * SLOT, .len = n};
+		ts[2 * i] = (hcomm_transfer_t){.src_ptr = src + i * SLOT, .dst_ptr = hcomm_remote_addr(peer, msgs[i].off), .size = n};
+		ts[2 * i + 1] = (hcomm_transfer_t){.src_ptr = &msgs[i], .dst_ptr = hcomm_notify_addr(peer), .size = sizeof msgs[i],
+		                                   .callback = count_cb, .user_data = &cnt};
+	}
+	// In batches of 8 puts and their notifications (the queue holds 64),
+	// each waited for before the next.
+	for (int i = 0; i < 2 * N; i += 16) {
+		CHECK_RC(hcomm_submit_batch(h, ts + i, 16), HCOMM_OK);
+		for (int k = i; k < i + 16; k++) {
+			CHECK_RC(hcomm_wait_completion_timeout(h, ts[k].id, 60000), HCOMM_OK);
+		}
+	}
+	char answer[256];
+	CHECK(fgets(answer, sizeof answer, p->out) != NULL && strcmp(answer, "ok\n") == 0, "peer took notifications: %s", answer);
+	for (int i = 0; i < 2000 && atomic_load(&cnt.calls) < N; i++) {
+		usleep(1000); // callbacks run after the ID's result is published
+	}
+	CHECK(atomic_load(&cnt.calls) == N && atomic_load(&cnt.bad) == 0, "notifications: %d callbacks, %d bad",
+	      atomic_load(&cnt.calls), atomic_load(&cnt.bad));
+
+	// Refused before anything is posted.
+	hcomm_transfer_t t = {.src_ptr = src, .dst_ptr = hcomm_notify_addr(peer), .size = HCOMM_NOTIFY_MAX + 1};
+	int rc = hcomm_submit_transfer(h, &t);
+	CHECK(rc == HCOMM_EINVAL, "notification of %d bytes: %d (%s)", HCOMM_NOTIFY_MAX + 1, rc, hcomm_strerror(rc));
+	t.size = 8;
+	t.dst_ptr = (char *)hcomm_notify_addr(peer) + 8; // not a notification address
+	CHECK_RC(hcomm_submit_transfer(h, &t), HCOMM_EFAULT);
+	t.dst_ptr = hcomm_notify_addr(peer + 9);
+	CHECK_RC(hcomm_submit_transfer(h, &t), HCOMM_ENXIO);
+	t.dst_ptr = hcomm_notify_addr(HCOMM_REMOTE_MAX_PEER + 1);
+	CHECK_RC(hcomm_submit_transfer(h, &t), HCOMM_EFAULT);
+	t = (hcomm_transfer_t){.src_ptr = hcomm_notify_addr(peer), .dst_ptr = src, .size = 8}; // a "get" of one
+	rc = hcomm_submit_transfer(h, &t);
+	CHECK(rc != HCOMM_OK, "a get from a notification address was submitted");
+	CHECK_RC(hcomm_wait_notification(h, NULL, 0), HCOMM_EINVAL);
+	hcomm_notification_t n;
+	CHECK_RC(hcomm_wait_notification(h, &n, 0), HCOMM_ETIMEDOUT);
+	CHECK_RC(hcomm_wait_notification(0, &n, 0), HCOMM_EBADF);
+	// A handle that is not remote has none.
+	hcomm_handle_t m;
+	hcomm_config_t mc = {.mem_pool_size = 1 << 20, .target = HCOMM_TARGET_MEMORY};
+	CHECK_RC(hcomm_init(&m, &mc), HCOMM_OK);
+	CHECK_RC(hcomm_wait_notification(m, &n, 0), HCOMM_EOPNOTSUPP);
+	CHECK_RC(hcomm_finalize(m), HCOMM_OK);
+	hcomm_free_host_mem(h, src);
+	hcomm_free_host_mem(h, msgs);
+}
+
 // kill_peer: kill -9 of the peer; a transfer to it then fails with
 // HCOMM_ECONNRESET (refused at submit or completed with it, depending on
 // when UCX noticed), never hangs; a new peer connects and works.
@@ -387,7 +528,7 @@ static int initiate(const char *mode) {
 	struct {
 		const char *name;
 		void (*fn)(hcomm_handle_t, uint32_t, struct peer *);
-	} tests[] = {{"round_trips", round_trips}, {"refusals", refusals}};
+	} tests[] = {{"round_trips", round_trips}, {"notify", notify}, {"refusals", refusals}};
 	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
 		int before = failures;
 		struct timespec a, b;
