@@ -214,7 +214,7 @@ run_vm() {
 	esac
 	timeout --foreground -k 5 "${HCOMM_VM_TIMEOUT:-540}" \
 		"${machine[@]}" \
-		-accel tcg,thread=multi -smp 2 -m "${HCOMM_VM_MEM:-6144}" \
+		-accel "tcg,thread=${HCOMM_VM_TCG_THREAD:-multi}" -smp 2 -m "${HCOMM_VM_MEM:-6144}" \
 		-nodefaults -display none -no-reboot \
 		"${scratch[@]}" "${nvme[@]}" "${net[@]}" \
 		-kernel "$kdir/vmlinux" -initrd "$work/initrd" \
