@@ -189,6 +189,14 @@ fi
 # authentication makes every function return slow under TCG (a boot 18.8 s
 # instead of 6.6 s); the test's channel is a virtio console (the machine has
 # one UART, the kernel console).
+# The TCG mode: HCOMM_VM_TCG_THREAD, else the package's testdata/vm-tcg-thread
+# ("single" for the tracer's packages: under multi-threaded TCG a jump label
+# the kernel patches in the system-call entry path while the other vCPU runs
+# it locks the guest up, tests/vm/repro/jumplabel-tcg.c), else multi.
+tcg_thread=${HCOMM_VM_TCG_THREAD:-}
+[ -n "$tcg_thread" ] || [ ! -f testdata/vm-tcg-thread ] || tcg_thread=$(tr -d ' \n' <testdata/vm-tcg-thread)
+tcg_thread=${tcg_thread:-multi}
+case $tcg_thread in single | multi) ;; *) die "TCG thread mode '$tcg_thread': single or multi" ;; esac
 run_vm() {
 	rm -f "$work/out.log" "$work/console.log"
 	if [ ${#nvme[@]} -gt 0 ]; then
@@ -214,7 +222,7 @@ run_vm() {
 	esac
 	timeout --foreground -k 5 "${HCOMM_VM_TIMEOUT:-540}" \
 		"${machine[@]}" \
-		-accel "tcg,thread=${HCOMM_VM_TCG_THREAD:-multi}" -smp 2 -m "${HCOMM_VM_MEM:-6144}" \
+		-accel "tcg,thread=$tcg_thread" -smp 2 -m "${HCOMM_VM_MEM:-6144}" \
 		-nodefaults -display none -no-reboot \
 		"${scratch[@]}" "${nvme[@]}" "${net[@]}" \
 		-kernel "$kdir/vmlinux" -initrd "$work/initrd" \
