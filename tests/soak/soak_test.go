@@ -261,7 +261,22 @@ func TestSoak(t *testing.T) {
 	t.Logf("leaks: goroutines %d → %d, fds %d → %d, mappings %d → %d, hugetlb pages mapped %d → %d KiB (most at once: %d KiB)",
 		g0, g1, len(fds0), len(testutil.SnapshotFDs(t)), maps0, maps1, huge0, huge1, rss.hugeMax)
 	t.Logf("RSS slope after warm-up: %+.2f MiB/min over %d samples", slope, samples)
+	// The slope is judged only on long runs: over a short one the pool's
+	// growth, the runtime's heap target and the page cache's first touches
+	// are a slope of their own. From rssJudged on, the fit spans at least
+	// 9 minutes (one sample a second) after a minute's warm-up, and a leak of
+	// 1 MiB/min stands out of the noise.
+	if dur >= rssJudged && slope >= rssMaxSlope {
+		t.Errorf("RSS grows %+.2f MiB/min after warm-up (over %d samples), limit %.1f MiB/min on runs of %v or more",
+			slope, samples, rssMaxSlope, rssJudged)
+	}
 }
+
+// The RSS slope limit and the shortest run it is asserted on.
+const (
+	rssJudged   = 10 * time.Minute
+	rssMaxSlope = 1.0 // MiB/min
+)
 
 var errNoDirect = errors.New("O_DIRECT unavailable")
 
