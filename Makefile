@@ -204,7 +204,7 @@ bench-capi: capi
 # package here when it has tests that need privileges. Needs no root once
 # qemu-system-x86, busybox-static, cpio, xz-utils and e2fsprogs are installed (installed here when
 # root); without them it skips, or fails under HCOMM_REQUIRE_PRIVILEGED=1.
-VM_PKGS ?= ./hugepage/... ./ring/... ./engine ./vfio ./vfio/edu ./vfio/hdma ./vfio/nvme ./backend/nvme ./tests/soak
+VM_PKGS ?= ./hugepage/... ./ring/... ./engine ./trace ./cmd/hcomm-trace ./vfio ./vfio/edu ./vfio/hdma ./vfio/nvme ./backend/nvme ./tests/soak
 
 # tests/soak is here for its device-mapper error test, which needs dm-mod (this
 # host's kernel lacks it); its other tests skip in the guest and run on the host.

@@ -3,7 +3,9 @@ package vfio_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +19,31 @@ import (
 
 // These tests need kernel VFIO and QEMU's edu device: on the host they skip
 // ("no VFIO in this kernel"), make test-vm runs them in the guest.
+
+// msiWindows reads the group's reserved regions of type msi from sysfs
+// (/sys/kernel/iommu_groups/N/reserved_regions: "start end type" lines, in
+// hex): where the platform's MSI doorbell sits, which no DMA mapping may
+// cover. At least one is required.
+func msiWindows(t *testing.T, group int) []vfio.IOVARange {
+	t.Helper()
+	p := fmt.Sprintf("/sys/kernel/iommu_groups/%d/reserved_regions", group)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("reserved regions: %v", err)
+	}
+	var ws []vfio.IOVARange
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var lo, hi uint64
+		var typ string
+		if n, _ := fmt.Sscanf(line, "0x%x 0x%x %s", &lo, &hi, &typ); n == 3 && typ == "msi" {
+			ws = append(ws, vfio.IOVARange{Start: lo, End: hi})
+		}
+	}
+	if len(ws) == 0 {
+		t.Fatalf("%s: no msi region in %q", p, b)
+	}
+	return ws
+}
 
 func TestKernelOpenAndInfo(t *testing.T) {
 	before := testutil.SnapshotFDs(t)
@@ -44,11 +71,15 @@ func TestKernelOpenAndInfo(t *testing.T) {
 	if d.IOMMUPageSizes()&4096 == 0 || d.IOMMUPageSize() != 4096 {
 		t.Errorf("IOMMU page sizes %#x: want 4 KiB pages", d.IOMMUPageSizes())
 	}
-	// The vIOMMU reports valid ranges; the x86 MSI window is never one.
-	const msiLo, msiHi = 0xfee00000, 0xfeefffff
-	for _, r := range d.IOVARanges() {
-		if r.Start <= msiHi && msiLo <= r.End {
-			t.Errorf("IOVA range %#x-%#x includes the MSI window", r.Start, r.End)
+	// The vIOMMU reports valid ranges; the group's MSI window (x86's
+	// 0xfee00000-0xfeefffff, the GICv3 ITS doorbell's 0x8000000-0x80fffff
+	// the SMMUv3 reserves on arm64) is never one.
+	msi := msiWindows(t, d.Group().Number())
+	for _, w := range msi {
+		for _, r := range d.IOVARanges() {
+			if r.Start <= w.End && w.Start <= r.End {
+				t.Errorf("IOVA range %#x-%#x includes the MSI window %#x-%#x", r.Start, r.End, w.Start, w.End)
+			}
 		}
 	}
 	if len(d.IOVARanges()) < 2 {
@@ -183,7 +214,7 @@ func TestKernelDMAMapErrors(t *testing.T) {
 		{"misaligned IOVA", 0x200001, mem[:4096], vfio.DMARead, vfio.ErrBadMapping},
 		{"partial page", 0x200000, mem[:100], vfio.DMARead, vfio.ErrBadMapping},
 		{"no access", 0x200000, mem[:4096], 0, vfio.ErrBadMapping},
-		{"MSI window", 0xfee00000, mem[:4096], vfio.DMARead, vfio.ErrBadMapping},
+		{"MSI window", msiWindows(t, d.Group().Number())[0].Start, mem[:4096], vfio.DMARead, vfio.ErrBadMapping},
 	}
 	for _, c := range cases {
 		if err := d.MapDMA(c.iova, c.mem, c.acc); !errors.Is(err, c.want) {
