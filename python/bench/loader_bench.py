@@ -7,7 +7,8 @@ then runs one epoch per mode, the modes taking turns --reps times, each in a
 fresh child process (its CPU time and peak RSS its own, workers included):
 
   hcomm        hcomm.data.Loader(format="torch"): O_DIRECT reads into pool memory, prefetch
-               --prefetch (default 2: a pool of 4 batches)
+               --prefetch (default 2) and keep --keep (default 0: the loop holds no batch past
+               its body): a pool of keep + 1 + prefetch batches, 3 by default
   dataloader0  torch DataLoader(num_workers=0) over a Dataset that reads each record with
                NumPy (numpy.fromfile at its offset), default collate (torch.stack)
   dataloader2  the same with num_workers=2 (fork)
@@ -17,16 +18,22 @@ within shards, one seed) in batches of --batch, and touch every batch (one
 byte of each record summed). Before each run the shards' pages are dropped
 from the page cache (posix_fadvise DONTNEED), so every run reads the disk.
 Reported per mode: the median of the runs of samples/s and GiB/s, CPU
-seconds (user + system, the child and its workers) per GiB read, peak RSS
-(the child plus its workers, sampled every 20 ms), and hcomm's ratio to
-the best DataLoader. The machine's load average is printed: on a shared,
+seconds (user + system, the child and its workers) per GiB read, and the
+memory, sampled every 20 ms by this parent process (not by the child, whose
+CPU time it would add to): peak RSS, the sum over the child and all its
+workers of VmRSS + HugetlbPages (VmRSS leaves hugetlb pages out, and the
+loader's pool is in hugetlb pages where the machine has them free), split
+into anonymous, file, shmem and hugetlb at the peak; peak PSS + hugetlb
+(pages that forked workers share with the parent counted once); and the
+epoch's own memory, the peak less the child's RSS + hugetlb just before the
+epoch (every mode imports the same modules and opens libhcomm for the order
+first). Then hcomm's ratios to the best DataLoader. The machine's load average is printed: on a shared,
 busy machine the numbers are as measured under that load.
 """
 
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -68,42 +75,86 @@ def drop_cache(paths):
             os.close(fd)
 
 
-def _rss_kib(pid):
+_STATUS = ("VmRSS", "RssAnon", "RssFile", "RssShmem", "HugetlbPages", "VmHWM")
+
+
+def status_kib(pid="self"):
+    """The memory lines of /proc/PID/status, in KiB. VmRSS is RssAnon +
+    RssFile + RssShmem: hugetlb pages (HugetlbPages) are not in it."""
+    out = dict.fromkeys(_STATUS, 0)
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def _children(pid):
-    out = []
-    try:
-        for t in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{t}/children") as f:
-                out += [int(x) for x in f.read().split()]
+                k, _, v = line.partition(":")
+                if k in out:
+                    out[k] = int(v.split()[0])
     except OSError:
         pass
     return out
 
 
-class PeakRSS(threading.Thread):
-    """The peak of this process's RSS plus its children's, sampled."""
+def pss_kib(pid="self"):
+    """Pss plus the hugetlb pages (which Pss leaves out) of
+    /proc/PID/smaps_rollup, in KiB."""
+    pss = huge = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k == "Pss":
+                    pss = int(v.split()[0])
+                elif k in ("Private_Hugetlb", "Shared_Hugetlb"):
+                    huge += int(v.split()[0])
+    except OSError:
+        pass
+    return pss + huge
 
-    def __init__(self):
+
+def _tree(pid):
+    """pid and all its descendants."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for t in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    todo += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+class Memory(threading.Thread):
+    """Samples a child's process tree every 20 ms from the parent (so the
+    sampling costs the measured process nothing) until stop: the peak of
+    the sum over the tree of RSS + hugetlb pages (VmRSS + HugetlbPages:
+    every resident page, a hugetlb pool's too), with the sum of RssAnon,
+    RssFile, RssShmem and HugetlbPages at that sample, and the peak of the
+    sum of PSS + hugetlb (pages shared by several processes of the tree,
+    forked workers', counted once)."""
+
+    def __init__(self, pid):
         super().__init__(daemon=True)
-        self.peak, self.stop = 0, threading.Event()
+        self.pid, self.stop = pid, threading.Event()
+        self.rss, self.pss, self.at_peak, self.procs = 0, 0, {}, 0
+
+    def sample(self):
+        tree = _tree(self.pid)
+        st = [status_kib(p) for p in tree]
+        tot = {k: sum(x[k] for x in st) for k in _STATUS}
+        rss = tot["VmRSS"] + tot["HugetlbPages"]
+        if rss > self.rss:
+            self.rss, self.at_peak, self.procs = rss, tot, len(tree)
+        self.pss = max(self.pss, sum(pss_kib(p) for p in tree))
 
     def run(self):
-        me = os.getpid()
-        while not self.stop.wait(0.02):
-            self.peak = max(self.peak, _rss_kib(me) + sum(_rss_kib(c) for c in _children(me)))
+        while not self.stop.is_set():
+            self.sample()
+            self.stop.wait(0.02)
 
 
-def child(mode, paths, rs, batch, seed, prefetch):
+def child(mode, paths, rs, batch, seed, prefetch, keep):
     """One epoch of mode; prints a JSON line."""
     import numpy as np
     import torch
@@ -117,14 +168,16 @@ def child(mode, paths, rs, batch, seed, prefetch):
     order = [first[s] + r for s, r in order_loader.order(0)]
     per = [sh.count for sh in order_loader.shards]
     order_loader.close()
-    rss = PeakRSS()
-    rss.start()
+    before = status_kib()
+    before["pss"] = pss_kib()
+    pool = 0
     t0, c0 = time.perf_counter(), os.times()
     n = 0
     check = 0
     if mode == "hcomm":
         with data.Loader(paths, record_size=rs, batch_size=batch, shuffle=True, seed=seed, format="torch",
-                         prefetch=prefetch) as L:
+                         prefetch=prefetch, keep=keep) as L:
+            pool = L.memory_budget
             for x in L:
                 check += int(x[:, 1].sum())
                 n += x.shape[0]
@@ -154,12 +207,11 @@ def child(mode, paths, rs, batch, seed, prefetch):
             n += x.shape[0]
     wall = time.perf_counter() - t0
     c1 = os.times()
-    rss.stop.set()
-    rss.join()
     # This process's CPU and its reaped workers'.
     cpu = (c1.user - c0.user) + (c1.system - c0.system) + (c1.children_user - c0.children_user) + \
         (c1.children_system - c0.children_system)
-    print(json.dumps({"mode": mode, "records": n, "wall": wall, "cpu": cpu, "rss_kib": rss.peak, "check": check}))
+    print(json.dumps({"mode": mode, "records": n, "wall": wall, "cpu": cpu, "check": check, "before": before,
+                      "pool": pool, "hwm_kib": status_kib()["VmHWM"]}))
 
 
 def main(argv=None):
@@ -170,7 +222,10 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--prefetch", type=int, default=2,
-                    help="the loader's prefetch (its pool: keep 1 + 1 + prefetch batches)")
+                    help="the loader's prefetch (its pool: keep + 1 + prefetch batches)")
+    ap.add_argument("--keep", type=int, default=0,
+                    help="the loader's keep: 0, as the loop here holds no batch past its body (the DataLoader "
+                         "loop neither); 1 is the loader's default")
     ap.add_argument("--dir", default=os.path.join(os.environ.get("TMPDIR", "/var/tmp"), "hcomm-loader-bench"))
     ap.add_argument("--modes", default="hcomm,dataloader0,dataloader2")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -178,14 +233,14 @@ def main(argv=None):
     rs = a.record_kib << 10
     if a.child:
         paths = sorted(os.path.join(a.dir, p) for p in os.listdir(a.dir) if p.endswith(".bin"))
-        child(a.child, paths, rs, a.batch, a.seed, a.prefetch)
+        child(a.child, paths, rs, a.batch, a.seed, a.prefetch, a.keep)
         return 0
     t = time.time()
     paths = make_shards(a.dir, a.gib, rs)
     total = sum(os.path.getsize(p) for p in paths)
     print(f"loader bench: {total / (1 << 30):.2f} GiB in {len(paths)} shards of {a.record_kib} KiB records "
-          f"under {a.dir} (made in {time.time() - t:.1f} s), batch {a.batch}, loader prefetch {a.prefetch} "
-          f"({(a.prefetch + 2) * a.batch * rs >> 20} MiB of pool), {a.reps} runs per mode, "
+          f"under {a.dir} (made in {time.time() - t:.1f} s), batch {a.batch}, loader prefetch {a.prefetch} keep {a.keep} "
+          f"({(a.prefetch + a.keep + 1) * a.batch * rs >> 20} MiB of pool), {a.reps} runs per mode, "
           f"page cache dropped before each run")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs "
           f"(a shared machine: the numbers are as measured under this load)")
@@ -195,18 +250,32 @@ def main(argv=None):
     for rep in range(a.reps):
         for m in modes:
             drop_cache(paths)
-            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", m, "--dir", a.dir,
+            p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", m, "--dir", a.dir,
                                   "--record-kib", str(a.record_kib), "--batch", str(a.batch), "--seed", str(a.seed),
-                                  "--prefetch", str(a.prefetch)],
-                                 check=True, capture_output=True, text=True)
-            r = json.loads(out.stdout.strip().splitlines()[-1])
+                                  "--prefetch", str(a.prefetch), "--keep", str(a.keep)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            mem = Memory(p.pid)
+            mem.start()
+            stdout, stderr = p.communicate()
+            mem.stop.set()
+            mem.join()
+            if p.returncode:
+                raise SystemExit(f"{m}: exit status {p.returncode}\n{stderr}")
+            r = json.loads(stdout.strip().splitlines()[-1])
+            r["rss_kib"], r["pss_kib"], r["at_peak"], r["procs"] = mem.rss, mem.pss, mem.at_peak, mem.procs
+            b = r["before"]
+            r["own_kib"] = mem.rss - b["VmRSS"] - b["HugetlbPages"]
             if r["records"] * rs != total:
                 raise SystemExit(f"{m}: read {r['records']} records, want {total // rs}")
             checks.setdefault(m, r["check"])
             runs[m].append(r)
             print(f"  run {rep + 1} {m:12s} {r['records'] / r['wall']:8.0f} samples/s  "
                   f"{total / r['wall'] / (1 << 30):6.2f} GiB/s  {r['cpu'] / (total / (1 << 30)):6.2f} CPU-s/GiB  "
-                  f"peak RSS {r['rss_kib'] / 1024:7.1f} MiB", flush=True)
+                  f"peak RSS {r['rss_kib'] / 1024:6.1f} MiB (epoch's own {r['own_kib'] / 1024:5.1f}; "
+                  f"anon {r['at_peak']['RssAnon'] / 1024:.1f}, file {r['at_peak']['RssFile'] / 1024:.1f}, "
+                  f"shmem {r['at_peak']['RssShmem'] / 1024:.1f}, hugetlb {r['at_peak']['HugetlbPages'] / 1024:.1f}; "
+                  f"{r['procs']} processes)  peak PSS {r['pss_kib'] / 1024:6.1f} MiB"
+                  + (f"  pool {r['pool'] >> 20} MiB" if r["pool"] else ""), flush=True)
     if len(set(checks.values())) != 1:
         raise SystemExit(f"the modes read different bytes: checksums {checks}")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -214,23 +283,30 @@ def main(argv=None):
     med = {m: {"sps": statistics.median(r["records"] / r["wall"] for r in runs[m]),
                "gibs": statistics.median(total / r["wall"] / (1 << 30) for r in runs[m]),
                "cpu": statistics.median(r["cpu"] / gib for r in runs[m]),
-               "rss": statistics.median(r["rss_kib"] / 1024 for r in runs[m])} for m in modes}
+               "rss": statistics.median(r["rss_kib"] / 1024 for r in runs[m]),
+               "pss": statistics.median(r["pss_kib"] / 1024 for r in runs[m]),
+               "own": statistics.median(r["own_kib"] / 1024 for r in runs[m]),
+               "huge": statistics.median(r["at_peak"]["HugetlbPages"] / 1024 for r in runs[m])} for m in modes}
     print()
-    print("| mode | samples/s | GiB/s | CPU-s per GiB | peak RSS MiB |")
-    print("|---|---:|---:|---:|---:|")
+    print("| mode | samples/s | GiB/s | CPU-s per GiB | peak RSS MiB | of it hugetlb | peak PSS MiB | epoch's own MiB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for m in modes:
         v = med[m]
-        print(f"| {m} | {v['sps']:.0f} | {v['gibs']:.2f} | {v['cpu']:.2f} | {v['rss']:.0f} |")
+        print(f"| {m} | {v['sps']:.0f} | {v['gibs']:.2f} | {v['cpu']:.2f} | {v['rss']:.1f} | {v['huge']:.0f} | "
+              f"{v['pss']:.1f} | {v['own']:.1f} |")
     peers = [m for m in modes if m != "hcomm"]
     if "hcomm" in med and peers:
         h = med["hcomm"]
         best = max(peers, key=lambda m: med[m]["sps"])
         cheap = min(peers, key=lambda m: med[m]["cpu"])
         small = min(peers, key=lambda m: med[m]["rss"])
+        small_pss = min(peers, key=lambda m: med[m]["pss"])
         print()
         print(f"hcomm vs the best DataLoader ({best}): samples/s {h['sps'] / med[best]['sps']:.2f}x (goal >= 1.5x); "
               f"CPU-s per GiB vs the cheapest ({cheap}) {h['cpu'] / med[cheap]['cpu']:.2f}x (goal <= 0.5x); "
-              f"peak RSS vs the smallest ({small}) {h['rss'] / med[small]['rss']:.2f}x (goal <= 1x)")
+              f"peak RSS vs the smallest ({small}) {h['rss'] / med[small]['rss']:.3f}x (goal <= 1x; "
+              f"{h['rss'] - med[small]['rss']:+.1f} MiB); peak PSS vs the smallest ({small_pss}) "
+              f"{h['pss'] / med[small_pss]['pss']:.3f}x")
     return 0
 
 

@@ -37,6 +37,7 @@ and .ids. The device slots follow the same lifetime rule.
 """
 
 import ctypes
+import itertools
 import logging
 import os
 import random
@@ -56,6 +57,7 @@ __all__ = ["Loader", "Shard", "DeviceBatch", "ALIGN"]
 ALIGN = 4096  # what O_DIRECT needs of addresses, lengths and file offsets
 _MAX_READ = 16 << 20  # the longest read one transfer makes (adjacent records are merged up to it)
 _WAIT_MS = 60_000  # a read that takes longer than this is reported as stalled
+_MIN_POOL = 64 << 10  # the engine's smallest pool (engine.MinPoolSize)
 _DEV_CHUNK = 4 << 20  # the longest host-to-device transfer (below the mock device's 16 MiB MAX_LEN)
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -415,17 +417,21 @@ class Loader:
     def order(self, epoch: int) -> List[Tuple[int, int]]:
         """The (shard, row) pairs of an epoch in the order they are
         handed out: a function of seed and epoch alone."""
+        return list(self._order(epoch))
+
+    def _order(self, epoch: int) -> Iterator[Tuple[int, int]]:
+        # order(epoch), one shard's rows at a time (an iteration holds no
+        # list of the whole epoch).
         shards = list(range(len(self.shards)))
         rng = random.Random((self.seed << 32) ^ epoch) if self.shuffle else None
         if rng is not None:
             rng.shuffle(shards)
-        out: List[Tuple[int, int]] = []
         for s in shards:
             rows = list(range(self.shards[s].count))
             if rng is not None:
                 rng.shuffle(rows)
-            out.extend((s, r) for r in rows)
-        return out
+            for r in rows:
+                yield s, r
 
     def batches_per_epoch(self) -> int:
         """Batches one epoch yields."""
@@ -437,10 +443,10 @@ class Loader:
 
     def _plan(self) -> Iterator[Tuple[int, List[Tuple[int, int]]]]:
         for e in range(self.epochs):
-            o = self.order(e)
-            for i in range(0, len(o), self.batch_size):
-                ids = o[i:i + self.batch_size]
-                if len(ids) < self.batch_size and self.drop_last:
+            o = self._order(e)
+            while True:
+                ids = list(itertools.islice(o, self.batch_size))
+                if not ids or (len(ids) < self.batch_size and self.drop_last):
                     break
                 yield e, ids
 
@@ -597,12 +603,14 @@ class Loader:
 
     def _open_pool(self) -> None:
         nbytes = self._nslots * self._slot_bytes
-        # The pool is the budget plus a page or so of the allocator's.
+        # The pool is the budget exactly (one block of it; the engine's
+        # smallest pool, 64 KiB, for a smaller one): nothing of it is
+        # mapped beyond what the batches use.
+        size = max(nbytes, _MIN_POOL)
         if self.device == "mock":
-            self._pool = Engine(pool_size=nbytes + (2 << 20), queue_depth=64, align=ALIGN, target="mock",
-                                dev_mem_size=nbytes + (2 << 20))
+            self._pool = Engine(pool_size=size, queue_depth=64, align=ALIGN, target="mock", dev_mem_size=size)
         else:
-            self._pool = Engine(pool_size=nbytes + (2 << 20), queue_depth=64, align=ALIGN, target="memory")
+            self._pool = Engine(pool_size=size, queue_depth=64, align=ALIGN, target="memory")
         self._block = self._pool.alloc(nbytes)
         self._base = self._block.ptr
         if self.device is None:
