@@ -19,8 +19,8 @@ byte of each record summed). Before each run the shards' pages are dropped
 from the page cache (posix_fadvise DONTNEED), so every run reads the disk.
 Reported per mode: the median of the runs of samples/s and GiB/s, CPU
 seconds (user + system, the child and its workers) per GiB read, and the
-memory, sampled every 20 ms by this parent process (not by the child, whose
-CPU time it would add to): peak RSS, the sum over the child and all its
+memory, sampled every 20 ms during the epoch by this parent process (not by the
+child, whose CPU time it would add to): peak RSS, the sum over the child and all its
 workers of VmRSS + HugetlbPages (VmRSS leaves hugetlb pages out, and the
 loader's pool is in hugetlb pages where the machine has them free), split
 into anonymous, file, shmem and hugetlb at the peak; peak PSS + hugetlb
@@ -149,9 +149,10 @@ class Memory(threading.Thread):
         self.pss = max(self.pss, sum(pss_kib(p) for p in tree))
 
     def run(self):
-        while not self.stop.is_set():
+        self.sample()
+        while not self.stop.wait(0.02):
             self.sample()
-            self.stop.wait(0.02)
+        self.sample()
 
 
 def child(mode, paths, rs, batch, seed, prefetch, keep):
@@ -171,6 +172,7 @@ def child(mode, paths, rs, batch, seed, prefetch, keep):
     before = status_kib()
     before["pss"] = pss_kib()
     pool = 0
+    print("epoch", flush=True)  # the parent samples the memory from here to "done"
     t0, c0 = time.perf_counter(), os.times()
     n = 0
     check = 0
@@ -207,6 +209,7 @@ def child(mode, paths, rs, batch, seed, prefetch, keep):
             n += x.shape[0]
     wall = time.perf_counter() - t0
     c1 = os.times()
+    print("done", flush=True)
     # This process's CPU and its reaped workers'.
     cpu = (c1.user - c0.user) + (c1.system - c0.system) + (c1.children_user - c0.children_user) + \
         (c1.children_system - c0.children_system)
@@ -254,11 +257,21 @@ def main(argv=None):
                                   "--record-kib", str(a.record_kib), "--batch", str(a.batch), "--seed", str(a.seed),
                                   "--prefetch", str(a.prefetch), "--keep", str(a.keep)],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            # Sampled during the epoch only: not while the child starts (its
+            # pkg-config and ldconfig children, vforked, show the child's
+            # own memory as theirs until they exec).
             mem = Memory(p.pid)
-            mem.start()
-            stdout, stderr = p.communicate()
+            for line in p.stdout:
+                if line.strip() == "epoch":
+                    mem.start()
+                    break
+            for line in p.stdout:
+                if line.strip() == "done":
+                    break
             mem.stop.set()
-            mem.join()
+            if mem.is_alive():
+                mem.join()
+            stdout, stderr = p.communicate()
             if p.returncode:
                 raise SystemExit(f"{m}: exit status {p.returncode}\n{stderr}")
             r = json.loads(stdout.strip().splitlines()[-1])

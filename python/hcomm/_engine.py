@@ -10,8 +10,8 @@ import mmap
 import threading
 import time
 
-from . import _dlpack, _lib
-from .errors import CallbackError, HcommError, error_for
+from . import _args, _dlpack, _lib
+from .errors import CallbackError, HcommError, InvalidArgument, error_for
 
 log = logging.getLogger("hcomm")
 
@@ -42,10 +42,10 @@ class _Memory:
 
     def view(self, offset=0, nbytes=None):
         """A Region: nbytes (default: the rest) from offset, for transfers."""
-        if nbytes is None:
-            nbytes = self.nbytes - offset
-        if offset < 0 or nbytes <= 0 or offset + nbytes > self.nbytes:
-            raise ValueError(f"view({offset}, {nbytes}) of {self.nbytes} bytes")
+        offset = _args.integer(offset, "view: offset")
+        nbytes = self.nbytes - offset if nbytes is None else _args.integer(nbytes, "view: nbytes")
+        if nbytes <= 0 or offset + nbytes > self.nbytes:
+            raise InvalidArgument(f"hcomm: view({offset}, {nbytes}) of {self.nbytes} bytes")
         return Region(self, offset, nbytes)
 
 
@@ -70,8 +70,9 @@ class HostBuffer(_Memory):
     reads unmapped memory (the process faults)."""
 
     def __dlpack__(self, stream=None):
-        if stream is not None and stream != -1:
-            raise BufferError("hcomm host memory is CPU memory: no stream")
+        if stream is not None and not (isinstance(stream, int) and stream == -1):
+            # BufferError: what the DLPack protocol's consumers expect.
+            raise BufferError(f"hcomm host memory is CPU memory: no stream ({stream!r})")
         self._alive()
         return _dlpack.capsule(self, self.ptr, self.nbytes)
 
@@ -94,7 +95,14 @@ class HostBuffer(_Memory):
         """A NumPy array over the buffer (no copy)."""
         import numpy
 
-        return numpy.frombuffer(self, dtype=dtype)
+        self._alive()
+        try:
+            dt = numpy.dtype(dtype)
+        except (TypeError, ValueError) as e:
+            raise InvalidArgument(f"hcomm: numpy: dtype {dtype!r}: {e}") from None
+        if dt.itemsize == 0 or dt.hasobject or self.nbytes % dt.itemsize:
+            raise InvalidArgument(f"hcomm: numpy: dtype {dt}: {self.nbytes} bytes are not a whole number of it")
+        return numpy.frombuffer(self, dtype=dt)
 
     def free(self):
         """Gives the memory back to the pool (not while a transfer uses it)."""
@@ -102,7 +110,7 @@ class HostBuffer(_Memory):
 
     def _alive(self):
         if self._freed or self._eng._h is None:
-            raise ValueError("hcomm: buffer was freed (or its engine closed)")
+            raise InvalidArgument("hcomm: buffer was freed (or its engine closed)")
 
 
 @functools.lru_cache(maxsize=512)
@@ -167,8 +175,8 @@ class Peer:
         """nbytes of the peer's window from offset (a RemoteRegion). The
         range is checked against the window when a transfer is submitted
         (BadAddress when it leaves it)."""
-        if not 0 <= offset < REMOTE_MAX_OFFSET or nbytes <= 0:
-            raise ValueError(f"hcomm: peer {self.id}: at({offset}, {nbytes})")
+        offset = _args.integer(offset, f"peer {self.id}: at: offset", 0, REMOTE_MAX_OFFSET - 1)
+        nbytes = _args.integer(nbytes, f"peer {self.id}: at: nbytes", 1, _args.U64)
         return RemoteRegion(self, offset, nbytes)
 
     def disconnect(self):
@@ -196,21 +204,27 @@ def _address_of(obj):
     with __array_interface__ (NumPy), or a writable buffer (bytearray, mmap)."""
     if hasattr(obj, "data_ptr") and hasattr(obj, "element_size"):
         if getattr(obj, "device", None) is not None and str(obj.device) != "cpu":
-            raise ValueError(f"hcomm: register: a tensor on {obj.device}: want CPU memory")
+            raise InvalidArgument(f"hcomm: register: a tensor on {obj.device}: want CPU memory")
         if not obj.is_contiguous():
-            raise ValueError("hcomm: register: the tensor is not contiguous")
+            raise InvalidArgument("hcomm: register: the tensor is not contiguous")
         return obj.data_ptr(), obj.numel() * obj.element_size()
     ai = getattr(obj, "__array_interface__", None)
     if ai is not None:
         if ai.get("strides") is not None and not obj.flags["C_CONTIGUOUS"]:
-            raise ValueError("hcomm: register: the array is not contiguous")
+            raise InvalidArgument("hcomm: register: the array is not contiguous")
         ptr, readonly = ai["data"]
         if readonly:
-            raise ValueError("hcomm: register: the array is read-only")
+            raise InvalidArgument("hcomm: register: the array is read-only")
         return ptr, obj.nbytes
-    mv = memoryview(obj)
+    try:
+        mv = memoryview(obj)
+    except TypeError:
+        raise InvalidArgument(f"hcomm: register: a {type(obj).__name__}: want an array, a CPU tensor or a "
+                              f"writable buffer") from None
     if mv.readonly or not mv.contiguous:
-        raise ValueError("hcomm: register: want a writable, contiguous buffer")
+        raise InvalidArgument("hcomm: register: want a writable, contiguous buffer")
+    if mv.nbytes == 0:
+        raise InvalidArgument("hcomm: register: an empty buffer")
     return ctypes.addressof(ctypes.c_char.from_buffer(mv)), mv.nbytes
 
 
@@ -220,9 +234,19 @@ def empty(nbytes, dtype="uint8"):
     it). The memory lives as long as the array."""
     import numpy
 
+    nbytes = _args.integer(nbytes, "empty: nbytes", 1, _args.I64)
+    try:
+        dt = numpy.dtype(dtype)
+    except (TypeError, ValueError) as e:
+        raise InvalidArgument(f"hcomm: empty: dtype {dtype!r}: {e}") from None
     n = -(-nbytes // PAGE_SIZE) * PAGE_SIZE
-    m = mmap.mmap(-1, n)
-    return numpy.frombuffer(m, dtype=dtype)
+    if dt.itemsize == 0 or dt.hasobject or n % dt.itemsize:
+        raise InvalidArgument(f"hcomm: empty: dtype {dt}: not a whole number of it in {n} bytes")
+    try:
+        m = mmap.mmap(-1, n)
+    except (OSError, OverflowError, ValueError) as e:
+        raise error_for(-12, f"hcomm: empty({nbytes}): {e}") from None
+    return numpy.frombuffer(m, dtype=dt)
 
 
 # ---- transfers --------------------------------------------------------------
@@ -239,8 +263,9 @@ class Transfer(concurrent.futures.Future):
         self.set_running_or_notify_cancel()
 
     def result(self, timeout=None):
+        ms = _args.timeout_ms(timeout)
+        timeout = _args.seconds(timeout)
         if not self.done() and self.id and self._eng._h is not None:
-            ms = -1 if timeout is None else max(0, int(timeout * 1000))
             t0 = time.monotonic()
             self._eng._lib.hcomm_wait_completion_timeout(self._eng._h, self.id, ms)
             if timeout is not None:
@@ -257,6 +282,8 @@ class Transfer(concurrent.futures.Future):
 
 
 # ---- engine -----------------------------------------------------------------
+
+_BATCH_MAX = (1 << 31) - 1  # hcomm_submit_batch's count is an int
 
 
 class Engine:
@@ -278,12 +305,14 @@ class Engine:
 
     def __init__(self, pool_size=256 << 20, queue_depth=64, align=64, target="mock", path=None,
                  dev_mem_size=0, library=None, shm=False):
+        self._h = None
         self._lib = lib = _lib.load(library)
-        if target not in TARGETS:
-            raise ValueError(f"hcomm: target {target!r}: want one of {sorted(TARGETS)}")
-        cfg = _lib.Config(mem_pool_size=pool_size, queue_depth=queue_depth, align_size=align,
-                          target=TARGETS[target], dev_mem_size=dev_mem_size,
-                          target_path=None if path is None else str(path).encode(),
+        _args.choice(target, TARGETS, "target")
+        cfg = _lib.Config(mem_pool_size=_args.integer(pool_size, "pool_size"),
+                          queue_depth=_args.integer(queue_depth, "queue_depth", 0, _args.U32),
+                          align_size=_args.integer(align, "align", 0, _args.U32),
+                          target=TARGETS[target], dev_mem_size=_args.integer(dev_mem_size, "dev_mem_size"),
+                          target_path=None if path is None else _args.path(path),
                           flags=HCOMM_REMOTE_SHM if shm else 0)
         h = _lib.handle_t()
         _check(lib, lib.hcomm_init(ctypes.byref(h), ctypes.byref(cfg)))
@@ -308,16 +337,34 @@ class Engine:
     # memory
     def alloc(self, nbytes):
         """nbytes of pool memory (a HostBuffer)."""
-        p = self._lib.hcomm_alloc_host_mem(self._handle(), nbytes)
+        nbytes = _args.integer(nbytes, "alloc: nbytes")
+        h = self._handle()
+        ctypes.set_errno(0)
+        p = self._lib.hcomm_alloc_host_mem(h, nbytes)
         if not p:
-            _check(self._lib, -ctypes.get_errno())
+            self._failed_alloc(f"alloc({nbytes})")
         b = _host_buffer(self, p, nbytes)
         self._host[p] = b
         return b
 
+    def _failed_alloc(self, what):
+        code = -ctypes.get_errno()
+        _check(self._lib, code if code < 0 else -12)
+        raise error_for(-12, f"hcomm: {what}: no memory")
+
+    def _mine(self, m, what, kinds=None):
+        """m if it is memory of the package's (a buffer, a view, a
+        registration, a peer's region) with a pointer C can hold."""
+        if not isinstance(m, _Memory) or (kinds is not None and not isinstance(m, kinds)):
+            want = "a HostBuffer, DeviceBuffer, Registration, a view of one or a RemoteRegion" if kinds is None \
+                else " or ".join(k.__name__ for k in kinds)
+            raise InvalidArgument(f"hcomm: {what}: {type(m).__name__}: want {want}")
+        _args.integer(getattr(m, "ptr", None), f"{what}: address")
+        return m
+
     def _free_host(self, b):
         if b._freed:
-            raise ValueError("hcomm: buffer freed twice")
+            raise InvalidArgument("hcomm: buffer freed twice")
         _check(self._lib, self._lib.hcomm_free_host_mem(self._handle(), b.ptr))
         b._freed = True
         self._host.pop(b.ptr, None)
@@ -326,18 +373,24 @@ class Engine:
         """nbytes of device memory, or of a file target's file space (a
         DeviceBuffer), of target (0: the engine's first; an index
         add_target returned)."""
+        nbytes = _args.integer(nbytes, "alloc_dev: nbytes")
+        target = _args.integer(target, "alloc_dev: target", 0, _args.U32)
+        h = self._handle()
+        ctypes.set_errno(0)
         if target:
             self._need("hcomm_alloc_target_mem")
-            p = self._lib.hcomm_alloc_target_mem(self._handle(), target, nbytes)
+            p = self._lib.hcomm_alloc_target_mem(h, target, nbytes)
         else:
-            p = self._lib.hcomm_alloc_dev_mem(self._handle(), nbytes)
+            p = self._lib.hcomm_alloc_dev_mem(h, nbytes)
         if not p:
-            _check(self._lib, -ctypes.get_errno())
+            self._failed_alloc(f"alloc_dev({nbytes}, target={target})")
         d = DeviceBuffer(self, p, nbytes)
         self._dev[p] = d
         return d
 
     def _free_dev(self, d):
+        if d._freed:
+            raise InvalidArgument("hcomm: device buffer freed twice")
         _check(self._lib, self._lib.hcomm_free_dev_mem(self._handle(), d.ptr))
         d._freed = True
         self._dev.pop(d.ptr, None)
@@ -347,14 +400,16 @@ class Engine:
         that transfers use it in place. It must be page aligned and whole
         pages long (hcomm.empty makes such arrays). Unregister before the
         memory goes away; obj is kept alive until then."""
+        h = self._handle()
         ptr, n = _address_of(obj)
-        _check(self._lib, self._lib.hcomm_register_host_mem(self._handle(), ptr, n))
+        _check(self._lib, self._lib.hcomm_register_host_mem(h, ptr, n))
         r = Registration(self, obj, ptr, n)
         self._regs[ptr] = r
         return r
 
     def unregister(self, reg):
         """Busy (nothing changed) while a transfer that uses it is in flight."""
+        self._mine(reg, "unregister", (Registration,))
         _check(self._lib, self._lib.hcomm_unregister_host_mem(self._handle(), reg.ptr))
         reg.registered = False
         self._regs.pop(reg.ptr, None)
@@ -373,10 +428,10 @@ class Engine:
         goes to the target its device end belongs to, and copy() moves data
         between two targets."""
         self._need("hcomm_add_target")
-        if target not in TARGETS or target == "remote":
-            raise ValueError(f"hcomm: add_target {target!r}: want mock, file, vfio or memory")
-        tc = _lib.TargetConfig(target=TARGETS[target], dev_mem_size=dev_mem_size,
-                               target_path=None if path is None else str(path).encode())
+        _args.choice(target, ("mock", "file", "vfio", "memory"), "add_target: target")
+        tc = _lib.TargetConfig(target=TARGETS[target],
+                               dev_mem_size=_args.integer(dev_mem_size, "add_target: dev_mem_size"),
+                               target_path=None if path is None else _args.path(path, "add_target: path"))
         idx = ctypes.c_uint32()
         _check(self._lib, self._lib.hcomm_add_target(self._handle(), ctypes.byref(tc), ctypes.byref(idx)))
         return idx.value
@@ -389,14 +444,18 @@ class Engine:
         copy. Returns a Transfer future (await it, or result()); callback
         as for submit. The first failed chunk fails it with its error."""
         self._need("hcomm_copy")
-        if nbytes is None:
-            nbytes = min(src.nbytes, dst.nbytes)
-        fut = Transfer(self, nbytes, callback)
+        self._mine(dst, "copy: dst")
+        self._mine(src, "copy: src")
+        nbytes = min(src.nbytes, dst.nbytes) if nbytes is None else _args.integer(nbytes, "copy: nbytes")
+        chunk = _args.integer(chunk, "copy: chunk")
+        depth = _args.integer(depth, "copy: depth", 0, _args.U32)
+        h = self._handle()
+        fut = Transfer(self, nbytes, _args.callback(callback))
         with _pending_lock:
             key = next(_keys)
             _pending[key] = (self, fut)
         cid = ctypes.c_uint64()
-        rc = self._lib.hcomm_copy(self._handle(), dst.ptr, src.ptr, nbytes, chunk, depth, _on_complete, key,
+        rc = self._lib.hcomm_copy(h, dst.ptr, src.ptr, nbytes, chunk, depth, _on_complete, key,
                                   ctypes.byref(cid))
         if rc < 0:
             with _pending_lock:
@@ -412,9 +471,10 @@ class Engine:
         address, ConnectFailed when nothing listens there, TransferTimeout
         after timeout seconds without a handshake, NotSupported unless
         target="remote"."""
-        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        ms = _args.timeout_ms(timeout)
+        a = _args.path(addr, "connect: address")
         pid = ctypes.c_uint32()
-        _check(self._lib, self._lib.hcomm_connect_timeout(self._handle(), str(addr).encode(), ms, ctypes.byref(pid)))
+        _check(self._lib, self._lib.hcomm_connect_timeout(self._handle(), a, ms, ctypes.byref(pid)))
         return Peer(self, pid.value, addr)
 
     @property
@@ -429,15 +489,17 @@ class Engine:
         """Where host memory mem (a HostBuffer, a Registration or a view of
         one) lies in the window this engine exports: a peer that connects
         from now on reaches it at peer.at(offset, n)."""
+        self._mine(mem, "remote_offset")
         off = ctypes.c_uint64()
         _check(self._lib, self._lib.hcomm_remote_offset(self._handle(), mem.ptr, ctypes.byref(off)))
         return off.value
 
     # transfers
     def _prepare(self, t, src, dst, nbytes, callback):
-        if nbytes is None:
-            nbytes = min(src.nbytes, dst.nbytes)
-        fut = Transfer(self, nbytes, callback)
+        self._mine(src, "submit: src")
+        self._mine(dst, "submit: dst")
+        nbytes = min(src.nbytes, dst.nbytes) if nbytes is None else _args.integer(nbytes, "submit: nbytes")
+        fut = Transfer(self, nbytes, _args.callback(callback))
         with _pending_lock:
             key = next(_keys)
             _pending[key] = (self, fut)
@@ -452,9 +514,10 @@ class Engine:
         returns a Transfer future. callback(transfer) runs once, on an
         engine thread, when it ends; what it raises is logged and kept in
         engine.callback_errors (close() raises CallbackError)."""
+        h = self._handle()
         t = _lib.TransferStruct()
         fut, key = self._prepare(t, src, dst, nbytes, callback)
-        rc = self._lib.hcomm_submit_transfer(self._handle(), ctypes.byref(t))
+        rc = self._lib.hcomm_submit_transfer(h, ctypes.byref(t))
         if rc < 0:
             with _pending_lock:
                 _pending.pop(key, None)
@@ -468,15 +531,32 @@ class Engine:
         first: one invalid entry and none is submitted. QueueFull when the
         queue filled up: the futures of the prefix that went are in
         err.submitted."""
-        n = len(transfers)
+        h = self._handle()
+        try:
+            entries = [tuple(tr) for tr in transfers]
+        except TypeError:
+            raise InvalidArgument("hcomm: submit_batch: want a list of (src, dst[, nbytes[, callback]])") from None
+        n = len(entries)
+        for i, tr in enumerate(entries):
+            if not 2 <= len(tr) <= 4:
+                raise InvalidArgument(f"hcomm: submit_batch: entry {i} has {len(tr)} items: want (src, dst[, nbytes"
+                                      f"[, callback]])")
+        if n > _BATCH_MAX:
+            raise InvalidArgument(f"hcomm: submit_batch: {n} entries: at most {_BATCH_MAX}")
         arr = (_lib.TransferStruct * n)()
         futs, keys = [], []
-        for i, tr in enumerate(transfers):
-            src, dst, nbytes, cb = (tuple(tr) + (None, None))[:4]
-            f, k = self._prepare(arr[i], src, dst, nbytes, cb)
-            futs.append(f)
-            keys.append(k)
-        rc = self._lib.hcomm_submit_batch(self._handle(), arr, n)
+        try:
+            for i, tr in enumerate(entries):
+                src, dst, nbytes, cb = (tr + (None, None))[:4]
+                f, k = self._prepare(arr[i], src, dst, nbytes, cb)
+                futs.append(f)
+                keys.append(k)
+        except BaseException:
+            with _pending_lock:
+                for k in keys:
+                    _pending.pop(k, None)
+            raise
+        rc = self._lib.hcomm_submit_batch(h, arr, n)
         for i, f in enumerate(futs):
             f.id = arr[i].id
         if rc < 0:
@@ -510,8 +590,8 @@ class Engine:
         CallbackError if a callback raised."""
         if self._h is None:
             return
+        ms = _args.timeout_ms(timeout)
         h, self._h = self._h, None
-        ms = -1 if timeout is None else int(timeout * 1000)
         rc = self._lib.hcomm_finalize_timeout(h, ms)
         for b in self._host.values():
             b._freed = True

@@ -92,13 +92,14 @@ _lib = None
 
 def candidates(path=None):
     """Where the library is looked for, in order: path, $HCOMM_LIBRARY,
-    pkg-config's libdir for hcomm, then the dynamic loader's search."""
-    out = []
+    pkg-config's libdir for hcomm, then the dynamic loader's search. A
+    generator: pkg-config and find_library (processes of their own) run
+    only when the candidates before them did not load."""
     if path:
-        out.append(os.fspath(path))
+        yield os.fspath(path)
     env = os.environ.get("HCOMM_LIBRARY")
     if env:
-        out.append(env)
+        yield env
     if shutil.which("pkg-config"):
         try:
             libdir = subprocess.run(
@@ -106,14 +107,13 @@ def candidates(path=None):
                 capture_output=True, text=True, timeout=10, check=True,
             ).stdout.strip()
             if libdir:
-                out.append(os.path.join(libdir, SONAME))
+                yield os.path.join(libdir, SONAME)
         except (OSError, subprocess.SubprocessError):
             pass
-    out.append(SONAME)
+    yield SONAME
     found = ctypes.util.find_library("hcomm")
     if found:
-        out.append(found)
-    return out
+        yield found
 
 
 def load(path=None):
@@ -126,6 +126,10 @@ def load(path=None):
         if _lib is not None:
             return _lib
         errors = []
+        if path is not None and not isinstance(path, (str, bytes, os.PathLike)):
+            from .errors import InvalidArgument
+
+            raise InvalidArgument(f"hcomm: library {path!r}: want a path")
         for c in candidates(path):
             try:
                 lib = ctypes.CDLL(c, use_errno=True)

@@ -46,9 +46,9 @@ import threading
 import weakref
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from . import _dlpack, _lib
+from . import _args, _dlpack, _lib
 from ._engine import DEV_ADDR_BASE, DeviceBuffer, Engine, Region
-from .errors import BadHandle, Busy, HcommError, InvalidArgument, NotSupported, error_for
+from .errors import BadHandle, Busy, HcommError, InvalidArgument, NoDevice, NotSupported, PermissionDenied, error_for
 
 log = logging.getLogger("hcomm.data")
 
@@ -57,6 +57,8 @@ __all__ = ["Loader", "Shard", "DeviceBatch", "ALIGN"]
 ALIGN = 4096  # what O_DIRECT needs of addresses, lengths and file offsets
 _MAX_READ = 16 << 20  # the longest read one transfer makes (adjacent records are merged up to it)
 _WAIT_MS = 60_000  # a read that takes longer than this is reported as stalled
+_MAX_COUNT = 1 << 20  # the most records per batch, batches ahead or kept
+_MAX_RECORD = 1 << 40  # the largest record
 _MIN_POOL = 64 << 10  # the engine's smallest pool (engine.MinPoolSize)
 _DEV_CHUNK = 4 << 20  # the longest host-to-device transfer (below the mock device's 16 MiB MAX_LEN)
 
@@ -90,7 +92,7 @@ class _File:
         self._lib = lib
         h, size, granted = _lib.handle_t(), ctypes.c_uint64(), ctypes.c_uint32()
         flags = _lib.HCOMM_FILE_DIRECT if direct else 0
-        rc = lib.hcomm_open_file(ctypes.byref(h), shard.path.encode(), flags, depth, ctypes.byref(size),
+        rc = lib.hcomm_open_file(ctypes.byref(h), _args.path(shard.path, "hcomm.data: shard"), flags, depth, ctypes.byref(size),
                                  ctypes.byref(granted))
         if rc < 0:
             raise _fail(error_for(rc, f"hcomm.data: shard {shard.path}: {lib.hcomm_last_error().decode(errors='replace')}"),
@@ -219,24 +221,39 @@ def _npy_header(path: str) -> Tuple[str, Tuple[int, ...], int]:
         raise InvalidArgument(f"hcomm.data: {path}: Fortran-order array: records must be rows (C order)")
     if not shape:
         raise InvalidArgument(f"hcomm.data: {path}: a 0-d array has no records")
+    if any(x < 0 for x in shape) or any(x == 0 for x in shape[1:]):
+        raise InvalidArgument(f"hcomm.data: {path}: shape {shape}: want sizes > 0 (records of at least one byte)")
     return descr, shape, start + hlen
 
 
 def _itemsize(descr: str) -> int:
+    kind = descr[1:2] if descr[:1] in "<>|=" else descr[:1]
     try:
-        return int(descr[2:]) if descr[:1] in "<>|=" else int(descr[1:])
+        n = int(descr[2:]) if descr[:1] in "<>|=" else int(descr[1:])
     except ValueError:
-        raise InvalidArgument(f"hcomm.data: dtype {descr!r}: want a fixed-size one such as '<f4'") from None
+        n = 0
+    # Not "O" (an object array over raw bytes would read them as pointers).
+    if not kind or kind not in "biufcSUV" or n < 1:
+        raise InvalidArgument(f"hcomm.data: dtype {descr!r}: want a fixed-size, non-object one such as '<f4'")
+    return n * (4 if kind == "U" else 1)
 
 
 def _list_files(files: Union[PathLike, Sequence[PathLike]]) -> List[str]:
-    if isinstance(files, (str, os.PathLike)):
-        p = os.fspath(files)
-        if os.path.isdir(p):
-            names = sorted(n for n in os.listdir(p) if not n.startswith("."))
-            return [os.path.join(p, n) for n in names]
-        return [p]
-    return [os.fspath(f) for f in files]
+    try:
+        if isinstance(files, (str, bytes, os.PathLike)):
+            p = os.fsdecode(files)
+            if os.path.isdir(p):
+                try:
+                    names = sorted(n for n in os.listdir(p) if not n.startswith("."))
+                except PermissionError as e:
+                    raise _fail(PermissionDenied(f"hcomm.data: {p}: {e}"), p) from None
+                except OSError as e:
+                    raise _fail(NoDevice(f"hcomm.data: {p}: {e}"), p) from None
+                return [os.path.join(p, n) for n in names]
+            return [p]
+        return [os.fsdecode(f) for f in files]
+    except TypeError:
+        raise InvalidArgument(f"hcomm.data: files {files!r}: want a directory, a path or a list of paths") from None
 
 
 class Loader:
@@ -290,21 +307,26 @@ class Loader:
                  seed: int = 0, epochs: int = 1, drop_last: bool = False, format: str = "numpy",
                  return_ids: bool = False, direct: bool = True, on_error: str = "raise", debug: bool = False,
                  device: Union[None, str, Engine, Tuple[Engine, int]] = None, library: Optional[str] = None):
-        if batch_size < 1 or prefetch < 0 or keep < 0 or epochs < 0:
-            raise InvalidArgument(f"hcomm.data: batch_size {batch_size}, prefetch {prefetch}, keep {keep}, "
-                                  f"epochs {epochs}: want batch_size >= 1 and the others >= 0")
-        if format not in ("numpy", "torch"):
-            raise InvalidArgument(f"hcomm.data: format {format!r}: want 'numpy' or 'torch'")
-        if on_error not in ("raise", "skip"):
-            raise InvalidArgument(f"hcomm.data: on_error {on_error!r}: want 'raise' or 'skip'")
+        batch_size = _args.integer(batch_size, "hcomm.data: batch_size", 1, _MAX_COUNT)
+        prefetch = _args.integer(prefetch, "hcomm.data: prefetch", 0, _MAX_COUNT)
+        keep = _args.integer(keep, "hcomm.data: keep", 0, _MAX_COUNT)
+        epochs = _args.integer(epochs, "hcomm.data: epochs", 0, _args.I64)
+        seed = _args.integer(seed, "hcomm.data: seed", -_args.I64 - 1, _args.U64)
+        if memory_budget is not None:
+            memory_budget = _args.integer(memory_budget, "hcomm.data: memory_budget", 0, _args.I64)
+        if record_size is not None:
+            record_size = _args.integer(record_size, "hcomm.data: record_size", 1, _MAX_RECORD)
+        _args.choice(format, ("numpy", "torch"), "hcomm.data: format")
+        _args.choice(on_error, ("raise", "skip"), "hcomm.data: on_error")
         self._dev_engine: Optional[Engine] = None
         self._dev_target = 0
         if device is not None:
             if isinstance(device, tuple) and len(device) == 2 and isinstance(device[0], Engine):
-                self._dev_engine, self._dev_target = device[0], int(device[1])
+                self._dev_engine = device[0]
+                self._dev_target = _args.integer(device[1], "hcomm.data: device target", 0, _args.U32)
             elif isinstance(device, Engine):
                 self._dev_engine = device
-            elif device != "mock":
+            elif not (isinstance(device, str) and device == "mock"):
                 raise InvalidArgument(f"hcomm.data: device {device!r}: want None, 'mock', an Engine or "
                                       f"(Engine, target index)")
             if self._dev_engine is not None and self._dev_engine.closed:
@@ -332,11 +354,16 @@ class Loader:
                       "opened": 0, "opened_direct": 0, "device_copies": 0}
 
         if record_size is not None:
-            if record_size <= 0:
-                raise InvalidArgument(f"hcomm.data: record_size {record_size}: want > 0")
             self._descr = _descr(dtype)
             item = _itemsize(self._descr)
-            self._shape = tuple(shape) if shape is not None else (record_size // item,)
+            if shape is None:
+                self._shape = (record_size // item,)
+            else:
+                try:
+                    dims = list(shape)
+                except TypeError:
+                    raise InvalidArgument(f"hcomm.data: shape {shape!r}: want a sequence of sizes") from None
+                self._shape = tuple(_args.integer(d, "hcomm.data: shape", 1, _MAX_RECORD) for d in dims)
             if _prod(self._shape) * item != record_size:
                 raise InvalidArgument(f"hcomm.data: shape {self._shape} of {dtype} is not record_size {record_size} bytes")
         else:
@@ -346,6 +373,7 @@ class Loader:
         self.shards: List[Shard] = []
         first = 0
         for path in _list_files(files):
+            _args.path(path, "hcomm.data: shard")
             try:
                 sh = self._probe(path, first)
             except HcommError as e:
@@ -417,7 +445,7 @@ class Loader:
     def order(self, epoch: int) -> List[Tuple[int, int]]:
         """The (shard, row) pairs of an epoch in the order they are
         handed out: a function of seed and epoch alone."""
-        return list(self._order(epoch))
+        return list(self._order(_args.integer(epoch, "hcomm.data: order: epoch", 0, _args.I64)))
 
     def _order(self, epoch: int) -> Iterator[Tuple[int, int]]:
         # order(epoch), one shard's rows at a time (an iteration holds no

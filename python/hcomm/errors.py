@@ -132,6 +132,9 @@ BY_CODE = {
 
 
 def error_for(code, message):
-    """The exception for a negative code."""
+    """The exception for a negative code (InvalidArgument is raised for
+    a code that is not an int)."""
+    if isinstance(code, bool) or not isinstance(code, int):
+        raise InvalidArgument(f"hcomm: error_for: code {code!r}: want an int")
     cls = BY_CODE.get(code, HcommError)
     return cls(message, code)

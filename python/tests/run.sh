@@ -11,7 +11,8 @@
 # the install into $PYTHON's venv has been checked), and say so.
 #
 # "run.sh bench" (make python-bench) runs python/bench/loader_bench.py the
-# same way instead of the tests (it needs numpy and torch).
+# same way instead of the tests (it needs numpy and torch); "run.sh fuzz"
+# (make fuzz-python) runs python/tests/fuzz_args.py for $FUZZTIME.
 #
 # Environment: PYTHON, HCOMM_LIBRARY (the library the tests use), VENV (the
 # directory of the venvs; default bin/python-test), PYTEST_ARGS, BENCH_ARGS.
@@ -38,6 +39,7 @@ venv "$VENV/venv" "$PY"
 TESTPY=$VENV/venv/bin/python
 NEED=pytest
 [ "${1:-}" = bench ] && NEED="numpy, torch"
+[ "${1:-}" = fuzz ] && NEED=numpy
 if ! "$TESTPY" -c "import $NEED" 2>/dev/null; then
 	if [ -z "${PYTHON:-}" ] && [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import $NEED" 2>/dev/null; then
 		echo "python-test: $PY has no $NEED; running with /usr/bin/python3's (Debian's python3-* packages)"
@@ -49,6 +51,9 @@ if ! "$TESTPY" -c "import $NEED" 2>/dev/null; then
 	fi
 fi
 cd "$VENV"
+if [ "${1:-}" = fuzz ]; then
+	exec "$TESTPY" "$ROOT/python/tests/fuzz_args.py" --time "${FUZZTIME:-10s}"
+fi
 if [ "${1:-}" = bench ]; then
 	# shellcheck disable=SC2086 # BENCH_ARGS is a list of words
 	exec "$TESTPY" "$ROOT/python/bench/loader_bench.py" ${BENCH_ARGS:-}
