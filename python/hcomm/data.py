@@ -470,6 +470,8 @@ class Loader:
         return self.batches_per_epoch() * self.epochs
 
     def _plan(self) -> Iterator[Tuple[int, List[Tuple[int, int]]]]:
+        if self.batches_per_epoch() == 0:
+            return  # every epoch empty (drop_last, fewer records than a batch): not epochs x nothing
         for e in range(self.epochs):
             o = self._order(e)
             while True:

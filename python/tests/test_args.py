@@ -38,3 +38,13 @@ def test_bad_engine_arguments():
         with pytest.raises(hcomm.InvalidArgument):
             hcomm.Engine(**kw)
 
+
+
+def test_loader_with_no_whole_batch_and_many_epochs_ends(tmp_path):
+    # fuzz_args.py seed 101: drop_last with fewer records than a batch looped over 2^44 empty epochs.
+    from hcomm import data
+
+    p = tmp_path / "r.bin"
+    p.write_bytes(bytes(3 * 4096))
+    with data.Loader([str(p)], record_size=4096, batch_size=32, drop_last=True, epochs=1 << 44) as L:
+        assert list(L) == []
