@@ -327,7 +327,7 @@ class Worker:
             b.free()
         finally:
             if b._freed:  # the buffer stays in the list: a freed handle for later calls
-                self.views = [v for v in self.views if v.base is not b]
+                self.views = [v for v in self.views if getattr(v, "base", None) is not b]
 
     def op_view(self):
         m = self.pick(self.host + self.dev + self.regs + self.views)
