@@ -212,7 +212,7 @@ VM_PKGS ?= ./hugepage/... ./ring/... ./engine ./trace ./cmd/hcomm-trace ./vfio .
 # Debian's qemu-system-arm, TCG), with the packages that build for linux/arm64
 # so far (VM_PKGS_ARM64); test-vm-arm64 runs that when qemu-system-aarch64 is
 # installed and says so otherwise.
-VM_PKGS_ARM64 ?= ./hugepage/... ./ring/... ./vfio/hdma ./backend/nvme
+VM_PKGS_ARM64 ?= ./hugepage/... ./ring/... ./vfio ./vfio/hdma ./backend/nvme
 ARCH ?= amd64
 VM_ARCH = $(if $(filter arm64,$(ARCH)),arm64,amd64)
 
