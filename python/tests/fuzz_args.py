@@ -89,6 +89,9 @@ class Worker:
         self.seed, self.deadline, self.max_ops = seed, time.monotonic() + seconds, max_ops
         self.trace = open(trace_path, "w", buffering=1) if trace_path else None
         self.tmp = tempfile.mkdtemp(prefix="hcomm-fuzz-")
+        # A path that cannot exist and cannot be created (its directory is
+        # missing): the fuzzer runs as root and must not write outside tmp.
+        self.missing = os.path.join(self.tmp, "missing-dir", "x")
         self.engines, self.host, self.dev, self.regs, self.views, self.peers = [], [], [], [], [], []
         self.transfers, self.loaders, self.keep = [], [], []
         self.ops = 0
@@ -267,7 +270,7 @@ class Worker:
             kw["dev_mem_size"] = self.bounded(r.choice((0, 1 << 20, self.anyint(), self.anyval())))
         if target == "file" or r.random() < 0.15:
             kw["path"] = r.choice([os.path.join(self.tmp, f"target-{r.randrange(4)}.bin"), self.shards["subdir"],
-                                   "/nonexistent/x", "", "a\0b", "\udcff", b"/tmp/x", 5, None, "0000:00:00.0",
+                                   self.missing, "", "a\0b", "\udcff", os.fsencode(os.path.join(self.tmp, "target-b.bin")), 5, None, "0000:00:00.0",
                                    "127.0.0.1:0", "300.1.1.1:1", ":::"])
         if target == "remote":
             kw.setdefault("path", r.choice([None, "127.0.0.1:0"]))
@@ -421,7 +424,7 @@ class Worker:
             return
         r = self.r
         t = r.choice(["mock", "memory", "file", "vfio", "remote", "x", None, 1])
-        path = r.choice([None, None, os.path.join(self.tmp, f"t{r.randrange(3)}.bin"), "/nonexistent", "a\0",
+        path = r.choice([None, None, os.path.join(self.tmp, f"t{r.randrange(3)}.bin"), self.missing, "a\0",
                          self.anyval()])
         dm = self.bounded(r.choice((0, 1 << 20, self.anyint(), self.anyval())))
         self.log("add_target", t, path, dm)
@@ -539,11 +542,11 @@ class Worker:
             files = sh["dir"]
         elif k < 0.5:
             files = r.sample(sh["files"], r.randrange(1, 4)) + r.choice([[], [sh["odd"]], [sh["empty"]],
-                                                                          [sh["subdir"]], ["/nonexistent"]])
+                                                                          [sh["subdir"]], [self.missing]])
         elif k < 0.75:
             files = r.sample(sh["npy"], r.randrange(1, 3))
         else:
-            files = r.choice([[], "", "/nonexistent", b"/tmp", sh["subdir"], [5], 5, None, ["a\0b"], ["\udcff"],
+            files = r.choice([[], "", self.missing, os.fsencode(self.tmp), sh["subdir"], [5], 5, None, ["a\0b"], ["\udcff"],
                               self.anyval()])
         kw = {}
         npy = isinstance(files, list) and files and all(str(f).endswith(".npy") for f in files)
