@@ -60,7 +60,7 @@ static int child(void)
 
 int main(int argc, char **argv)
 {
-	char buf[100], path[4096], copy[4096];
+	char buf[100], path[4096], copy[4096], missing[4096];
 	int fd, out, devnull, p[2], status;
 	loff_t off = 0;
 	pid_t pid;
@@ -73,6 +73,7 @@ int main(int argc, char **argv)
 		return 2;
 	snprintf(path, sizeof(path), "%s/data", argv[1]);
 	snprintf(copy, sizeof(copy), "%s/copy", argv[1]);
+	snprintf(missing, sizeof(missing), "%s/missing-dir/x", argv[1]); /* ENOENT whatever / holds */
 	memset(buf, 'a', sizeof(buf));
 
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
@@ -89,7 +90,7 @@ int main(int argc, char **argv)
 		if (read(fd, buf, sizeof(buf)) != sizeof(buf))
 			return 6;
 	for (int i = 0; i < 4; i++)
-		if (access("/nonexistent/hcomm-trace-test", F_OK) == 0)
+		if (access(missing, F_OK) == 0)
 			return 7;
 	if (access(path, R_OK) != 0)
 		return 8;
