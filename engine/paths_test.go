@@ -345,9 +345,17 @@ func TestAddRemoveBackend(t *testing.T) {
 	if _, err := e.SubmitContext(ctx, engine.Transfer{Src: engine.Host(a), Dst: dev.DeviceAt(0), Len: 4096}); !errors.Is(err, engine.ErrBadTransfer) {
 		t.Fatalf("Submit with the stale Target: %v, want ErrBadTransfer", err)
 	}
-	id, err := e.SubmitContext(ctx, engine.Transfer{Src: engine.Host(a), Dst: dev2.DeviceAt(0), Len: 4096})
+	// A callback again, not Wait: the memory transfers beside may reuse
+	// its slot before a Wait looks at it (ErrStaleID, as documented).
+	res := make(chan error, 1)
+	_, err = e.SubmitContext(ctx, engine.Transfer{Src: engine.Host(a), Dst: dev2.DeviceAt(0), Len: 4096, Callback: func(r engine.Result) { res <- r.Err }})
 	must(t, err)
-	must(t, e.Wait(ctx, id))
+	select {
+	case err := <-res:
+		must(t, err)
+	case <-ctx.Done():
+		t.Fatalf("the transfer to the re-added backend never completed: %v", ctx.Err())
+	}
 	close(stop)
 	wg.Wait()
 	must(t, e.Drain(ctx))
