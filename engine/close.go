@@ -106,11 +106,19 @@ func (e *Engine) finishClose(ctx context.Context, drainErr error) error {
 	e.runPending()
 	end := e.tearDownStaging()
 	batch := e.cancelOutstanding(end)
+	canceled := 0
+	for _, c := range batch {
+		if c.Status == backend.StatusCanceled {
+			canceled++
+		}
+	}
 	e.runCallbacks(batch)
 	e.released.Store(end)
 	e.notify()
-	if drainErr != nil {
-		e.log.Info("engine: close canceled in-flight transfers", "reason", drainErr)
+	if drainErr != nil && canceled > 0 {
+		// drainErr alone is no news: Close's context has always ended, and
+		// what had completed by then got its real result above.
+		e.log.Info("engine: close canceled in-flight transfers", "canceled", canceled, "reason", drainErr)
 	}
 	var err error
 	if held := e.outstanding(); held > 0 {

@@ -86,6 +86,18 @@ func TestFileTarget(t *testing.T) {
 			t.Fatalf("direct=%v: write batch: %d, %v", direct, n, err)
 		}
 		must(t, e.Drain(ctx))
+		// The file holds what was written, read through another descriptor
+		// (buffered: the kernel invalidates cached pages an O_DIRECT write
+		// covers), not only what the engine's own read path returns.
+		onDisk, err := os.ReadFile(f.Name())
+		must(t, err)
+		if !bytes.Equal(onDisk, src.Bytes()) {
+			t.Fatalf("direct=%v: the file holds %d bytes, not the %d written (first difference at %d)",
+				direct, len(onDisk), len(src.Bytes()), firstDiff(onDisk, src.Bytes()))
+		}
+		for i := range dst.Bytes() {
+			dst.Bytes()[i] = 0xa5
+		}
 		id, err := e.Submit(engine.Transfer{Src: engine.FileAt(0), Dst: engine.Host(dst), Len: 64 << 10})
 		must(t, err)
 		must(t, e.Wait(ctx, id))
@@ -122,4 +134,15 @@ func TestFileTarget(t *testing.T) {
 			t.Errorf("file target to device: %v", err)
 		}
 	}
+}
+
+// firstDiff is the first index where a and b differ (the shorter length
+// when one is a prefix of the other).
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }

@@ -432,13 +432,15 @@ func (b *Backend) Outstanding() int { return b.q.Outstanding() }
 // ReadyFD implements backend.Backend: the queue's MSI eventfd.
 func (b *Backend) ReadyFD() (int, bool) { return b.q.EventFD(), true }
 
-// Cancel implements backend.Backend: it resets the device, which completes
-// what it has in flight with status 4 (reported as canceled), and collects
-// everything it wrote.
+// Cancel implements backend.Backend: it quiesces the device (a reset, which
+// completes what the device has in flight with status 4), collects
+// everything it wrote and fails, as canceled, what it never saw — such as
+// descriptors published after the device had reset itself. A device that
+// does not reset keeps what it holds (it may still write there).
 func (b *Backend) Cancel(out []backend.Completion) int {
 	if b.q.Outstanding() > 0 {
-		if err := b.drv.Reset(); err != nil {
-			b.log.Warn("hdmadev: close: device reset", "err", err)
+		if err := b.drv.Quiesce(); err != nil {
+			b.log.Warn("hdmadev: close: device reset failed; its transfers stay outstanding", "err", err, "outstanding", b.q.Outstanding())
 		}
 	}
 	n := 0

@@ -311,6 +311,29 @@ func (d *Driver) Recover() error {
 	return nil
 }
 
+// Quiesce stops the device for good before its memory is released: it
+// resets the device (which completes what it can with status 4), collects
+// every completion the device wrote and fails every descriptor still
+// outstanding with ErrDeviceReset, exactly once — among them descriptors
+// the host published after the device had reset itself and which it will
+// therefore never fetch. The completions come out of the queues' next Reap
+// calls; the device stays disabled (Enable brings it back). If the reset
+// fails, nothing is failed: the device may still own those descriptors.
+func (d *Driver) Quiesce() error {
+	if d.closed {
+		return fmt.Errorf("hdma: quiesce: driver %w", ErrClosed)
+	}
+	if err := d.Reset(); err != nil {
+		return fmt.Errorf("hdma: quiesce: %w", nested(err))
+	}
+	for _, q := range d.queues {
+		if q != nil {
+			q.abort()
+		}
+	}
+	return nil
+}
+
 // Close resets the device, unroutes its interrupts and closes the queues'
 // eventfds. It does not fail outstanding descriptors itself: the reset
 // completes with status 4 what the device had been given (where its

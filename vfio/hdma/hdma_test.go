@@ -424,6 +424,40 @@ func TestDeviceResetRecover(t *testing.T) {
 	must(t, r.drv.Healthy())
 }
 
+// TestQuiesceAfterDeviceReset: a descriptor published after the device reset
+// itself (before the host reaped that) is never fetched; Quiesce fails it
+// and the one the device completed comes out with its own status, each
+// exactly once.
+func TestQuiesceAfterDeviceReset(t *testing.T) {
+	r := newRig(t, mock.Config{}, hdma.Config{}, 1, 64)
+	q := r.qs[0]
+	must(t, r.dev.InjectFault(mock.Fault{Kind: mock.FaultReset, Nth: 1}))
+	desc := func(user uint64) hdma.Desc {
+		return hdma.Desc{Op: hdma.OpH2D, Len: 128, Src: iova(dataOff), Dst: 0, User: user}
+	}
+	r.submit(q, desc(1))
+	for deadline := time.Now().Add(10 * time.Second); r.dev.Counters().InjectedResets == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the injected reset did not fire")
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	r.submit(q, desc(2)) // the host has not reaped the reset yet
+	must(t, r.drv.Quiesce())
+	if n := q.Outstanding(); n != 2 {
+		t.Fatalf("outstanding after Quiesce: %d, want the 2 failed completions still to reap", n)
+	}
+	for i, c := range r.reap(q, 2) {
+		if c.User != uint64(i+1) || !errors.Is(c.Err, hdma.ErrDeviceReset) {
+			t.Errorf("completion %d: %+v, want user %d with ErrDeviceReset", i, c, i+1)
+		}
+	}
+	var out [4]hdma.Completion
+	if n := q.Reap(out[:]); n != 0 || q.Outstanding() != 0 {
+		t.Errorf("after reaping both: %d more completions, %d outstanding", n, q.Outstanding())
+	}
+}
+
 // TestFatalRecover: a fatal fault (completion ring unmapped) is reported by
 // Healthy with FAULT_ADDR, and Recover brings the device back.
 func TestFatalRecover(t *testing.T) {
