@@ -14,6 +14,7 @@ import (
 
 	"github.com/hcomm-go/hcomm/backend/uringfile"
 	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/hugepage"
 	"github.com/hcomm-go/hcomm/internal/span"
 )
 
@@ -83,7 +84,11 @@ func openFile(path string, flags, depth uint32, invoke invokeFunc) (_ *state, si
 		s.closeFile()
 		return nil, 0, 0, failErr(err)
 	}
-	c := config{Target: targetFile, PoolSize: engine.MinPoolSize, QueueDepth: depth, Align: fileAlign}
+	// Its pool is in 4 KiB pages: nothing reads into it (transfers use
+	// registered memory), and with the default backings a 64 KiB pool
+	// would take a whole 2 MiB hugetlb page, pinned, per open file.
+	c := config{Target: targetFile, PoolSize: engine.MinPoolSize, QueueDepth: depth, Align: fileAlign,
+		Backings: []hugepage.Backing{hugepage.Backing4K}}
 	if code, err := c.check(); err != nil {
 		s.closeFile()
 		return nil, 0, 0, fail(code, "hcomm_open_file(%s): %v", path, err)

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"unsafe"
+
+	"github.com/hcomm-go/hcomm/hugepage"
 )
 
 // TestOpenFile: a read handle over an existing file reads any aligned
@@ -47,6 +49,11 @@ func TestOpenFile(t *testing.T) {
 		}
 		if !direct && granted != 0 {
 			t.Errorf("granted %#x without asking", granted)
+		}
+		// Its own pool is in 4 KiB pages (a 64 KiB pool must not take a
+		// 2 MiB hugetlb page per open file).
+		if b := f.eng.Backing(); b != hugepage.Backing4K {
+			t.Errorf("direct=%v: the read handle's pool is %v, want %v", direct, b, hugepage.Backing4K)
 		}
 		if c := f.registerHost(unsafe.Pointer(&mem[0]), 4*fileAlign); c != codeOK {
 			t.Fatalf("registerHost: %d", c)

@@ -371,7 +371,8 @@ int hcomm_finalize_timeout(hcomm_handle_t h, int timeout_ms);
  * HCOMM_TARGET_FILE is. Its device space is the whole file: device address
  * HCOMM_DEV_ADDR_BASE + k is byte k of the file, for k below the size
  * rounded up to 4096; no hcomm_alloc_dev_mem is needed. Its own pool is the
- * smallest there is: read into memory registered with it
+ * smallest there is (64 KiB, in 4 KiB pages: never a hugetlb page, so an
+ * open file costs at most 64 KiB of it): read into memory registered with it
  * (hcomm_register_host_mem), e.g. a block of another handle's pool (made
  * with align_size 4096), so that many files read into one pool:
  *

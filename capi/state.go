@@ -20,6 +20,7 @@ import (
 	"github.com/hcomm-go/hcomm/backend/ucx"
 	"github.com/hcomm-go/hcomm/backend/uringfile"
 	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/hugepage"
 	"github.com/hcomm-go/hcomm/internal/span"
 	"github.com/hcomm-go/hcomm/vfio"
 	"github.com/hcomm-go/hcomm/vfio/mock"
@@ -56,6 +57,9 @@ type config struct {
 	Flags      uint32 // HCOMM_REMOTE_* (the C field that was "reserved")
 	Path       string
 	DevMemSize uint64
+	// Backings is the pool's backing preference (nil: the engine's
+	// default); set in Go only, by hcomm_open_file (not a C field).
+	Backings []hugepage.Backing
 }
 
 // detail receives the message of a failed call for hcomm_last_error (set
@@ -285,7 +289,8 @@ func (s *state) openEngine(c config, be backend.Backend) (int32, error) {
 	s.eng, err = engine.Open(engine.Config{
 		Backend:  be,
 		PoolSize: int64(c.PoolSize), QueueDepth: int(c.QueueDepth), Alignment: int(c.Align),
-		Logger: logger,
+		Backings: c.Backings,
+		Logger:   logger,
 	})
 	if err != nil {
 		return noDevice(codeOf(err)), err
