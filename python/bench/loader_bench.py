@@ -260,6 +260,9 @@ def main(argv=None):
             # Sampled during the epoch only: not while the child starts (its
             # pkg-config and ldconfig children, vforked, show the child's
             # own memory as theirs until they exec).
+            errs = []
+            drain = threading.Thread(target=lambda: errs.append(p.stderr.read()), daemon=True)
+            drain.start()
             mem = Memory(p.pid)
             for line in p.stdout:
                 if line.strip() == "epoch":
@@ -271,9 +274,17 @@ def main(argv=None):
             mem.stop.set()
             if mem.is_alive():
                 mem.join()
-            stdout, stderr = p.communicate()
+            # The rest through the same buffered file object (the loops
+            # above may have read the result line ahead into its buffer,
+            # which communicate(), reading the descriptor, would miss).
+            stdout = p.stdout.read()
+            p.wait()
+            drain.join()
+            stderr = "".join(errs)
             if p.returncode:
                 raise SystemExit(f"{m}: exit status {p.returncode}\n{stderr}")
+            if not stdout.strip():
+                raise SystemExit(f"{m}: no result line\n{stderr}")
             r = json.loads(stdout.strip().splitlines()[-1])
             r["rss_kib"], r["pss_kib"], r["at_peak"], r["procs"] = mem.rss, mem.pss, mem.at_peak, mem.procs
             b = r["before"]
