@@ -1,8 +1,10 @@
 """Engine, buffers and transfers over libhcomm (ctypes)."""
 
 import asyncio
+import collections
 import concurrent.futures
 import ctypes
+import errno as _errno
 import functools
 import itertools
 import logging
@@ -24,6 +26,10 @@ REMOTE_PEER_SHIFT = 44
 REMOTE_MAX_OFFSET = 1 << REMOTE_PEER_SHIFT
 REMOTE_MAX_PEER = 0xFFFF
 HCOMM_REMOTE_SHM = 1
+# hcomm_notify_addr(peer) = NOTIFY_ADDR_BASE | peer << 44: a transfer there of at
+# most NOTIFY_MAX bytes is a notification.
+NOTIFY_ADDR_BASE = 0x7000000000000000
+NOTIFY_MAX = _lib.NOTIFY_MAX
 PAGE_SIZE = mmap.PAGESIZE
 
 
@@ -179,6 +185,16 @@ class Peer:
         nbytes = _args.integer(nbytes, f"peer {self.id}: at: nbytes", 1, _args.U64)
         return RemoteRegion(self, offset, nbytes)
 
+    @property
+    def notification(self):
+        """The peer's notification address (a NotifyAddress), a transfer's
+        destination: at most NOTIFY_MAX (256) bytes of host memory sent
+        there are a message the peer's application takes with
+        wait_notification, after every put submitted to the peer before it
+        is in the peer's memory (Engine.notify and submit(..., notify=msg)
+        send one)."""
+        return NotifyAddress(self)
+
     def disconnect(self):
         """Closes the connection: transfers in flight to it fail with
         PeerGone, later ones are refused with it."""
@@ -197,6 +213,38 @@ class RemoteRegion(_Memory):
 
     def __len__(self):
         return self.nbytes
+
+
+class NotifyAddress(_Memory):
+    """A peer's notification address (Peer.notification): the destination
+    of a notification, at most NOTIFY_MAX bytes from host memory."""
+
+    def __init__(self, peer):
+        self.peer, self.nbytes = peer, NOTIFY_MAX
+        self.ptr = NOTIFY_ADDR_BASE | peer.id << REMOTE_PEER_SHIFT
+
+    def __len__(self):
+        return self.nbytes
+
+
+class Notification(tuple):
+    """A notification taken from a peer (Engine.wait_notification): .peer,
+    this engine's ID of the sender (its Peer.id where this engine
+    connected to it; a listener numbers the peers that connected to it),
+    .seq, its number among that sender's notifications to this engine
+    (from 0, in order), and .msg, the message (bytes)."""
+
+    __slots__ = ()
+
+    def __new__(cls, peer, seq, msg):
+        return tuple.__new__(cls, (peer, seq, msg))
+
+    peer = property(lambda self: self[0])
+    seq = property(lambda self: self[1])
+    msg = property(lambda self: self[2])
+
+    def __repr__(self):
+        return f"Notification(peer={self[0]}, seq={self[1]}, msg={self[2]!r})"
 
 
 def _address_of(obj):
@@ -281,6 +329,196 @@ class Transfer(concurrent.futures.Future):
         return asyncio.wrap_future(self).__await__()
 
 
+# ---- notifications ----------------------------------------------------------
+
+
+class NotificationFuture(concurrent.futures.Future):
+    """The next notification (Engine.notification_future): a
+    concurrent.futures.Future whose result is a Notification, or BadHandle
+    when the engine is closed first. Awaitable in asyncio. Futures get
+    notifications in the order they were made; cancel() (or a cancelled
+    await) withdraws it, and a notification that came as it was cancelled
+    goes to the next waiter: none is lost, none taken twice."""
+
+    def __init__(self, notifier):
+        super().__init__()
+        self._notifier = notifier
+
+    def cancel(self):
+        return self._notifier.withdraw(self)
+
+    def __await__(self):
+        return self._await().__await__()
+
+    async def _await(self):
+        try:
+            return await asyncio.shield(asyncio.wrap_future(self))
+        except BaseException:
+            self._notifier.abandon(self)
+            raise
+
+
+class _Notifier:
+    """An engine's notification waiters. One thread waits in
+    hcomm_wait_notification (no time limit: it sleeps in the library until
+    a notification comes or the engine is finalized, never polls) while
+    futures wait, and hands each notification to the oldest waiting future.
+    A future is claimed (taken off the line) under the lock that withdraw
+    (cancel, a timed-out wait) takes, and resolved after it, so that its
+    done-callbacks may call in again: a notification goes to exactly one
+    future. It keeps no notification ahead of the application but the one
+    it took as the last waiter withdrew (or one given back): the library's
+    queue (its acknowledgements to the senders) stays the backpressure. It
+    holds the library and the handle, not the Engine."""
+
+    _CLOSED = "hcomm: wait_notification: the engine was closed"
+
+    def __init__(self, lib, h):
+        self._lib, self._h = lib, h
+        self._lock = threading.Lock()
+        self._waiters = collections.deque()
+        self._ready = collections.deque()
+        self._claimed = set()  # futures taken off the line, being resolved
+        self._thread = None
+        self._closed = False
+
+    def future(self):
+        fut = NotificationFuture(self)
+        note = None
+        with self._lock:
+            if self._closed:
+                closed = True
+            else:
+                closed = False
+                if self._ready:
+                    note = self._ready.popleft()
+                else:
+                    self._waiters.append(fut)
+                    if self._thread is None:
+                        self._thread = threading.Thread(target=self._run, name="hcomm-notify", daemon=True)
+                        self._thread.start()
+        if closed:
+            fut.set_exception(error_for(-_errno.EBADF, "hcomm: wait_notification: the engine is closed"))
+        elif note is not None:
+            fut.set_result(note)
+        return fut
+
+    def poll(self):
+        """A notification that has come, or None (timeout 0: just look)."""
+        with self._lock:
+            if self._closed:
+                raise error_for(-_errno.EBADF, "hcomm: wait_notification: the engine is closed")
+            if self._ready:
+                return self._ready.popleft()
+            if self._thread is not None:
+                return None  # the thread takes whatever comes
+            n = _lib.NotificationStruct()
+            rc = self._lib.hcomm_wait_notification(self._h, ctypes.byref(n), 0)
+            if rc == -_errno.ETIMEDOUT:
+                return None
+            _check(self._lib, rc)
+            return Notification(n.peer, n.seq, bytes(n.msg[:n.size]))
+
+    def withdraw(self, fut):
+        """Cancels fut unless it has (or is getting) its notification or
+        error."""
+        with self._lock:
+            if fut.done() or fut in self._claimed:
+                return fut.cancelled()
+            try:
+                self._waiters.remove(fut)
+            except ValueError:
+                pass
+            return concurrent.futures.Future.cancel(fut)
+
+    def abandon(self, fut):
+        """Nobody will read fut: withdraw it, or give back the notification
+        it got meanwhile (to the oldest waiter, else first in line)."""
+        if self.withdraw(fut) or fut.exception() is not None:
+            return
+        self._deliver(fut.result(), front=True)
+
+    def _claim(self):
+        """(under the lock) The oldest waiting future, claimed, or None."""
+        while self._waiters:
+            w = self._waiters.popleft()
+            if not w.done():
+                self._claimed.add(w)
+                return w
+        return None
+
+    def _resolve(self, w, note=None, exc=None):
+        if exc is None:
+            w.set_result(note)
+        else:
+            w.set_exception(exc)
+        with self._lock:
+            self._claimed.discard(w)
+
+    def _deliver(self, note, front=False):
+        with self._lock:
+            w = self._claim()
+            if w is None:
+                if front:
+                    self._ready.appendleft(note)
+                else:
+                    self._ready.append(note)
+                return
+        self._resolve(w, note)
+
+    def _fail_all(self, code, msg):
+        """Every waiting future gets the error (the lock not held)."""
+        with self._lock:
+            ws = []
+            while True:
+                w = self._claim()
+                if w is None:
+                    break
+                ws.append(w)
+        for w in ws:
+            self._resolve(w, exc=error_for(code, msg))
+
+    def _run(self):
+        n = _lib.NotificationStruct()
+        while True:
+            with self._lock:
+                closed = self._closed
+                while self._waiters and self._waiters[0].done():
+                    self._waiters.popleft()
+                end = closed or not self._waiters
+                if end:
+                    self._thread = None  # the next future starts another
+            if closed:
+                self._fail_all(-_errno.EBADF, self._CLOSED)
+            if end:
+                return
+            rc = self._lib.hcomm_wait_notification(self._h, ctypes.byref(n), -1)
+            if rc == 0:
+                self._deliver(Notification(n.peer, n.seq, bytes(n.msg[:n.size])))
+                continue
+            if rc == -_errno.EBADF:
+                msg = self._CLOSED
+            else:
+                msg = self._lib.hcomm_last_error().decode(errors="replace") or self._lib.hcomm_strerror(rc).decode()
+            with self._lock:
+                self._closed = True
+                self._thread = None
+            self._fail_all(rc, msg)
+            return
+
+    def close(self):
+        """Before the handle is finalized: no new waiters, and none left
+        waiting when no thread is in the library. After it, the thread
+        (returned, if any) ends: its wait returns EBADF."""
+        with self._lock:
+            self._closed = True
+            self._ready.clear()
+            t = self._thread
+        if t is None:
+            self._fail_all(-_errno.EBADF, self._CLOSED)
+        return t
+
+
 # ---- engine -----------------------------------------------------------------
 
 _BATCH_MAX = (1 << 31) - 1  # hcomm_submit_batch's count is an int
@@ -321,6 +559,9 @@ class Engine:
         self._dev = {}
         self._regs = {}  # ptr -> Registration
         self.callback_errors = []
+        self._target = target
+        self._notifier = None
+        self._notifier_lock = threading.Lock()
 
     # context manager
     def __enter__(self):
@@ -507,13 +748,22 @@ class Engine:
         t.callback, t.user_data = _on_complete, key
         return fut, key
 
-    def submit(self, src, dst, nbytes=None, callback=None):
+    def submit(self, src, dst, nbytes=None, callback=None, notify=None):
         """Moves nbytes (default: the smaller length) from src to dst
         (HostBuffer, DeviceBuffer, Registration or a view of one, or a
         peer's RemoteRegion) and
         returns a Transfer future. callback(transfer) runs once, on an
         engine thread, when it ends; what it raises is logged and kept in
-        engine.callback_errors (close() raises CallbackError)."""
+        engine.callback_errors (close() raises CallbackError).
+
+        notify (a put to a peer only): a message (bytes, at most
+        NOTIFY_MAX) sent after the put in the same batch, as notify()
+        sends one: the peer takes it (wait_notification) once the put's
+        bytes are in its memory. The future then ends when both have: its
+        result is the put's byte count, its exception the put's error, else
+        the notification's."""
+        if notify is not None:
+            return self._submit_notified(src, dst, nbytes, callback, notify)
         h = self._handle()
         t = _lib.TransferStruct()
         fut, key = self._prepare(t, src, dst, nbytes, callback)
@@ -572,16 +822,174 @@ class Engine:
         return futs
 
     def _complete(self, fut, status):
-        if status == 0:
+        self._finish(fut, None if status == 0 else error_for(status, self._lib.hcomm_strerror(status).decode()))
+
+    def _finish(self, fut, exc):
+        """fut ends (its bytes, or exc), then its callback runs."""
+        if exc is None:
             fut.set_result(fut.nbytes)
         else:
-            fut.set_exception(error_for(status, self._lib.hcomm_strerror(status).decode()))
+            fut.set_exception(exc)
         if fut._cb is not None:
             try:
                 fut._cb(fut)
             except BaseException as e:  # noqa: BLE001 - reported, never lost
                 self.callback_errors.append(e)
                 log.exception("hcomm: transfer callback raised")
+
+    # notifications (remote target)
+    def _message(self, msg, what):
+        """(source memory, nbytes, pool block to free after, or None) of a
+        notification's message: bytes-like, copied into a pool block, or
+        host memory of this engine, used in place."""
+        if isinstance(msg, _Memory):
+            self._mine(msg, what, (HostBuffer, Registration, Region))
+            n = msg.nbytes
+            if not 1 <= n <= NOTIFY_MAX:
+                raise InvalidArgument(f"hcomm: {what}: {n} bytes: a notification is 1..{NOTIFY_MAX} bytes")
+            return msg, n, None
+        try:
+            data = memoryview(msg).cast("B")
+        except TypeError:
+            raise InvalidArgument(f"hcomm: {what}: a {type(msg).__name__}: want bytes (or host memory of this "
+                                  f"engine)") from None
+        n = data.nbytes
+        if not 1 <= n <= NOTIFY_MAX:
+            raise InvalidArgument(f"hcomm: {what}: {n} bytes: a notification is 1..{NOTIFY_MAX} bytes")
+        blk = self.alloc(n)
+        ctypes.memmove(blk.ptr, bytes(data), n)
+        return blk, n, blk
+
+    def _release(self, blk):
+        """Frees a message's pool block once its transfer ended (on an
+        engine thread; after close the pool is gone anyway)."""
+        if blk is not None and self._h is not None and not blk._freed:
+            try:
+                self._free_host(blk)
+            except HcommError:
+                pass  # the engine closed meanwhile
+
+    def notify(self, peer, msg, callback=None):
+        """Sends a notification to peer (a Peer of this engine): msg, 1 to
+        NOTIFY_MAX (256) bytes (bytes-like, copied into the pool; or host
+        memory of this engine, which must not change until it completes).
+        The peer takes it with wait_notification, notification_future or
+        next_notification after every put submitted to it before this one
+        is in its memory, in order, exactly once. Returns a Transfer that
+        completes when the peer's library has queued it; PeerGone when the
+        peer died or was disconnected first."""
+        if not isinstance(peer, Peer) or peer._eng is not self:
+            raise InvalidArgument(f"hcomm: notify: peer {peer!r}: want a Peer of this engine")
+        _args.callback(callback)
+        src, n, blk = self._message(msg, "notify: msg")
+
+        def done(t):
+            self._release(blk)
+            if callback is not None:
+                callback(t)
+
+        try:
+            return self.submit(src, peer.notification, n, done)
+        except BaseException:
+            self._release(blk)
+            raise
+
+    def _submit_notified(self, src, dst, nbytes, callback, notify):
+        if not isinstance(dst, RemoteRegion):
+            raise InvalidArgument(f"hcomm: submit: notify= with dst {type(dst).__name__}: a notification follows "
+                                  f"a put to a peer (a RemoteRegion)")
+        self._mine(src, "submit: src")
+        _args.callback(callback)
+        nbytes = min(src.nbytes, dst.nbytes) if nbytes is None else _args.integer(nbytes, "submit: nbytes")
+        msg, n, blk = self._message(notify, "submit: notify")
+        outer = Transfer(self, nbytes, callback)
+        state = {"left": 2, "exc": [None, None]}
+        lock = threading.Lock()
+
+        def part(i):
+            def done(t):
+                if i == 1:
+                    self._release(blk)
+                with lock:
+                    state["exc"][i] = t.exception()
+                    state["left"] -= 1
+                    last = state["left"] == 0
+                if last:
+                    put_exc, note_exc = state["exc"]
+                    self._finish(outer, put_exc if put_exc is not None else note_exc)
+            return done
+
+        try:
+            put, note = self.submit_batch([(src, dst, nbytes, part(0)), (msg, dst.peer.notification, n, part(1))])
+        except HcommError as e:
+            went = getattr(e, "submitted", [])
+            if len(went) < 2:
+                self._release(blk)  # the notification did not go
+            raise
+        except BaseException:
+            self._release(blk)
+            raise
+        outer.id = note.id  # result() waits in the library for the later of the two
+        return outer
+
+    def _notes(self):
+        """The notifier (made on first use)."""
+        h = self._handle()
+        if self._target != "remote":
+            raise error_for(-95, f"hcomm: wait_notification: the {self._target} target has no peers "
+                                 f"(use target=\"remote\")")
+        self._need("hcomm_wait_notification")
+        with self._notifier_lock:
+            if self._notifier is None:
+                self._notifier = _Notifier(self._lib, h)
+            return self._notifier
+
+    def notification_future(self):
+        """The next notification as a NotificationFuture (a
+        concurrent.futures.Future, awaitable): result() is a Notification,
+        BadHandle if the engine closes first. Futures get notifications in
+        the order they were made; cancel() one you will not read."""
+        return self._notes().future()
+
+    def wait_notification(self, timeout=None):
+        """Takes the next notification (a Notification: .peer, .seq, .msg),
+        from any peer, in order per peer, waiting at most timeout seconds
+        (None: no limit; 0: just look). concurrent.futures.TimeoutError
+        (TimeoutError) when none came; BadHandle when the engine is (or
+        gets) closed; NotSupported unless target="remote". The wait sleeps
+        in the library (a thread of the engine's waits in
+        hcomm_wait_notification), it does not poll."""
+        ms = _args.timeout_ms(timeout)
+        wait = _args.seconds(timeout)
+        notes = self._notes()
+        if ms == 0:
+            n = notes.poll()
+            if n is None:
+                raise concurrent.futures.TimeoutError("hcomm: wait_notification: none has come")
+            return n
+        fut = notes.future()
+        try:
+            return fut.result(wait)
+        except concurrent.futures.TimeoutError:
+            if fut.cancel():
+                raise concurrent.futures.TimeoutError(
+                    f"hcomm: wait_notification: none came in {timeout} s") from None
+            return fut.result()  # it came as the time ran out
+        except BaseException:
+            notes.abandon(fut)
+            raise
+
+    async def next_notification(self, timeout=None):
+        """In asyncio: the next notification (as wait_notification), without
+        blocking the event loop; asyncio.TimeoutError (TimeoutError) after
+        timeout seconds. A cancelled or timed-out await loses no
+        notification."""
+        _args.timeout_ms(timeout)
+        wait = _args.seconds(timeout)
+        fut = self._notes().future()
+        if wait is None:
+            return await fut
+        return await asyncio.wait_for(fut, wait)
 
     def close(self, timeout=None):
         """Finalizes the engine: waits for transfers in flight (at most
@@ -591,8 +999,12 @@ class Engine:
         if self._h is None:
             return
         ms = _args.timeout_ms(timeout)
+        notes = self._notifier
+        waiter = notes.close() if notes is not None else None
         h, self._h = self._h, None
         rc = self._lib.hcomm_finalize_timeout(h, ms)
+        if waiter is not None and waiter is not threading.current_thread():
+            waiter.join()  # its wait in the library ended with the handle
         for b in self._host.values():
             b._freed = True
         self._host.clear()

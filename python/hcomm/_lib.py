@@ -51,6 +51,20 @@ class TargetConfig(ctypes.Structure):
     ]
 
 
+NOTIFY_MAX = 256  # HCOMM_NOTIFY_MAX
+
+
+class NotificationStruct(ctypes.Structure):
+    """hcomm_notification_t."""
+
+    _fields_ = [
+        ("peer", ctypes.c_uint32),
+        ("size", ctypes.c_uint32),
+        ("seq", ctypes.c_uint64),
+        ("msg", ctypes.c_uint8 * NOTIFY_MAX),
+    ]
+
+
 _PROTOS = {
     "hcomm_version": (ctypes.c_char_p, [ctypes.POINTER(ctypes.c_int)] * 3),
     "hcomm_strerror": (ctypes.c_char_p, [ctypes.c_int]),
@@ -83,6 +97,7 @@ _OPTIONAL = {
                                   ctypes.c_uint32, callback_t, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)]),
     "hcomm_open_file": (ctypes.c_int, [ctypes.POINTER(handle_t), ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint32,
                                        ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)]),
+    "hcomm_wait_notification": (ctypes.c_int, [handle_t, ctypes.POINTER(NotificationStruct), ctypes.c_int]),
 }
 HCOMM_FILE_DIRECT = 1
 

@@ -13,9 +13,11 @@ seed: engines of every target (some with absurd configurations), host and
 device buffers, views at random offsets, registrations of NumPy arrays,
 mmaps and bytearrays, transfers and batches between live, freed, foreign
 and forged buffers, copies, waits with random timeouts, DLPack and NumPy
-views, closes in the middle of it all, and hcomm.data loaders over shards
-it writes (fixed-size records, .npy files, truncated, corrupt headers,
-directories, missing files) with random arguments, iterated a few batches.
+views, notifications sent and waited for, closes in the middle of it all,
+and hcomm.data loaders over shards it writes (fixed-size records, .npy
+files, truncated, corrupt headers, directories, missing files), most with
+arguments that are all valid (so that they are iterated: a few batches or
+every epoch to its end), the others with random ones.
 Arguments are edge values (0, -1, powers of two and their neighbours,
 2^63, 2^64, floats, NaN, strings, None, objects) as often as plausible ones.
 
@@ -178,6 +180,8 @@ class Worker:
             return f
         if k < 0.95 and self.peers:
             p = self.pick(self.peers)
+            if r.random() < 0.2:
+                return p.notification
             try:
                 return p.at(self.anyint() & ((1 << 44) - 1), self.size())
             except hc.HcommError:
@@ -228,6 +232,15 @@ class Worker:
         sub = os.path.join(self.tmp, "subdir")
         os.makedirs(sub)
         out["subdir"] = sub
+        # Valid .npy shards, alike (float32 rows of 16), in a directory of their own.
+        out["npy_ok"] = []
+        if self.np is not None:
+            good = os.path.join(self.tmp, "npy-ok")
+            os.makedirs(good)
+            for j, rows in enumerate((5, 12, 1)):
+                p = os.path.join(good, f"ok{j}.npy")
+                self.np.save(p, self.np.arange(rows * 16, dtype=self.np.float32).reshape(rows, 16))
+                out["npy_ok"].append(p)
         return out
 
     def npy_headers(self):
@@ -478,6 +491,54 @@ class Worker:
                     self.log("at", p.id, off, n)
                     self.views.append(p.at(off, n))
 
+    def op_notify(self):
+        """Notifications: sent to live, disconnected and forged peers with
+        messages of every size and type, after puts or alone; waited for
+        (bounded timeouts only: nobody may send), as futures (cancelled) and
+        in asyncio."""
+        e = self.engine()
+        if e is None:
+            return
+        r, hc = self.r, self.hcomm
+        k = r.random()
+        msg = r.choice((b"x", b"", b"y" * 256, b"z" * 257, bytearray(8), memoryview(b"abcd")[::2], "str", 5, None,
+                        self.memory(), self.anyval()))
+        if k < 0.25:
+            p = self.pick(self.peers) if r.random() < 0.9 else r.choice((None, 0, self.anyval(),
+                                                                         hc.Peer(e, r.randrange(1 << 16), "")))
+            self.log("notify", p, type(msg).__name__)
+            self.transfers.append(e.notify(p, msg, self.callback()))
+        elif k < 0.45:
+            src, dst = self.memory(), self.memory()
+            p = self.pick(self.peers)
+            if p is not None and r.random() < 0.7:
+                dst = p.at(r.choice((0, 4096, self.anyint() & ((1 << 44) - 1))), r.choice((1, 64, 4096)))
+            n = r.choice((None, 64, self.anyint(), self.anyval()))
+            self.log("submit notify=", type(src).__name__, type(dst).__name__, n, type(msg).__name__)
+            self.transfers.append(e.submit(src, dst, n, self.callback(), notify=msg))
+        else:
+            to = r.choice((0, 0, 0.001, 0.01, -1, -0.5, float("nan"), "x", True, [1]))
+            how = r.choice(("wait", "future", "async"))
+            self.log("notification", how, to)
+            try:
+                if how == "wait":
+                    e.wait_notification(to)
+                elif how == "future":
+                    f = e.notification_future()
+                    try:
+                        f.result(0.001)
+                    finally:
+                        f.cancel()
+                else:
+                    import asyncio
+
+                    try:
+                        asyncio.run(e.next_notification(to))
+                    except asyncio.TimeoutError:
+                        pass
+            except concurrent.futures.TimeoutError:
+                pass
+
     def op_touch(self):
         """The buffer protocol, NumPy and DLPack views of a live buffer,
         touched at once and let go."""
@@ -536,7 +597,53 @@ class Worker:
             hc.pending()
 
     def op_loader(self):
-        r, data, sh = self.r, self.data, self.shards
+        """A loader: mostly (VALID_LOADER of the calls) one whose arguments
+        are all valid, so that iteration (reads, batches, the lifetime
+        rule, close mid-epoch) is exercised; else any arguments at all."""
+        if self.r.random() < self.VALID_LOADER:
+            files, kw = self.valid_loader_args()
+        else:
+            files, kw = self.any_loader_args()
+        self.iterate_loader(files, kw)
+
+    VALID_LOADER = 0.6
+
+    def valid_loader_args(self):
+        """Shards that exist and hold whole records, and arguments in
+        range that fit one another (each one picked from several)."""
+        r, sh = self.r, self.shards
+        kw = {}
+        if sh["npy_ok"] and r.random() < 0.3:
+            files = r.sample(sh["npy_ok"], r.randrange(1, len(sh["npy_ok"]) + 1))
+        else:
+            files = r.choice([sh["dir"], r.sample(sh["files"], r.randrange(1, len(sh["files"]) + 1))])
+            kw["record_size"] = 4096
+            dt, shape = r.choice([(None, None), ("uint8", None), ("float32", None), ("float32", (1024,)),
+                                  ("<f4", (32, 32)), ("int64", (512,)), ("uint8", (64, 64))])
+            if dt is not None:
+                kw["dtype"] = dt
+            if shape is not None:
+                kw["shape"] = shape
+        for name, vals in (("batch_size", (1, 2, 3, 5, 7, 16)), ("prefetch", (0, 1, 2, 4)), ("keep", (0, 1, 2)),
+                           ("epochs", (1, 1, 2, 3)), ("seed", (0, 1, 7, 1 << 40))):
+            if r.random() < 0.7:
+                kw[name] = r.choice(vals)
+        if r.random() < 0.2:
+            # At least keep + 2 batches of 4096-byte records; sometimes less
+            # than the prefetch asks (it is lowered to fit).
+            b, k = kw.get("batch_size", 32), kw.get("keep", 1)
+            kw["memory_budget"] = (k + 2 + r.choice((0, 1, 3))) * b * 4096
+        for name in ("shuffle", "drop_last", "return_ids", "direct", "debug"):
+            if r.random() < 0.4:
+                kw[name] = r.random() < 0.5
+        if r.random() < 0.3:
+            kw["on_error"] = r.choice(("raise", "skip"))
+        if r.random() < 0.1:
+            kw["device"] = "mock"
+        return files, kw
+
+    def any_loader_args(self):
+        r, sh = self.r, self.shards
         k = r.random()
         if k < 0.35:
             files = sh["dir"]
@@ -571,16 +678,22 @@ class Worker:
         if r.random() < 0.2:
             e = self.engine()
             kw["device"] = r.choice(["mock", e, (e, r.choice((0, 1, 5, -1, "x"))), "gpu", 3])
+        return files, kw
+
+    def iterate_loader(self, files, kw):
+        r, data = self.r, self.data
         self.log("Loader", files, kw)
         L = data.Loader(files, **kw)
         self.loaders.append(L)
-        L.order(r.choice((0, 1, self.anyint(), self.anyval())))
+        L.order(r.choice((0, 1, 1, 2, self.anyint(), self.anyval())) if r.random() < 0.5 else 0)
         len(L)
         keep = []
-        n = r.choice((0, 1, 3, 10))
+        n = r.choice((0, 1, 3, 10, 40, 1 << 30))  # 1 << 30: every epoch to its end
         self.log("iterate", n)
+        batches = self.stats.setdefault("op_loader_batches", [0, 0])
         try:
             for i, b in enumerate(L):
+                batches[0] += 1
                 x = b.host if isinstance(b, data.DeviceBatch) else b
                 x = x[0] if isinstance(x, tuple) else x
                 _ = bytes(memoryview(x).cast("B")[:1]) if hasattr(x, "__array_interface__") else None
@@ -599,7 +712,7 @@ class Worker:
     OPS = [("op_engine", 8), ("op_alloc", 12), ("op_alloc_dev", 8), ("op_free", 5), ("op_view", 8),
            ("op_register", 6), ("op_unregister", 4), ("op_submit", 16), ("op_batch", 6), ("op_copy", 5),
            ("op_add_target", 3), ("op_wait", 8), ("op_close", 2), ("op_remote", 3), ("op_touch", 8), ("op_misc", 3),
-           ("op_loader", 5)]
+           ("op_loader", 5), ("op_notify", 3)]
 
     def log(self, *what):
         if self.trace:
