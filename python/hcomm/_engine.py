@@ -9,6 +9,7 @@ import functools
 import itertools
 import logging
 import mmap
+import sys
 import threading
 import time
 
@@ -761,7 +762,8 @@ class Engine:
         sends one: the peer takes it (wait_notification) once the put's
         bytes are in its memory. The future then ends when both have: its
         result is the put's byte count, its exception the put's error, else
-        the notification's."""
+        the notification's. QueueFull as for submit_batch (err.submitted:
+        the put's future when only it went)."""
         if notify is not None:
             return self._submit_notified(src, dst, nbytes, callback, notify)
         h = self._handle()
@@ -1003,8 +1005,10 @@ class Engine:
         waiter = notes.close() if notes is not None else None
         h, self._h = self._h, None
         rc = self._lib.hcomm_finalize_timeout(h, ms)
-        if waiter is not None and waiter is not threading.current_thread():
-            waiter.join()  # its wait in the library ended with the handle
+        if waiter is not None and waiter is not threading.current_thread() and not sys.is_finalizing():
+            # Its wait in the library ended with the handle. (Not at
+            # interpreter exit: a daemon thread may never run again then.)
+            waiter.join()
         for b in self._host.values():
             b._freed = True
         self._host.clear()
