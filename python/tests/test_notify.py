@@ -249,6 +249,46 @@ def test_close_ends_waits():
         eng.notification_future()
 
 
+def test_withdrawn_waits_lose_nothing(monkeypatch):
+    """Two engines in this process: a cancelled future, waits that run out
+    and a cancelled await (before or after its notification came: either
+    way) take nothing; each notification is taken once, in order."""
+    monkeypatch.setenv("UCX_TLS", "tcp")
+    a = hcomm.Engine(pool_size=8 << 20, target="remote", path="127.0.0.1:0")
+    b = hcomm.Engine(pool_size=8 << 20, target="remote")
+    try:
+        peer = b.connect(a.listen_addr, timeout=30)
+        fut = a.notification_future()
+        assert fut.cancel() and fut.cancelled()
+        b.notify(peer, b"0").result(60)
+        assert a.wait_notification(60).msg == b"0"
+        loop = asyncio.new_event_loop()
+        try:
+            for k in range(1, 33):
+                task = loop.create_task(a.next_notification())
+                loop.run_until_complete(asyncio.sleep(0))  # the task waits
+                b.notify(peer, b"%d" % k).result(60)  # queued for a: it may reach the task's future
+                task.cancel()
+                res = loop.run_until_complete(asyncio.gather(task, return_exceptions=True))[0]
+                assert isinstance(res, asyncio.CancelledError), res
+                got = None
+                for _ in range(3):  # waits of 1 ms: they may run out, and take nothing then
+                    try:
+                        got = a.wait_notification(0.001)
+                        break
+                    except concurrent.futures.TimeoutError:
+                        pass
+                if got is None:
+                    got = a.wait_notification(60)
+                assert (got.msg, got.seq) == (b"%d" % k, k)
+        finally:
+            loop.close()
+        _expect_timeout(lambda: a.wait_notification(0.05), "a notification beyond the last")
+    finally:
+        b.close()
+        a.close()
+
+
 def test_not_remote(mem_eng):
     with pytest.raises(hcomm.NotSupported):
         mem_eng.wait_notification(0)
