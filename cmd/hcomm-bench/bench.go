@@ -49,13 +49,31 @@ func groups(o *options) []group {
 			}
 		}
 	}
-	if o.scenarios["file-4k"] {
+	if o.scenarios["file-4k"] && o.fileTargets["disk"] {
 		for _, op := range fileOps {
 			p, at := op+"/", atName(op)
 			gs = append(gs, group{"file-4k", "4 KiB " + op + ", O_DIRECT, one file", []string{p + "engine", p + "engine-reaper", p + "engine-wait", p + "engine-reaper-wait", p + "engine-spin", p + "fio-io_uring", p + at + "-direct-g64",
 				p + at + "-direct-qd1", p + "fio-psync", p + at + "-buffered-qd1"}, p + "fio-io_uring", unitIOPS})
 		}
 	}
+	return append(gs, groupsRest(o)...)
+}
+
+// stableGroups are file-4k's tables on the stable device: the goal rows'
+// engine variants beside fio io_uring, on the same device in the same run.
+func stableGroups() []group {
+	var gs []group
+	for _, op := range fileOps {
+		p := stablePrefix + op + "/"
+		gs = append(gs, group{"file-4k", "4 KiB " + op + ", O_DIRECT, the stable device (a loop device with direct I/O over tmpfs)",
+			[]string{p + "engine", p + "engine-reaper", p + "fio-io_uring"}, p + "fio-io_uring", unitIOPS})
+	}
+	return gs
+}
+
+// groupsRest are the tables after file-4k's.
+func groupsRest(o *options) []group {
+	var gs []group
 	if o.scenarios["bulk"] {
 		for _, s := range bulkSizes {
 			l := sizeLabel(s)
@@ -220,13 +238,31 @@ func (b *bench) measure() (failed bool) {
 	if b.o.scenarios["latency"] {
 		lgs = latGroups(b.o)
 	}
-	b.progress = progress{start: time.Now(), total: len(gs) + len(lgs)}
+	// file-4k's tables on the stable device come after its disk tables
+	// (measureStable sets the device up and removes it).
+	var rest []group
+	if b.o.scenarios["file-4k"] {
+		rest = groupsRest(b.o)
+		gs = gs[:len(gs)-len(rest)]
+	}
+	b.progress = progress{start: time.Now(), total: len(gs) + len(rest) + len(lgs)}
+	if b.o.scenarios["file-4k"] && b.o.fileTargets["stable"] {
+		b.progress.total += len(stableGroups())
+	}
 	for _, s := range []string{"pages", "footprint", "remote", "pipeline"} {
 		if b.o.scenarios[s] {
 			b.progress.total++
 		}
 	}
 	for _, g := range gs {
+		if b.measureTable(g, canCount, why) {
+			failed = true
+		}
+	}
+	if b.o.scenarios["file-4k"] && b.o.fileTargets["stable"] && b.measureStable(canCount, why) {
+		failed = true
+	}
+	for _, g := range rest {
 		if b.measureTable(g, canCount, why) {
 			failed = true
 		}
@@ -308,6 +344,55 @@ func (b *bench) measureTable(g group, canCount bool, why string) (failed bool) {
 	}
 	b.addGroup(g, res)
 	return failed
+}
+
+// measureStable sets the stable device up (stabledev.go), measures
+// file-4k's tables on it and removes it. Where it cannot be set up (not
+// root, no losetup, the kernel refuses), its goal rows say why and the
+// run goes on: a skip, not a failure. True when a variant failed or the
+// device could not be removed.
+func (b *bench) measureStable(canCount bool, why string) (failed bool) {
+	gs := stableGroups()
+	sd, err := setupStableDev(b.o)
+	if err != nil {
+		reason := "the stable device: " + err.Error() + "; " + nullBlkStatus()
+		b.skipped = append(b.skipped, "file-4k on "+reason)
+		for _, g := range gs {
+			b.step(g.scenario + ": " + g.title + " (not measured)")
+		}
+		b.entries = append(b.entries, unmeasuredStable("not measured: "+reason)...)
+		if b.tables() {
+			fmt.Fprintf(b.out, "\n== file-4k on the stable device: not measured: %s\n", reason)
+		}
+		return false
+	}
+	b.o.stableDev = sd.loop
+	if b.tables() {
+		fmt.Fprintf(b.out, "\n== file-4k on the stable device %s\n", sd.describe())
+	}
+	for _, g := range gs {
+		if b.measureTable(g, canCount, why) {
+			failed = true
+		}
+	}
+	b.o.stableDev = ""
+	if err := sd.close(); err != nil {
+		b.skipped = append(b.skipped, "file-4k: removing the stable device FAILED: "+err.Error())
+		failed = true
+	}
+	return failed
+}
+
+// unmeasuredStable are entries without values for the stable device's
+// goals, carrying why they were not measured.
+func unmeasuredStable(note string) []entry {
+	var es []entry
+	for _, s := range goalTable() {
+		if s.Group == "file-stable" {
+			es = append(es, entry{Name: s.Ref.name, Variant: s.Ref.variant, BaselineVariant: s.Ref.base, Metric: s.Ref.metric, Note: note})
+		}
+	}
+	return es
 }
 
 // count counts one measured variant's system calls and copies: fio's
@@ -476,6 +561,8 @@ var quickCounted = map[string]bool{
 	"device-small/4096/traditional": true, "device-small/4096/engine-b64": true,
 	"file-4k/randread/engine": true, "file-4k/randread/fio-io_uring": true, "file-4k/randread/engine-reaper": true,
 	"file-4k/randwrite/engine": true, "file-4k/randwrite/engine-reaper": true, "file-4k/randwrite/fio-io_uring": true,
+	"file-4k/stable/randread/engine": true, "file-4k/stable/randread/engine-reaper": true, "file-4k/stable/randread/fio-io_uring": true,
+	"file-4k/stable/randwrite/engine": true, "file-4k/stable/randwrite/engine-reaper": true, "file-4k/stable/randwrite/fio-io_uring": true,
 	"bulk/device-1MiB/engine": true,
 }
 

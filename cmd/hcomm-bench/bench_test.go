@@ -112,12 +112,12 @@ func TestParseFio(t *testing.T) {
 // Every variant a table names is registered, and every registered variant
 // appears in some table (nothing measured that is never shown).
 func TestGroupsMatchRegistry(t *testing.T) {
-	o := &options{scenarios: map[string]bool{}}
+	o := &options{scenarios: map[string]bool{}, fileTargets: map[string]bool{"disk": true, "stable": true}}
 	for _, s := range allScenarios {
 		o.scenarios[s] = true
 	}
 	seen := map[string]bool{}
-	for _, g := range groups(o) {
+	for _, g := range append(groups(o), stableGroups()...) {
 		if !contains(g.variants, g.ref) {
 			t.Errorf("group %q: reference %q is not one of its variants", g.title, g.ref)
 		}
@@ -296,7 +296,7 @@ func TestFioCountArgs(t *testing.T) {
 		op, eng string
 		ios     int
 	}{{"randread", "io_uring", 1000}, {"randwrite", "io_uring", 20000}, {"randread", "psync", 5}} {
-		a := fioCountArgs(o, "/x/f.dat", tc.op, tc.eng, tc.ios)
+		a := fioCountArgs("/x/f.dat", fileSize(o), tc.op, tc.eng, tc.ios)
 		s := strings.Join(a, " ")
 		if strings.Contains(s, "--time_based") || strings.Contains(s, "--runtime=") {
 			t.Errorf("%s/%s: still timed: %s", tc.op, tc.eng, s)
@@ -456,5 +456,24 @@ func TestGoalTable(t *testing.T) {
 		if !seen[want] {
 			t.Errorf("no goal %s", want)
 		}
+	}
+}
+
+// Where the stable device cannot be set up, its goals say why, and none
+// is judged met on nothing.
+func TestStableGoalsNotMeasured(t *testing.T) {
+	gs := goals(unmeasuredStable("not measured: the stable device: needs root"), map[string]bool{"file-4k": true}, nil)
+	n := 0
+	for _, g := range gs {
+		if g.Group != "file-stable" {
+			continue
+		}
+		n++
+		if g.Verdict != "not measured" || !strings.Contains(g.Detail, "needs root") {
+			t.Errorf("%s: %s (%s), want not measured with the reason", g.ID, g.Verdict, g.Detail)
+		}
+	}
+	if n != 3*len(fileOps)*len(fileModes) {
+		t.Errorf("%d stable-device goals, want IOPS, CPU and syscalls for each op and mode", n)
 	}
 }

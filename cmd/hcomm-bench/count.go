@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hcomm-go/hcomm/cmd/internal/selftrace"
@@ -103,6 +104,18 @@ func childFlags(o *options) []string {
 	if o.dir != "" {
 		f = append(f, "-dir", o.dir)
 	}
+	if o.stableDev != "" {
+		f = append(f, "-w-stable-dev", o.stableDev)
+	}
+	if !o.fileTargets["disk"] || !o.fileTargets["stable"] {
+		var t []string
+		for _, k := range []string{"disk", "stable"} {
+			if o.fileTargets[k] {
+				t = append(t, k)
+			}
+		}
+		f = append(f, "-file-targets", strings.Join(t, ","))
+	}
 	return f
 }
 
@@ -117,7 +130,7 @@ func runWorker(scenario, variant string, n int, handshake bool, o *options) int 
 	if err != nil {
 		return fail(err)
 	}
-	if o.dir == "" && scenario == "file-4k" {
+	if o.dir == "" && scenario == "file-4k" && !strings.HasPrefix(variant, stablePrefix) {
 		return fail(fmt.Errorf("file-4k worker needs -dir"))
 	}
 	r, err := w.setup(o)

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -61,14 +63,27 @@ func init() {
 		reg(at+"-direct-qd1", func(o *options) (*runner, error) { return setupWriteAt(o, write, true, 1) }, true)
 		reg(at+"-direct-g64", func(o *options) (*runner, error) { return setupWriteAt(o, write, true, fileQD) }, true)
 		reg(at+"-buffered-qd1", func(o *options) (*runner, error) { return setupWriteAt(o, write, false, 1) }, true)
-		reg("fio-io_uring", func(o *options) (*runner, error) { return setupFio(o, op, "io_uring") }, false)
-		reg("fio-psync", func(o *options) (*runner, error) { return setupFio(o, op, "psync") }, false)
+		reg("fio-io_uring", func(o *options) (*runner, error) { return setupFio(o, op, "io_uring", false) }, false)
+		reg("fio-psync", func(o *options) (*runner, error) { return setupFio(o, op, "psync", false) }, false)
+		// The stable device (stabledev.go): the goal rows' engine
+		// variants beside fio io_uring.
+		sreg := func(v string, setup func(o *options) (*runner, error), count bool) {
+			register(&workload{scenario: "file-4k", variant: stablePrefix + op + "/" + v, setup: setup, count: count})
+		}
+		sreg("engine", func(o *options) (*runner, error) { return setupEngineFilePipeOn(o, write, engine.ModePoll, true) }, true)
+		sreg("engine-reaper", func(o *options) (*runner, error) { return setupEngineFilePipeOn(o, write, engine.ModeReaper, true) }, true)
+		sreg("fio-io_uring", func(o *options) (*runner, error) { return setupFio(o, op, "io_uring", true) }, false)
 	}
 }
 
-// offsets returns a fixed pseudo-random sequence of block offsets.
-func offsets(o *options, n int) []int64 {
-	blocks := fileSize(o) / fileBlock
+// offsets returns a fixed pseudo-random sequence of block offsets in the
+// data file.
+func offsets(o *options, n int) []int64 { return offsetsIn(fileSize(o), n) }
+
+// offsetsIn returns a fixed pseudo-random sequence of block offsets below
+// size.
+func offsetsIn(size int64, n int) []int64 {
+	blocks := size / fileBlock
 	rng := rand.New(rand.NewPCG(42, 4242))
 	offs := make([]int64, n)
 	for i := range offs {
@@ -78,15 +93,43 @@ func offsets(o *options, n int) []int64 {
 }
 
 func openDirect(o *options) (*os.File, error) {
-	path, err := prepareFile(o)
+	f, _, err := openTarget(o, false)
+	return f, err
+}
+
+// targetPath is where file-4k's I/O goes: the data file, or with stable
+// the stable device (its size is the device's).
+func targetPath(o *options, stable bool) (path string, size int64, err error) {
+	if !stable {
+		path, err = prepareFile(o)
+		return path, fileSize(o), err
+	}
+	if o.stableDev == "" {
+		return "", 0, errors.New("no stable device set up")
+	}
+	f, err := os.Open(o.stableDev)
 	if err != nil {
-		return nil, err
+		return "", 0, err
+	}
+	defer f.Close()
+	if size, err = f.Seek(0, io.SeekEnd); err != nil {
+		return "", 0, fmt.Errorf("%s: size: %w", o.stableDev, err)
+	}
+	return o.stableDev, size, nil
+}
+
+// openTarget opens file-4k's target (targetPath) O_DIRECT and returns its
+// size.
+func openTarget(o *options, stable bool) (*os.File, int64, error) {
+	path, size, err := targetPath(o, stable)
+	if err != nil {
+		return nil, 0, err
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|unix.O_DIRECT, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open %s O_DIRECT: %w", path, err)
+		return nil, 0, fmt.Errorf("open %s O_DIRECT: %w", path, err)
 	}
-	return f, nil
+	return f, size, nil
 }
 
 const offsRing = 1 << 16
@@ -153,8 +196,12 @@ func setupWriteAt(o *options, write, direct bool, workers int) (*runner, error) 
 // setupFio runs fio on the same file: 4 KiB random I/O, O_DIRECT, queue
 // depth 64 (io_uring with fixedbufs and registerfiles), or psync (one
 // pwrite/pread per I/O, queue depth 1).
-func setupFio(o *options, op, ioengine string) (*runner, error) {
-	fio, path, err := fioAndFile(o)
+func setupFio(o *options, op, ioengine string, stable bool) (*runner, error) {
+	fio, err := fioPath()
+	if err != nil {
+		return nil, err
+	}
+	path, size, err := targetPath(o, stable)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +211,7 @@ func setupFio(o *options, op, ioengine string) (*runner, error) {
 		r.desc += " iodepth=64 fixedbufs registerfiles"
 	}
 	r.timed = func(d time.Duration) (float64, int, error) {
-		args := fioArgs(o, path, op, ioengine, d)
+		args := fioArgs(path, size, op, ioengine, d)
 		out, err := exec.Command(fio, args...).Output()
 		if err != nil {
 			return 0, 0, fmt.Errorf("fio %v: %w", args, err)
@@ -179,9 +226,9 @@ func setupFio(o *options, op, ioengine string) (*runner, error) {
 	return r, nil
 }
 
-func fioArgs(o *options, path, op, ioengine string, d time.Duration) []string {
+func fioArgs(path string, size int64, op, ioengine string, d time.Duration) []string {
 	a := []string{"--name=hcomm", "--filename=" + path, "--rw=" + op, "--bs=4k", "--direct=1",
-		"--size=" + strconv.FormatInt(fileSize(o), 10), "--ioengine=" + ioengine,
+		"--size=" + strconv.FormatInt(size, 10), "--ioengine=" + ioengine,
 		"--time_based", "--runtime=" + strconv.Itoa(int(max(d, 100*time.Millisecond)/time.Millisecond)) + "ms",
 		"--randrepeat=0", "--norandommap", "--output-format=json"}
 	if ioengine == "io_uring" {
@@ -238,9 +285,17 @@ func parseFio(out []byte, op string) (iops float64, ios int, err error) {
 
 // fioAndFile finds fio and lays out the data file it reads and writes.
 func fioAndFile(o *options) (fio, path string, err error) {
-	if fio, err = exec.LookPath("fio"); err != nil {
-		return "", "", fmt.Errorf("fio not installed (make bench installs it: apt-get install fio)")
+	if fio, err = fioPath(); err != nil {
+		return "", "", err
 	}
 	path, err = prepareFile(o)
 	return fio, path, err
+}
+
+func fioPath() (string, error) {
+	fio, err := exec.LookPath("fio")
+	if err != nil {
+		return "", fmt.Errorf("fio not installed (make bench installs it: apt-get install fio)")
+	}
+	return fio, nil
 }

@@ -13,6 +13,7 @@ import (
 type fileEngine struct {
 	e      *engine.Engine
 	f      *os.File
+	size   int64 // the file's or device's bytes
 	blocks []engine.Block
 }
 
@@ -20,7 +21,13 @@ type fileEngine struct {
 // with cfg (its Backend is set here) and allocates nblocks blocks of
 // fileBlock bytes; on error nothing stays open.
 func openFileEngineBlocks(o *options, cfg engine.Config, nblocks int) (*fileEngine, error) {
-	f, err := openDirect(o)
+	return openTargetEngineBlocks(o, false, cfg, nblocks)
+}
+
+// openTargetEngineBlocks is openFileEngineBlocks on file-4k's target
+// (targetPath: the data file or the stable device).
+func openTargetEngineBlocks(o *options, stable bool, cfg engine.Config, nblocks int) (*fileEngine, error) {
+	f, size, err := openTarget(o, stable)
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +36,7 @@ func openFileEngineBlocks(o *options, cfg engine.Config, nblocks int) (*fileEngi
 		f.Close()
 		return nil, err
 	}
-	fe := &fileEngine{e: e, f: f, blocks: make([]engine.Block, nblocks)}
+	fe := &fileEngine{e: e, f: f, size: size, blocks: make([]engine.Block, nblocks)}
 	for i := range fe.blocks {
 		if fe.blocks[i], err = e.Alloc(fileBlock); err != nil {
 			fe.close()

@@ -29,12 +29,18 @@ type fileWork struct {
 // submission order while file I/O completes out of order, so the engine
 // has room beyond what the workload keeps in flight).
 func newFileWork(o *options, write bool, mode engine.Mode, depth int) (*fileWork, error) {
-	fe, err := openFileEngineBlocks(o, engine.Config{PoolSize: 4 << 20, QueueDepth: depth,
+	return newFileWorkOn(o, write, mode, depth, false)
+}
+
+// newFileWorkOn is newFileWork on file-4k's target: the data file, or with
+// stable the stable device.
+func newFileWorkOn(o *options, write bool, mode engine.Mode, depth int, stable bool) (*fileWork, error) {
+	fe, err := openTargetEngineBlocks(o, stable, engine.Config{PoolSize: 4 << 20, QueueDepth: depth,
 		Alignment: 4096, Mode: mode, Populate: true, Logger: quietLogger()}, fileQD)
 	if err != nil {
 		return nil, err
 	}
-	return &fileWork{fe: fe, offs: offsets(o, offsRing), write: write}, nil
+	return &fileWork{fe: fe, offs: offsetsIn(fe.size, offsRing), write: write}, nil
 }
 
 // transfer is the I/O of block bi at the i-th offset.
@@ -301,11 +307,17 @@ type pipeFile struct {
 }
 
 func setupEngineFilePipe(o *options, write bool, mode engine.Mode) (*runner, error) {
+	return setupEngineFilePipeOn(o, write, mode, false)
+}
+
+// setupEngineFilePipeOn is setupEngineFilePipe on the data file, or with
+// stable on the stable device.
+func setupEngineFilePipeOn(o *options, write bool, mode engine.Mode, stable bool) (*runner, error) {
 	// A callback submits before its own slot is released (the frontier
 	// moves after the callbacks), and slots are released in order: four
 	// times the depth in flight, so that a straggler rarely fills the
 	// staging ring (a full ring parks blocks and drains the pipeline).
-	w, err := newFileWork(o, write, mode, 4*fileQD)
+	w, err := newFileWorkOn(o, write, mode, 4*fileQD, stable)
 	if err != nil {
 		return nil, err
 	}

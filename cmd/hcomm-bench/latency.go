@@ -26,7 +26,12 @@ import (
 // buckets: the percentiles are exact order statistics of the samples);
 // each repetition gives p50/p90/p99/p99.9/max, and the table shows the
 // median of each over the repetitions. Variants of one table run
-// interleaved, repetition by repetition.
+// interleaved, repetition by repetition, and each alone: a variant is set
+// up, warmed up, measured and closed before the next is set up, so that no
+// other variant's device model, reaper or engine is there while it runs
+// (the traditional path's time moves with what the other vCPU does). The
+// loaded tables run the same with a CPU-bound process on the other vCPU
+// (burn.go), started before the table and stopped after it.
 
 // latRunner performs one synchronous transfer per call.
 type latRunner struct {
@@ -62,18 +67,34 @@ type latGroup struct {
 	title    string
 	ref      string // the traditional path, the ratios' denominator
 	variants []latVariant
+	// loaded: a CPU-bound process runs on the other vCPU during the
+	// table; its entries' variants start with loadedPrefix.
+	loaded bool
+}
+
+// loadedPrefix starts the loaded tables' entry variants:
+// "loaded-traditional→engine".
+const loadedPrefix = "loaded-"
+
+// prefix is what the group's entry variants start with.
+func (g latGroup) prefix() string {
+	if g.loaded {
+		return loadedPrefix
+	}
+	return ""
 }
 
 func latGroups(o *options) []latGroup {
-	dev := latGroup{title: "4 KiB host→device, one synchronous transfer at a time (vfio-mock HDMA, device model on its own thread)", ref: "traditional"}
-	dev.variants = []latVariant{
+	devVariants := []latVariant{
 		{"traditional", func(*options) (*latRunner, error) { return latTraditional() }},
 		{"engine", func(*options) (*latRunner, error) { return latEngineDevice(engine.ModeReaper, 0) }},
 		{"engine-dma", func(*options) (*latRunner, error) { return latEngineDevice(engine.ModeReaper, -1) }},
 		{"engine-poll", func(*options) (*latRunner, error) { return latEngineDevice(engine.ModePoll, 0) }},
 		{"engine-poll-dma", func(*options) (*latRunner, error) { return latEngineDevice(engine.ModePoll, -1) }},
 	}
-	gs := []latGroup{dev}
+	dev := latGroup{title: "4 KiB host→device, one synchronous transfer at a time (vfio-mock HDMA, device model on its own thread)", ref: "traditional", variants: devVariants}
+	loaded := latGroup{title: "4 KiB host→device, one synchronous transfer at a time, with a CPU-bound process on the other vCPU (" + burnWhere() + ")", ref: "traditional", variants: devVariants, loaded: true}
+	gs := []latGroup{dev, loaded}
 	if o.noFile == nil {
 		f := latGroup{title: "4 KiB O_DIRECT random read, one synchronous read at a time, one file", ref: "readat"}
 		f.variants = []latVariant{
@@ -128,76 +149,78 @@ func latSamples(o *options) int {
 
 func runLatency(o *options, g latGroup) []*latResult {
 	res := make([]*latResult, len(g.variants))
-	rs := make([]*latRunner, len(g.variants))
 	n := latSamples(o)
 	for i, v := range g.variants {
 		res[i] = &latResult{name: v.name, n: n}
-		o.logf("setting up latency/%s", v.name)
-		r, err := v.setup(o)
+	}
+	if g.loaded {
+		stop, err := startBurner(o)
 		if err != nil {
-			res[i].err = fmt.Errorf("set up: %w", err)
-			continue
-		}
-		rs[i], res[i].desc = r, r.desc
-		if r.fill != nil {
-			if err := r.fill(make([]float64, 500)); err != nil {
-				res[i].err = err
+			for _, r := range res {
+				r.err = fmt.Errorf("no load: %w", err)
 			}
+			return res
 		}
-		if r.one != nil {
-			for j := range 500 { // warm up: caches, the pool's pages, the reaper's thread
-				if err := r.one(j); err != nil {
-					res[i].err = err
-					break
-				}
-			}
-		}
+		defer stop()
 	}
 	samples := make([]float64, n)
 	for rep := 0; rep < o.reps; rep++ {
-		for i, r := range rs {
-			if r == nil || res[i].err != nil {
+		for i, v := range g.variants {
+			if res[i].err != nil {
 				continue
 			}
-			if r.fio != nil {
-				p, err := r.fio(o.target * 4)
-				if err != nil {
-					res[i].err = err
-					continue
-				}
-				res[i].reps = append(res[i].reps, p)
+			p, desc, err := latRep(o, v, samples)
+			res[i].desc = desc
+			if err != nil {
+				res[i].err = err
 				continue
 			}
-			if r.fill != nil {
-				if err := r.fill(samples); err != nil {
-					res[i].err = err
-					continue
-				}
-				res[i].reps = append(res[i].reps, pctOf(samples))
-				continue
-			}
-			for j := range samples {
-				t0 := time.Now()
-				if err := r.one(j); err != nil {
-					res[i].err = err
-					break
-				}
-				samples[j] = float64(time.Since(t0).Nanoseconds())
-			}
-			if res[i].err == nil {
-				res[i].reps = append(res[i].reps, pctOf(samples))
-			}
-		}
-	}
-	for i, r := range rs {
-		if r == nil {
-			continue
-		}
-		if err := r.close(); err != nil && res[i].err == nil {
-			res[i].err = fmt.Errorf("close: %w", err)
+			res[i].reps = append(res[i].reps, p)
 		}
 	}
 	return res
+}
+
+// latRep is one repetition of one variant, alone: set up, warmed up (500
+// transfers: caches, the pool's pages, the reaper's thread), timed,
+// closed.
+func latRep(o *options, v latVariant, samples []float64) (p latPct, desc string, err error) {
+	o.logf("setting up latency/%s", v.name)
+	r, err := v.setup(o)
+	if err != nil {
+		return p, "", fmt.Errorf("set up: %w", err)
+	}
+	defer func() {
+		if cerr := r.close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close: %w", cerr)
+		}
+	}()
+	switch {
+	case r.fio != nil:
+		p, err = r.fio(o.target * 4)
+		return p, r.desc, err
+	case r.fill != nil:
+		if err := r.fill(make([]float64, 500)); err != nil {
+			return p, r.desc, err
+		}
+		if err := r.fill(samples); err != nil {
+			return p, r.desc, err
+		}
+		return pctOf(samples), r.desc, nil
+	}
+	for j := range 500 {
+		if err := r.one(j); err != nil {
+			return p, r.desc, err
+		}
+	}
+	for j := range samples {
+		t0 := time.Now()
+		if err := r.one(j); err != nil {
+			return p, r.desc, err
+		}
+		samples[j] = float64(time.Since(t0).Nanoseconds())
+	}
+	return pctOf(samples), r.desc, nil
 }
 
 // idleCPU measures an idle engine in the default mode: after 1000
@@ -501,9 +524,9 @@ func (b *bench) addLatency(g latGroup, res []*latResult) {
 			{"p99.9", m.P999, rm.P999, func(p latPct) float64 { return p.P999 }},
 			{"max", m.Max, rm.Max, func(p latPct) float64 { return p.Max }},
 		} {
-			b.entries = append(b.entries, entry{Name: "latency", Variant: g.ref + "→" + r.name, Metric: q.name, Unit: "ns",
+			b.entries = append(b.entries, entry{Name: "latency", Variant: g.prefix() + g.ref + "→" + r.name, Metric: q.name, Unit: "ns",
 				Engine: ptr(q.e), Baseline: ptr(q.b), Ratio: ptr(q.e / q.b), Runs: len(r.reps), Better: "lower",
-				BaselineVariant: g.ref, EngineRuns: runs(r, q.f), BaselineRuns: runs(ref, q.f)})
+				BaselineVariant: g.prefix() + g.ref, EngineRuns: runs(r, q.f), BaselineRuns: runs(ref, q.f)})
 		}
 	}
 	if !b.tables() {

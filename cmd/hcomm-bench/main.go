@@ -18,7 +18,7 @@
 //
 // Usage:
 //
-//	hcomm-bench [-quick] [-json | -csv] [-json-out FILE] [-plot DIR] [-timeout 20m] [-scenarios latency,device-small,file-4k,bulk,alloc,footprint,pages,remote,pipeline] [-reps 5] [-dir DIR] [-keep]
+//	hcomm-bench [-quick] [-json | -csv] [-json-out FILE] [-plot DIR] [-timeout 20m] [-scenarios latency,device-small,file-4k,bulk,alloc,footprint,pages,remote,pipeline] [-file-targets disk,stable] [-reps 5] [-dir DIR] [-keep]
 //	hcomm-bench -strace-check   # compare the eBPF counts with strace -c -f of the same workloads
 //
 // The run ends with the goals (goals.go: goalTable), each named by a stable
@@ -62,6 +62,12 @@ type options struct {
 	timeout   time.Duration // -timeout: the whole run's time budget, shared among its units
 	noFile    error         // why the file scenarios cannot run (no suitable directory)
 	target    time.Duration // wall time of one repetition
+	// stableDev is the stable block device of file-4k (stabledev.go),
+	// while it exists: set in the scenario child, passed to its workers.
+	stableDev string
+	// fileTargets: file-4k's targets (-file-targets): "disk" (the data
+	// file in -dir) and "stable" (the stable device).
+	fileTargets map[string]bool
 }
 
 var allScenarios = []string{"latency", "device-small", "file-4k", "bulk", "alloc", "footprint", "pages", "remote", "pipeline"}
@@ -70,6 +76,9 @@ func main() {
 	var o options
 	f := parseFlags(&o)
 	exitIfVersion()
+	if f.burnCPU >= 0 {
+		os.Exit(burnMain(f.burnCPU))
+	}
 	if f.remotePeer != "" {
 		os.Exit(remotePeerMain(f.remotePeer))
 	}
@@ -82,7 +91,7 @@ func main() {
 		}
 		os.Exit(runWorker(f.wScen, f.wVar, f.wN, !f.wNoHS, &o))
 	}
-	if err := o.setup(f.scen, f.straceCheck); err != nil {
+	if err := o.setup(f.scen, f.fileTargets, f.straceCheck); err != nil {
 		fmt.Fprintln(os.Stderr, "hcomm-bench:", err)
 		os.Exit(2)
 	}
@@ -134,7 +143,9 @@ type cmdFlags struct {
 	wNoHS, straceCheck bool
 	remotePeer         string
 	remoteTLS          string
+	burnCPU            int    // -burn-cpu: be the loaded latency tables' load
 	scen               string // -scenarios, comma-separated
+	fileTargets        string // -file-targets, comma-separated
 }
 
 func parseFlags(o *options) *cmdFlags {
@@ -153,6 +164,7 @@ func parseFlags(o *options) *cmdFlags {
 	flag.BoolVar(&o.keep, "keep", false, "keep the benchmark's data files (512 MiB each in -dir) for the next run; they are removed at exit otherwise")
 	flag.IntVar(&o.reps, "reps", 5, "repetitions per measurement (at least 5 for the medians)")
 	flag.StringVar(&f.scen, "scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
+	flag.StringVar(&f.fileTargets, "file-targets", "disk,stable", "file-4k's targets: disk (the data file in -dir), stable (a loop device with direct I/O over tmpfs, set up and removed by the run; needs root)")
 	flag.StringVar(&o.dir, "dir", "", "directory for file-4k (default: the first ext4/xfs of $TMPDIR, /var/tmp, the working directory)")
 	flag.BoolVar(&o.noTrace, "no-trace", false, "do not count syscalls/copies with eBPF even when privileged")
 	flag.BoolVar(&o.verbose, "v", false, "log progress to stderr")
@@ -160,6 +172,8 @@ func parseFlags(o *options) *cmdFlags {
 	flag.StringVar(&f.remotePeer, "remote-peer", "", "internal: run as the remote scenario's peer (passive or pong)")
 	flag.BoolVar(&o.child, "scenario-child", false, "internal: run the named scenarios for a parent hcomm-bench (tables to stdout unless -json, the report to -child-out)")
 	flag.StringVar(&o.childOut, "child-out", "", "internal: the scenario child's report file")
+	flag.IntVar(&f.burnCPU, "burn-cpu", -1, "internal: spin on this CPU until killed (the loaded latency tables' load)")
+	flag.StringVar(&o.stableDev, "w-stable-dev", "", "internal: the stable device file-4k's worker opens")
 	flag.StringVar(&f.remoteTLS, "remote-tls", "", "internal: the scenario child measures only this remote transport")
 	flag.DurationVar(&o.timeout, "timeout", 0, "the whole run's time budget, shared among the scenarios (each runs as a child process, stopped with its rows marked when its share is spent; default 20m, 8m with -quick)")
 	flag.Parse()
@@ -168,7 +182,7 @@ func parseFlags(o *options) *cmdFlags {
 
 // setup checks the options and opens what they name: the scenarios of
 // scen, -plot's directory, -json-out's file.
-func (o *options) setup(scen string, straceCheck bool) error {
+func (o *options) setup(scen, targets string, straceCheck bool) error {
 	if o.reps < 5 {
 		return fmt.Errorf("-reps %d: medians need at least 5 repetitions", o.reps)
 	}
@@ -185,6 +199,19 @@ func (o *options) setup(scen string, straceCheck bool) error {
 	}
 	if len(o.scenarios) == 0 && !straceCheck {
 		return fmt.Errorf("-scenarios %q names no scenario (want some of %s)", scen, strings.Join(allScenarios, ","))
+	}
+	o.fileTargets = map[string]bool{}
+	for _, t := range strings.Split(targets, ",") {
+		switch t = strings.TrimSpace(t); t {
+		case "":
+		case "disk", "stable":
+			o.fileTargets[t] = true
+		default:
+			return fmt.Errorf("-file-targets: unknown target %q (want disk, stable)", t)
+		}
+	}
+	if o.scenarios["file-4k"] && len(o.fileTargets) == 0 {
+		return fmt.Errorf("-file-targets %q names no target (want disk, stable)", targets)
 	}
 	if o.json && o.csv {
 		return errors.New("-json and -csv both print to stdout: choose one (-json-out FILE writes the JSON beside either)")

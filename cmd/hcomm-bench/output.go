@@ -129,8 +129,10 @@ func unitName(u unit) (metric, name, better string) {
 	return "time", "ns/op", "lower"
 }
 
+// isEngine says whether a variant ("randread/engine-reaper",
+// "stable/randread/engine") is one of the engine's: its last element says.
 func isEngine(variant string) bool {
-	_, v, _ := strings.Cut(variant, "/")
+	v := variant[strings.LastIndexByte(variant, '/')+1:]
 	return strings.HasPrefix(v, "engine")
 }
 

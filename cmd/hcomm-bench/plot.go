@@ -175,8 +175,11 @@ func latencyPlot(rep report, save func(*plot.Plot, string, vg.Length) error) err
 	for _, ref := range refs {
 		p := plot.New()
 		what := "4 KiB host→device (vfio-mock)"
-		if ref == "readat" {
+		switch {
+		case ref == "readat":
 			what = "4 KiB O_DIRECT read"
+		case strings.HasPrefix(ref, loadedPrefix):
+			what += ", other vCPU busy"
 		}
 		p.Title.Text = "Latency of one synchronous " + what + ": percentiles"
 		p.Y.Label.Text = "µs (log)"

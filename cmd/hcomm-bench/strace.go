@@ -23,15 +23,20 @@ import (
 // loaded machine or a slow virtual disk could do about as many I/Os (or
 // the longer one fewer), which failed the count or made it noise.
 func countFio(o *options, variant string, n int) (*counts, string) {
-	op, eng, _ := strings.Cut(variant, "/fio-")
-	blocks := int(fileSize(o) / fileBlock)
-	n0 := min(1000, blocks/8)
-	n = max(1000, min(n, blocks-n0))
-	s1, ios1, err := traceFio(o, op, eng, n0)
+	rest, stable := strings.CutPrefix(variant, stablePrefix)
+	op, eng, _ := strings.Cut(rest, "/fio-")
+	path, size, err := targetPath(o, stable)
 	if err != nil {
 		return nil, "count failed: " + err.Error()
 	}
-	s2, ios2, err := traceFio(o, op, eng, n0+n)
+	blocks := int(size / fileBlock)
+	n0 := min(1000, blocks/8)
+	n = max(1000, min(n, blocks-n0))
+	s1, ios1, err := traceFio(path, size, op, eng, n0)
+	if err != nil {
+		return nil, "count failed: " + err.Error()
+	}
+	s2, ios2, err := traceFio(path, size, op, eng, n0+n)
 	if err != nil {
 		return nil, "count failed: " + err.Error()
 	}
@@ -44,9 +49,9 @@ func countFio(o *options, variant string, n int) (*counts, string) {
 // fioCountArgs are the timed run's fio arguments with the run time
 // replaced by a number of I/Os (at most the file's blocks: without
 // time_based fio also stops when it has covered the file's size).
-func fioCountArgs(o *options, path, op, eng string, ios int) []string {
+func fioCountArgs(path string, size int64, op, eng string, ios int) []string {
 	var a []string
-	for _, x := range fioArgs(o, path, op, eng, time.Second) {
+	for _, x := range fioArgs(path, size, op, eng, time.Second) {
 		if x == "--time_based" || strings.HasPrefix(x, "--runtime=") {
 			continue
 		}
@@ -55,14 +60,10 @@ func fioCountArgs(o *options, path, op, eng string, ios int) []string {
 	return append(a, "--number_ios="+strconv.Itoa(ios))
 }
 
-func traceFio(o *options, op, eng string, ios int) (*trace.Snapshot, int, error) {
+func traceFio(path string, size int64, op, eng string, ios int) (*trace.Snapshot, int, error) {
 	fio, err := exec.LookPath("fio")
 	if err != nil {
 		return nil, 0, fmt.Errorf("fio not installed")
-	}
-	path, err := prepareFile(o)
-	if err != nil {
-		return nil, 0, err
 	}
 	out, err := os.CreateTemp("", "hcomm-bench-fio-*.json")
 	if err != nil {
@@ -76,7 +77,7 @@ func traceFio(o *options, op, eng string, ios int) (*trace.Snapshot, int, error)
 	}
 	defer os.Remove(errf.Name())
 	defer errf.Close()
-	argv := append([]string{fio}, fioCountArgs(o, path, op, eng, ios)...)
+	argv := append([]string{fio}, fioCountArgs(path, size, op, eng, ios)...)
 	s, err := trace.StartCommand(argv, trace.CommandIO{Stdout: out, Stderr: errf}, trace.Options{Logger: quietLogger()})
 	if err != nil {
 		return nil, 0, err
