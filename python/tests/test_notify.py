@@ -217,10 +217,15 @@ def test_refusals(pair):
 
 
 def test_close_ends_waits():
-    """close() while a thread waits in wait_notification, a future is
-    pending and a coroutine awaits: each raises BadHandle; later calls
-    too."""
+    """Timeouts that are not seconds are InvalidArgument; close() while a
+    thread waits in wait_notification, a future is pending and a coroutine
+    awaits: each raises BadHandle; later calls too."""
     eng = hcomm.Engine(pool_size=8 << 20, target="remote", path="127.0.0.1:0")
+    for bad in ("1", float("nan"), [1], True):  # timeouts that are not seconds
+        with pytest.raises(hcomm.InvalidArgument):
+            eng.wait_notification(bad)
+        with pytest.raises(hcomm.InvalidArgument):
+            asyncio.run(eng.next_notification(bad))
     errs = []
 
     def waiter():
