@@ -28,7 +28,9 @@ type CopySpec struct {
 	// Depth is the chunks in flight at once (default DefaultCopyDepth; at
 	// least 2, so that one chunk is read while the one before is written).
 	// The copy holds Depth blocks of Chunk bytes of the pool: its whole
-	// use of host memory.
+	// use of host memory. At most Depth - max(1, Depth/4) of them read at
+	// once; the others are being written, or free to start the next read
+	// the moment one ends.
 	Depth int
 	// Callback, when not nil, runs exactly once when the copy ends
 	// (done, failed or canceled), on the copy's own goroutine; it may
@@ -152,24 +154,39 @@ func (c *Copy) Result() CopyResult {
 // A copy transfer's User: the block index, and whether it is the write.
 const copyWrite = 1
 
-// run drives the copy: every block reads a chunk, writes it, takes the
-// next chunk, until all are done or something failed; then it frees the
-// blocks and reports.
+// copyReads is how many of a copy's depth blocks may be reading at once:
+// all but a quarter (at least one). The rest is slack for writes: a disk
+// completes a round of reads together, and with every block reading, the
+// next round could start only as the writes of the last one end, one by one
+// — the disk would idle while the device writes. With slack, the blocks
+// whose writes ended already start the next round at once. Depth 2 is plain
+// double buffering: one block reads while the other writes.
+func copyReads(depth int) int { return depth - max(1, depth/4) }
+
+// run drives the copy: a free block reads the next chunk (while fewer than
+// copyReads are reading), the block is written as soon as its read ends,
+// and is free again when its write ends; until all are done or something
+// failed. Then it frees the blocks and reports.
 func (c *Copy) run(ctx context.Context, blocks []Block) {
 	spec, e := &c.spec, c.e
 	chunk := int64(spec.Chunk)
 	nChunks := (spec.Len + chunk - 1) / chunk
 	at := make([]int64, len(blocks)) // the chunk each block carries
+	free := make([]int, 0, len(blocks))
+	for i := len(blocks) - 1; i >= 0; i-- {
+		free = append(free, i)
+	}
+	maxReads := copyReads(len(blocks))
 	cb := func(r Result) { c.events <- copyEvent{user: r.User, n: r.N, err: r.Err} }
 	var next int64
-	var inflight int
+	var inflight, reads int
 	var failed error
 	stop := func(err error) {
 		if failed == nil {
 			failed = err
 		}
 	}
-	submit := func(i int, write bool) {
+	submit := func(i int, write bool) bool {
 		k := at[i]
 		off := k * chunk
 		n := min(chunk, spec.Len-off)
@@ -181,45 +198,53 @@ func (c *Copy) run(ctx context.Context, blocks []Block) {
 		}
 		if _, err := e.SubmitContext(ctx, t); err != nil {
 			stop(c.chunkErr(off, n, side, err))
-			return
+			return false
 		}
 		inflight++
+		return true
 	}
-	for i := range blocks {
-		if next == nChunks || failed != nil {
-			break
+	startReads := func() {
+		for failed == nil && reads < maxReads && len(free) > 0 && next < nChunks {
+			i := free[len(free)-1]
+			free = free[:len(free)-1]
+			at[i], next = next, next+1
+			if !submit(i, false) {
+				free = append(free, i)
+				return
+			}
+			reads++
 		}
-		at[i], next = next, next+1
-		submit(i, false)
 	}
+	startReads()
 	for inflight > 0 {
 		ev := <-c.events
 		inflight--
 		i, write := int(ev.user>>1), ev.user&copyWrite != 0
 		off := at[i] * chunk
 		n := min(chunk, spec.Len-off)
-		if ev.err != nil {
+		if !write {
+			reads--
+		}
+		switch {
+		case ev.err != nil:
 			side := "reading from"
 			if write {
 				side = "writing to"
 			}
 			stop(c.chunkErr(off, n, side, ev.err))
-			continue
-		}
-		if !write {
-			if failed == nil {
-				submit(i, true)
+			free = append(free, i)
+		case !write:
+			if failed != nil || !submit(i, true) {
+				free = append(free, i)
 			}
-			continue
+		default:
+			c.done.Add(n)
+			free = append(free, i)
+			if failed == nil && ctx.Err() != nil {
+				stop(fmt.Errorf("engine: copy %v → %v canceled after %d bytes: %w", spec.Src, spec.Dst, c.done.Load(), ctx.Err()))
+			}
 		}
-		c.done.Add(n)
-		if failed == nil && ctx.Err() != nil {
-			stop(fmt.Errorf("engine: copy %v → %v canceled after %d bytes: %w", spec.Src, spec.Dst, c.done.Load(), ctx.Err()))
-		}
-		if failed == nil && next < nChunks {
-			at[i], next = next, next+1
-			submit(i, false)
-		}
+		startReads()
 	}
 	for _, b := range blocks {
 		_ = e.Free(b) // ErrClosed after Close: the pool is gone anyway

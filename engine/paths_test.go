@@ -385,11 +385,15 @@ func TestCopyPipeline(t *testing.T) {
 		Alignment: 4096, PoolSize: 16 << 20, QueueDepth: 64, Backings: []hugepage.Backing{hugepage.Backing4K}})
 	ts := e.Targets()
 	ctx := ctxT(t, 10*time.Minute)
-	var peak atomic.Int64
+	var peak, readPeak atomic.Int64
 	sample := func(stop <-chan struct{}) {
 		for {
-			if u := e.Stats().Pool.InUse; u > peak.Load() {
+			st := e.Stats()
+			if u := st.Pool.InUse; u > peak.Load() {
 				peak.Store(u)
+			}
+			if r := int64(st.Backends[1].Outstanding); r > readPeak.Load() {
+				readPeak.Store(r) // reads from the input file
 			}
 			select {
 			case <-stop:
@@ -435,6 +439,11 @@ func TestCopyPipeline(t *testing.T) {
 		}
 		el := time.Since(start)
 		t.Logf("%s: %d MiB in %v (%.2f GiB/s), progress seen: %v", step.name, size>>20, el, float64(size)/(1<<30)/el.Seconds(), sawProgress)
+	}
+	// Of depth blocks, at most depth - max(1, depth/4) read at once: the
+	// rest is slack for writes (CopySpec.Depth).
+	if r, want := readPeak.Load(), int64(depth-max(1, depth/4)); r > want || r == 0 {
+		t.Errorf("reads from the input file in flight peaked at %d, want 1..%d", r, want)
 	}
 	if p := peak.Load(); p > chunk*depth {
 		t.Fatalf("pool use peaked at %d bytes, above Chunk × Depth = %d", p, chunk*depth)

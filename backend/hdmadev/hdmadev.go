@@ -348,13 +348,22 @@ func (b *Backend) Execute(op *backend.Op) (uint32, backend.Status) {
 	return uint32(n), backend.StatusOK
 }
 
+// interruptBytes: a descriptor of at least this many bytes asks for its own
+// interrupt, not only the last of its batch. A batch of large transfers then
+// completes one by one, as the device finishes each, instead of all at once
+// when the last one does: a path that refills a block as soon as its write
+// ends (Engine.Copy) keeps the disk busy instead of stepping in lockstep. An
+// interrupt per 64 KiB or more is cheap beside the bytes moved.
+const interruptBytes = 64 << 10
+
 // Forward implements backend.Backend: one 64-byte descriptor into the
-// device's submission ring.
+// device's submission ring, asking for an interrupt when it is the last of
+// the batch or large (interruptBytes).
 func (b *Backend) Forward(tag uint64, op *backend.Op, last bool) bool {
 	if b.recover {
 		return false
 	}
-	err := b.q.Enqueue(hdma.Desc{Op: devOps[op.Code], Len: op.Len, Src: op.Src, Dst: op.Dst, User: tag, Interrupt: last})
+	err := b.q.Enqueue(hdma.Desc{Op: devOps[op.Code], Len: op.Len, Src: op.Src, Dst: op.Dst, User: tag, Interrupt: last || op.Len >= interruptBytes})
 	if err != nil {
 		if errors.Is(err, hdma.ErrRecoveryNeeded) {
 			b.recover = true

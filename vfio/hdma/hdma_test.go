@@ -424,6 +424,25 @@ func TestDeviceResetRecover(t *testing.T) {
 	must(t, r.drv.Healthy())
 }
 
+// TestInterruptCoalescingBounded: two large descriptors that each ask for an
+// interrupt, rung together, interrupt twice: the device coalesces MSIs only
+// over a short window, so the first completion is not held back until the
+// second (2 MiB takes far longer to copy than that window).
+func TestInterruptCoalescingBounded(t *testing.T) {
+	r := newRig(t, mock.Config{}, hdma.Config{}, 1, 64)
+	q := r.qs[0]
+	const n = 2 << 20
+	r.submit(q,
+		hdma.Desc{Op: hdma.OpH2D, Len: n, Src: iova(dataOff), Dst: 0, User: 1, Interrupt: true},
+		hdma.Desc{Op: hdma.OpH2D, Len: n, Src: iova(dataOff + n), Dst: n, User: 2, Interrupt: true})
+	for _, c := range r.reap(q, 2) {
+		must(t, c.Err)
+	}
+	if got := r.dev.Counters().MSIs; got != 2 {
+		t.Errorf("MSIs for two 2 MiB descriptors with the interrupt flag: %d, want 2", got)
+	}
+}
+
 // TestQuiesceAfterDeviceReset: a descriptor published after the device reset
 // itself (before the host reaped that) is never fetched; Quiesce fails it
 // and the one the device completed comes out with its own status, each
