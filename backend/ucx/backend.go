@@ -344,6 +344,9 @@ func (b *Backend) Forward(tag uint64, op *backend.Op, last bool) bool {
 		s.roff, s.local = C.uint64_t(op.Src), C.uint64_t(op.Dst)
 	}
 	b.staged++
+	if op.Code == opNotify {
+		b.urgent = true
+	}
 	return true
 }
 
@@ -351,7 +354,10 @@ func (b *Backend) Forward(tag uint64, op *backend.Op, last bool) bool {
 // ucp_get_nbx straight from/to pool memory and one ucp_ep_flush_nbx per
 // peer the batch put to, in one call into C — unless transfers are already
 // outstanding and someone is about to progress the worker anyway: then
-// that one posts them (hc_submit, under the mutex, in order).
+// that one posts them (hc_submit, under the mutex, in order). A batch that
+// carries a notification is always posted here: left to the progress
+// goroutine it waited for that goroutine's next look (up to 50 µs, and
+// more on a busy machine) before its flush even started.
 func (b *Backend) Flush() {
 	if b.staged == 0 {
 		return
@@ -375,7 +381,9 @@ func (b *Backend) Flush() {
 	// engine's reaper spun on that flag through every post
 	// (docs/remote.md, "tcp bandwidth"). A batch that finds nothing
 	// outstanding is posted here at once.
-	if busy && (b.polling.Load() > 0 || atomic.LoadUint32((*uint32)(unsafe.Pointer(&b.be.inflight))) > 0) {
+	urgent := b.urgent
+	b.urgent = false
+	if busy && !urgent && (b.polling.Load() > 0 || atomic.LoadUint32((*uint32)(unsafe.Pointer(&b.be.inflight))) > 0) {
 		return
 	}
 	b.mu.Lock()

@@ -1423,6 +1423,8 @@ void hc_peer_close(hc_be *be, uint32_t idx, int32_t status) {
 			p->dclose_req = r;
 		p->dep = NULL;
 	}
+	if (p->dep == p->ep)
+		p->dep = NULL; // one endpoint (no SharedMemory): closed below
 	if (p->ep != NULL) {
 		ucs_status_ptr_t r = ucp_ep_close_nbx(p->ep, &rp);
 		if (UCS_PTR_IS_PTR(r))

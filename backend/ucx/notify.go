@@ -86,6 +86,7 @@ func (b *Backend) deliver() {
 		select {
 		case b.notes <- n:
 			C.hc_notify_pop(b.be)
+			b.delivered = true
 			continue
 		default:
 		}

@@ -173,6 +173,16 @@ func TestSoak(t *testing.T) {
 			}()
 		}
 	}
+	// Side lanes are made before the leak snapshots (a library's
+	// process-wide state, set up once, is not theirs to leak).
+	var sides []sideLane
+	for i, mk := range sideLanes {
+		s, err := mk(t, seed*1000+500+uint64(i))
+		if err != nil {
+			t.Fatalf("side lane %d: %v", i, err)
+		}
+		sides = append(sides, s)
+	}
 	huge0 := hugetlbKiB(t)
 	runtime.GC()
 	g0 := runtime.NumGoroutine()
@@ -218,6 +228,13 @@ func TestSoak(t *testing.T) {
 			l.run(end)
 		}()
 	}
+	for _, s := range sides {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.run(end)
+		}()
+	}
 	wg.Wait()
 	slope, samples := rss.stop()
 
@@ -237,6 +254,11 @@ func TestSoak(t *testing.T) {
 		total.verified.Add(s.verified.Load())
 		total.bytes.Add(s.bytes.Load())
 		total.engines.Add(s.engines.Load())
+	}
+	for _, s := range sides {
+		for _, f := range s.report() {
+			t.Error(f)
+		}
 	}
 	t.Logf("total: %d engines, %d transfers, %d ok, %d verified by CRC-32C (%s)",
 		total.engines.Load(), total.staged.Load(), total.ok.Load(), total.verified.Load(), mib(total.bytes.Load()))
@@ -270,6 +292,18 @@ func TestSoak(t *testing.T) {
 		t.Errorf("RSS grows %+.2f MiB/min after warm-up (over %d samples), limit %.1f MiB/min on runs of %v or more",
 			slope, samples, rssMaxSlope, rssJudged)
 	}
+}
+
+// sideLanes make lanes with a schedule of their own, run beside the others
+// until the same end and checked after them (ucx_lane_test.go: a peer
+// process killed and started again). Each is made before the leak
+// snapshots; its run leaves nothing behind.
+var sideLanes []func(t *testing.T, seed uint64) (sideLane, error)
+
+type sideLane interface {
+	run(end time.Time)
+	// report logs the lane's tally and returns its failures.
+	report() []string
 }
 
 // The RSS slope limit and the shortest run it is asserted on.
