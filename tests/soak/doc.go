@@ -11,7 +11,13 @@
 // sizes and submission calls, contexts that expire, queue depths from 8 to
 // 64) and a controller that closes the engine at a random moment (Close or
 // Shutdown with a short context) and opens a new one over the same device
-// or file. Checked all along:
+// or file. Beside them a UCX lane (ucx_lane_test.go, built with cgo): one
+// engine on the UCX backend (UCX_TLS from the environment, tcp by default)
+// whose peer is a second process that is killed (SIGKILL) every 0.2–1.5 s
+// and started again; its transfers are puts read back by gets, and its
+// failures must be ucx.ErrPeerGone on a killed peer, as many peers failed
+// as were killed, and no UCX endpoint left but the live peer's. Checked
+// all along:
 //
 //   - every callback runs exactly once (and none for a refused submission);
 //   - every successful transfer's bytes are verified by CRC-32C: a write
