@@ -243,8 +243,23 @@ func (l *ucxLane) check() {
 			break
 		}
 	}
+	// A kill is seen when UCX notices the closed connection (at once over
+	// tcp, in the progress goroutine): the last one may still be on its way.
+	peers := l.b.Peers()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); peers = l.b.Peers() {
+		seen := 0
+		for _, p := range peers {
+			if p.Failed != nil {
+				seen++
+			}
+		}
+		if seen >= l.kills {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	failedPeers := 0
-	for _, p := range l.b.Peers() {
+	for _, p := range peers {
 		switch {
 		case p.Failed != nil && !l.killed[p.Index]:
 			l.failures = append(l.failures, fmt.Sprintf("peer %d failed, never killed: %v", p.Index, p.Failed))
@@ -261,7 +276,7 @@ func (l *ucxLane) check() {
 	// The live peer's control endpoint, nothing of the killed ones (their
 	// closes complete in the progress goroutine: give them a moment).
 	n := 0
-	for try := 0; try < 100; try++ {
+	for try := 0; try < 500; try++ {
 		if n = l.b.Endpoints(); n == 1 {
 			break
 		}
