@@ -494,6 +494,10 @@ static __always_inline __u8 file_class(struct file *f)
 	mode = BPF_CORE_READ(f, f_inode, i_mode);
 	if ((mode & S_IFMT_) != S_IFREG_ && (mode & S_IFMT_) != S_IFBLK_)
 		return CLASS_COPY; // e.g. a packet-mode pipe: still copied
+	// A block device honours O_DIRECT whatever file system holds its node
+	// (devtmpfs has tmpfs's magic): only a regular file's is asked.
+	if ((mode & S_IFMT_) == S_IFBLK_)
+		return CLASS_DIRECT;
 	magic = BPF_CORE_READ(f, f_inode, i_sb, s_magic);
 	if (magic == TMPFS_MAGIC_)
 		return CLASS_COPY;

@@ -208,6 +208,40 @@ func TestWriteODirectCountsDirectNotCopy(t *testing.T) {
 	}
 }
 
+// TestWriteODirectBlockDeviceCountsDirect: O_DIRECT writes to a block
+// device are DMA whatever file system holds the device node (devtmpfs
+// carries tmpfs's magic): a loop device with direct I/O over a file here.
+func TestWriteODirectBlockDeviceCountsDirect(t *testing.T) {
+	requireTracing(t)
+	// A machine without losetup or loop devices (a minimal guest) lacks
+	// the feature, not a privilege: skipped with the reason.
+	if _, err := exec.LookPath("losetup"); err != nil {
+		t.Skipf("no losetup (util-linux) for a loop device: %v", err)
+	}
+	const n, k = 64, 4096
+	back := filepath.Join(directDir(t), "loop-backing.dat")
+	if err := os.WriteFile(back, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", back).CombinedOutput()
+	if err != nil {
+		t.Skipf("no loop device: losetup --find --direct-io=on: %v: %s", err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() {
+		if out, err := exec.Command("losetup", "--detach", dev).CombinedOutput(); err != nil {
+			t.Errorf("losetup --detach %s: %v: %s", dev, err, out)
+		}
+	})
+	_, s := runTraced(t, Options{}, "write", dev, "64", "4096", "direct")
+	if got := s.Bytes(SourceSyscall, UserToKernel, ClassDirect); got != n*k {
+		t.Errorf("direct bytes to %s = %d, want %d", dev, got, n*k)
+	}
+	if got := s.Bytes(SourceSyscall, UserToKernel, ClassCopy); got != 0 {
+		t.Errorf("user->kernel copy bytes = %d, want 0 (O_DIRECT to a block device is DMA)", got)
+	}
+}
+
 func TestURingNopExact(t *testing.T) {
 	const n = 200
 	_, s := runTraced(t, Options{}, "uring-nop", "200")
