@@ -18,7 +18,9 @@
 # HCOMM_VM_MEM (MiB, default 6144: the hugepage tests reserve a 1 GiB page
 # at run time, which a 4 GiB guest cannot find contiguous; TCG only backs
 # what the guest touches); HCOMM_VM_KEEP=1 keeps the work directory
-# (console log) for inspection.
+# (console log) for inspection; HCOMM_VM_LOGLEVEL sets the guest console's
+# loglevel (default 5; 8 shows info messages such as arm-smmu-v3's fault
+# events, slowly: the emulated UART prints each line).
 #
 # The verdict comes from the guest's own "HCOMM-VM-VERDICT rc=N" line on its
 # second serial port: QEMU exits 0 on a guest power-off whatever the tests
@@ -228,7 +230,7 @@ run_vm() {
 		-kernel "$kdir/vmlinux" -initrd "$work/initrd" \
 		</dev/null >"$work/qemu.log" 2>&1
 }
-cmdline="loglevel=5 panic=-1 softlockup_panic=1 softlockup_all_cpu_backtrace=1 panic_print=0x41"
+cmdline="loglevel=${HCOMM_VM_LOGLEVEL:-5} panic=-1 softlockup_panic=1 softlockup_all_cpu_backtrace=1 panic_print=0x41"
 # QEMU itself (7.2, TCG) has been seen to die of SIGSEGV mid-run (exit 139)
 # on this host: that is the emulator, not the code under test. Only then —
 # SIGSEGV or SIGABRT (139, 134), no verdict from the guest — the run is repeated once,
