@@ -111,7 +111,7 @@ func (n *netPair) startPeer(t *testing.T) (string, *exec.Cmd) {
 	}
 	cmd := exec.Command("ip", "netns", "exec", n.ns, self, "-test.run=^$") // ip execs the binary: kill -9 reaches it
 	cmd.Env = append(os.Environ(), peerEnv+"=1", "UCX_TLS=tcp", "HCOMM_UCX_SHM=false",
-		"UCX_NET_DEVICES="+n.peer, peerListenEnv+"="+n.peerIP+":0")
+		"UCX_NET_DEVICES="+n.peer, peerListenEnv+"="+n.peerIP+":0", "UCX_LOG_FILE=stderr") // as startPeer
 	addr := testutil.StartPeer(t, cmd, testutil.Peer{Start: 20 * time.Second, Stop: 10 * time.Second})
 	if !strings.HasPrefix(addr, n.peerIP+":") {
 		t.Fatalf("peer in %s listens on %s, want %s", n.ns, addr, n.peerIP)

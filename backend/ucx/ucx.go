@@ -662,7 +662,8 @@ func (b *Backend) progressLoop() {
 		}
 		st := C.hc_arm(b.be)
 		waiting := b.notifyWaiting()
-		b.idle = !busy && !waiting && st != C.UCS_ERR_BUSY
+		handshake := b.handshaking()
+		b.idle = !busy && !waiting && !handshake && st != C.UCS_ERR_BUSY
 		delivered := b.delivered
 		b.delivered = false
 		b.mu.Unlock()
@@ -684,9 +685,15 @@ func (b *Backend) progressLoop() {
 		var ts *unix.Timespec
 		if busy {
 			ts = &unix.Timespec{Nsec: 50_000}
-		} else if waiting {
-			// Notifications wait for room in the channel: look
-			// again every millisecond.
+		} else if waiting || handshake {
+			// Notifications wait for room in the channel, or a
+			// handshake is under way: look again every millisecond.
+			// UCX 1.13 does not always signal the event fd when a
+			// connection's wire-up over RDMA verbs (rc_verbs with a
+			// ud_verbs keepalive lane, through rdmacm) can move on:
+			// both sides' hellos then wait in UCX, each progress
+			// goroutine asleep, until the keepalive timer (20 s)
+			// wakes a worker; one ucp_worker_progress finishes it.
 			ts = &unix.Timespec{Nsec: 1_000_000}
 		}
 		for {
@@ -700,6 +707,17 @@ func (b *Backend) progressLoop() {
 		}
 		last = time.Now()
 	}
+}
+
+// handshaking says that a peer's handshake is under way (connecting: our
+// hello or the peer's not yet through; under mu).
+func (b *Backend) handshaking() bool {
+	for _, p := range *b.peers.Load() {
+		if p.state.Load() == stateConnecting {
+			return true
+		}
+	}
+	return false
 }
 
 // destroy releases everything (the progress goroutine is stopped).

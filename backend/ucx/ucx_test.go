@@ -158,8 +158,12 @@ func startPeer(t *testing.T, tls string, extraEnv ...string) (string, *exec.Cmd)
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	env, shm := ucxTLS(tls)
+	// UCX logs to standard output by default, where the peer announces
+	// its address: its log goes to standard error instead (a listener on
+	// a free port logs an ERROR line when the port rdmacm picked is taken
+	// for tcp, then takes another).
 	cmd.Env = append(os.Environ(), peerEnv+"=1", "UCX_TLS="+env, fmt.Sprintf("HCOMM_UCX_SHM=%t", shm),
-		peerListenEnv+"="+listenAddr(tls))
+		peerListenEnv+"="+listenAddr(tls), "UCX_LOG_FILE=stderr")
 	cmd.Env = append(cmd.Env, extraEnv...)
 	// Tests kill peers: their exit status is not checked.
 	addr := testutil.StartPeer(t, cmd, testutil.Peer{Start: 20 * time.Second, Stop: 10 * time.Second})
