@@ -39,7 +39,7 @@ build: deps-build
 
 # The README's test command. Everything CI runs hangs off this target
 # (.ci/run is this with HCOMM_REQUIRE_PRIVILEGED=1).
-test: deps-test check-generate check-lib-deps lint-vet lint-arm64 test-unit test-engine test-soak capi-test python-test test-vm test-vm-arm64
+test: deps-test check-generate check-lib-deps lint-vet lint-arm64 test-unit test-engine test-soak capi-test python-test test-vm test-vm-rdma-short test-vm-arm64
 
 # A throwaway module that imports engine and backend/uringfile lists neither
 # gonum nor Prometheus in its module graph (scripts/check-lib-deps.sh).
