@@ -15,13 +15,14 @@ import ctypes.util
 import os
 import random
 import struct
-import subprocess
 import sys
 import threading
 
 import pytest
 
 import hcomm
+
+import _peerproc
 
 BLOCK = 1 << 20
 SLOT = 4096  # put i lands in slot i of the receiver's block
@@ -116,13 +117,7 @@ def _take(eng, mv, base, count):
 class _Receiver:
     def __init__(self, tls, shm):
         self.tls, self.shm = tls, shm
-        env = dict(os.environ, UCX_TLS=tls, HCOMM_TEST_SHM="1" if shm else "0")
-        self.proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, env=env)
-        line = self.proc.stdout.readline()
-        parts = line.split()
-        assert len(parts) == 4 and parts[0] == "ADDR", f"receiver said {line!r}"
-        self.addr, self.off = parts[1], int(parts[3])
+        self.proc, self.addr, self.off = _peerproc.launch(__file__, tls, shm, "receiver")
 
     def take(self, n):
         self.proc.stdin.write(f"take {n}\n")

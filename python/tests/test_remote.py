@@ -7,13 +7,14 @@ import asyncio
 import os
 import random
 import socket
-import subprocess
 import sys
 import time
 
 import pytest
 
 import hcomm
+
+import _peerproc
 
 BLOCK = 1 << 20
 
@@ -40,13 +41,7 @@ class _Peer:
     def __init__(self, tls, shm):
         self.tls, self.shm = tls, shm
         # The peer imports the same (installed) hcomm as the tests.
-        env = dict(os.environ, UCX_TLS=tls, HCOMM_TEST_SHM="1" if shm else "0")
-        self.proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, env=env)
-        line = self.proc.stdout.readline()
-        parts = line.split()
-        assert len(parts) == 4 and parts[0] == "ADDR", f"peer said {line!r}"
-        self.addr, self.off = parts[1], int(parts[3])
+        self.proc, self.addr, self.off = _peerproc.launch(__file__, tls, shm, "peer")
 
     def read(self, off, n):
         self.proc.stdin.write(f"read {off} {n}\n")
