@@ -53,15 +53,20 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 bin="$prefix/seed_example"
 # shellcheck disable=SC2046 # pkg-config's output is meant to be split
 "$CC" -Wall -Werror -O2 -o "$bin" "$here/seed_example.c" $(pkg-config --cflags --libs hcomm) -Wl,-rpath,"$(pkg-config --variable=libdir hcomm)"
-if ldd "$bin" | grep -q "$root/bin"; then
-	echo "FAIL: the example links the build tree's library, not the installed one:"; ldd "$bin"; exit 1
+# ldd's output is read whole before it is searched: `ldd | grep -q` under
+# pipefail fails when grep exits at its first match and ldd, still
+# writing, dies of SIGPIPE.
+deps=$(ldd "$bin")
+if grep -qF "$root/bin" <<<"$deps"; then
+	echo "FAIL: the example links the build tree's library, not the installed one:"; echo "$deps"; exit 1
 fi
-ldd "$bin" | grep -q "libhcomm.so.$major => $prefix/lib/libhcomm.so.$major" || { echo "FAIL: not linked against $prefix/lib/libhcomm.so.$major:"; ldd "$bin"; exit 1; }
+grep -qF "libhcomm.so.$major => $prefix/lib/libhcomm.so.$major" <<<"$deps" || { echo "FAIL: not linked against $prefix/lib/libhcomm.so.$major:"; echo "$deps"; exit 1; }
 HCOMM_LOG=off "$bin"
 # The library's own dependencies (libucp, libucs: the remote target) come
 # with it (DT_NEEDED) and are listed in Libs.private for a --static link
 # line; both must link and run.
-ldd "$prefix/lib/libhcomm.so.$ver" | grep -q 'libucp.so' || { echo "FAIL: libhcomm does not record libucp:"; ldd "$prefix/lib/libhcomm.so.$ver"; exit 1; }
+libdeps=$(ldd "$prefix/lib/libhcomm.so.$ver")
+grep -qF 'libucp.so' <<<"$libdeps" || { echo "FAIL: libhcomm does not record libucp:"; echo "$libdeps"; exit 1; }
 # shellcheck disable=SC2046
 "$CC" -Wall -Werror -O2 -o "$prefix/seed_example_static" "$here/seed_example.c" $(pkg-config --cflags --libs --static hcomm) -Wl,-rpath,"$(pkg-config --variable=libdir hcomm)"
 HCOMM_LOG=off "$prefix/seed_example_static" >/dev/null
