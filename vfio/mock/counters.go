@@ -26,6 +26,10 @@ type Counters struct {
 	CQFullWaits                                                     uint64 // times a queue waited for the host to release completions
 	IgnoredWrites                                                   uint64 // writes to queue configuration while enabled
 	WorkerSleeps                                                    uint64 // times the worker blocked after spinning
+	// Late counts descriptors that completed more than Config.LateAfter
+	// after the doorbell that published them, their injected latency
+	// deducted (always 0 when LateAfter is 0).
+	Late uint64
 }
 
 // QueueCounters is a snapshot of one queue's counters.
@@ -43,12 +47,17 @@ type counters struct {
 	iommuFaults, devMemFaults, badDescriptors, fences     uint64
 	injErrors, injLatency, injStalls, injResets           uint64
 	resets, fatal, msis, msiErrors, cqFull, ignoredWrites uint64
+	late                                                  uint64
 }
 
 // queueCounters are per-queue counters: doorbells are counted lock-free by
 // the host-side register path, the rest under Device.mu by the worker.
 type queueCounters struct {
 	sqDoorbells, cqDoorbells atomic.Uint64
+	// bellSince is the device clock at the first SQ_TAIL doorbell the
+	// worker has not yet seen, 0 when none (Config.LateAfter only): a
+	// lower bound on when the entries the worker finds new were published.
+	bellSince                atomic.Int64
 	descriptors, completions uint64
 }
 
@@ -78,6 +87,7 @@ func (d *Device) Counters() Counters {
 		CQFullWaits:     c.cqFull,
 		IgnoredWrites:   c.ignoredWrites,
 		WorkerSleeps:    d.sleeps.Load(),
+		Late:            c.late,
 	}
 	for i := range d.qctr {
 		s.SQDoorbells += d.qctr[i].sqDoorbells.Load()

@@ -54,6 +54,14 @@ type Config struct {
 	Inline bool
 	// Seed seeds the generator behind rate-based fault injection.
 	Seed uint64
+	// LateAfter, when positive, makes the device time every descriptor
+	// from the SQ_TAIL doorbell that published it to its completion and
+	// count those that took longer (Counters.Late): a device model shares
+	// the host's CPUs, and on an overloaded machine it can be slower than
+	// a host's stall timeout without any injected fault. An injected
+	// latency is not counted against a descriptor, an injected stall never
+	// completes. Zero (the default) keeps no timestamps.
+	LateAfter time.Duration
 	// Logger receives the device's rare events (fatal faults, resets);
 	// default slog.Default().
 	Logger *slog.Logger
@@ -118,6 +126,15 @@ type queue struct {
 	heldRZ    bool // its reserved bytes were zero
 	heldReady time.Time
 	heldDesc  model.Descriptor
+	heldPub   int64         // when heldDesc was published (Config.LateAfter)
+	heldLate  time.Duration // the injected latency heldDesc is excused
+
+	// Publication times for Config.LateAfter: pubAt[i] is when entry i
+	// was published (nil when LateAfter is 0); entries before seenTail
+	// have theirs; lastPub is the last time handed out.
+	pubAt    []int64
+	seenTail uint32
+	lastPub  int64
 
 	irqPending bool
 }
@@ -159,6 +176,7 @@ type Device struct {
 	injN    uint64
 	one     [8]byte // the 8-byte eventfd increment
 
+	epoch    time.Time     // the device clock's zero (Config.LateAfter)
 	sleeps   atomic.Uint64 // worker sleeps (counted outside mu)
 	bell     atomic.Uint64 // bumped by every doorbell write
 	sleeping atomic.Bool   // the worker is about to sleep or sleeps
@@ -183,6 +201,7 @@ func New(cfg Config) (*Device, error) {
 			NumRegions: vfio.RegionConfig + 1, NumIRQs: int(vfio.IRQMSIX) + 1, CanReset: true,
 		},
 		log:    cfg.Logger.With("device", cfg.Name),
+		epoch:  time.Now(),
 		maxLen: uint64(cfg.MaxTransfer),
 		qctr:   make([]queueCounters, cfg.Queues),
 		queues: make([]queue, cfg.Queues),

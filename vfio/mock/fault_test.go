@@ -234,3 +234,70 @@ func TestFunctionReset(t *testing.T) {
 		}
 	}
 }
+
+// TestLateAfter: with Config.LateAfter the device counts the descriptors it
+// completed later than that after their doorbell, their injected latency
+// deducted. The device runs inline, so a descriptor waits until the next
+// doorbell after its latency: the test decides how late it is. The margins
+// are hundreds of milliseconds, so a slow machine cannot turn the verdicts.
+func TestLateAfter(t *testing.T) {
+	tests := []struct {
+		name      string
+		lateAfter time.Duration
+		latency   time.Duration // injected on the first descriptor
+		wait      time.Duration // before the doorbell that completes the first two
+		want      uint64
+	}{
+		{"off", 0, time.Millisecond, 60 * time.Millisecond, 0},
+		{"on time", 400 * time.Millisecond, time.Millisecond, 0, 0},
+		// The first descriptor is held for its latency, the second
+		// waits behind it: both complete at the next doorbell.
+		{"late", 20 * time.Millisecond, time.Millisecond, 60 * time.Millisecond, 2},
+		// Held 300 ms by the injected latency, done 310 ms after its
+		// doorbell: 10 ms of its own, not late. The second one is.
+		{"latency excused", 200 * time.Millisecond, 300 * time.Millisecond, 310 * time.Millisecond, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDevice(t, mock.Config{Inline: true, DevMemSize: 1 << 20, LateAfter: tt.lateAfter})
+			q := newRawQueue(t, d, 0, 16)
+			mem := hostMem(t, 4096)
+			must(t, d.MapDMA(dataIOVA, mem, vfio.DMAReadWrite))
+			enable(t, d)
+			must(t, d.InjectFault(mock.Fault{Kind: mock.FaultLatency, Queues: 1, Nth: 1, Latency: tt.latency}))
+			h2dBatch(q, 2)
+			time.Sleep(max(tt.wait, tt.latency+time.Millisecond))
+			// An inline device works in the doorbell: this one completes
+			// the held descriptor, the one behind it and a third, on time.
+			q.submit(model.Descriptor{Opcode: model.OpH2D, Tag: 3, Len: 64, Src: dataIOVA, Dst: 4096})
+			q.reap(3)
+			if got := d.Counters().Late; got != tt.want {
+				t.Errorf("Counters().Late = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestLateAfterStall: a stalled descriptor never counts as late, nor does
+// what waited behind it until the reset that completes them all; a slow
+// device without a stall does (TestLateAfter).
+func TestLateAfterStall(t *testing.T) {
+	d := newDevice(t, mock.Config{Inline: true, DevMemSize: 1 << 20, LateAfter: 20 * time.Millisecond})
+	q := newRawQueue(t, d, 0, 16)
+	mem := hostMem(t, 4096)
+	must(t, d.MapDMA(dataIOVA, mem, vfio.DMAReadWrite))
+	enable(t, d)
+	must(t, d.InjectFault(mock.Fault{Kind: mock.FaultStall, Queues: 1, Nth: 1}))
+	h2dBatch(q, 2)
+	time.Sleep(60 * time.Millisecond)
+	bar0, _ := d.Region(vfio.RegionBAR0)
+	must(t, bar0.Write32(model.RegControl, model.ControlReset))
+	for i, c := range q.reap(2) {
+		if c.Status != model.StatusReset {
+			t.Errorf("completion %d after the reset: %+v, want status %d", i, c, model.StatusReset)
+		}
+	}
+	if c := d.Counters(); c.InjectedStalls != 1 || c.Late != 0 {
+		t.Errorf("injected stalls %d, late %d; want 1 and 0", c.InjectedStalls, c.Late)
+	}
+}

@@ -132,7 +132,11 @@ func (d *Device) writeReg(off uint64, v uint32) {
 	case model.QSQTail:
 		// Doorbell. The atomic store publishes the descriptors the host
 		// wrote before it (release); the worker's atomic load of the tail
-		// acquires them.
+		// acquires them. The publication time goes first, so a worker
+		// that sees the new tail finds a time no later than it.
+		if d.cfg.LateAfter > 0 {
+			d.qctr[q].bellSince.CompareAndSwap(0, d.clock())
+		}
 		d.regs[off/4].Store(v)
 		d.qctr[q].sqDoorbells.Add(1)
 		d.ring()

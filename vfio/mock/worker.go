@@ -140,6 +140,7 @@ func (d *Device) runQueue(qi int, q *queue) (progress bool, next time.Time) {
 			if !d.completeLocked(qi, q, &q.heldDesc, status, n) {
 				return true, next
 			}
+			d.timeCompletionLocked(q.heldPub, q.heldLate)
 			progress = true
 			continue
 		}
@@ -148,6 +149,7 @@ func (d *Device) runQueue(qi int, q *queue) (progress bool, next time.Time) {
 			d.fatalLocked("SQ_TAIL doorbell beyond the ring", uint64(tail), false)
 			return true, next
 		}
+		d.notePublishedLocked(qi, q, tail)
 		if q.sqHead == tail {
 			return progress, next
 		}
@@ -164,6 +166,7 @@ func (d *Device) runQueue(qi int, q *queue) (progress bool, next time.Time) {
 		if !ok {
 			return true, next
 		}
+		pub := q.publishedAt(q.sqHead)
 		q.sqHead = (q.sqHead + 1) & (q.sqSize - 1)
 		q.seq++
 		d.ctr.descriptors++
@@ -179,10 +182,12 @@ func (d *Device) runQueue(qi int, q *queue) (progress bool, next time.Time) {
 				if !d.completeLocked(qi, q, &desc, r.Status, 0) {
 					return true, next
 				}
+				d.timeCompletionLocked(pub, 0)
 				continue
 			case FaultLatency:
 				d.ctr.injLatency++
 				q.held, q.heldStall, q.heldRZ, q.heldDesc = true, false, rz, desc
+				q.heldPub, q.heldLate = pub, r.Latency
 				q.heldReady = time.Now().Add(r.Latency)
 				continue
 			case FaultStall:
@@ -192,6 +197,7 @@ func (d *Device) runQueue(qi int, q *queue) (progress bool, next time.Time) {
 			case FaultReset:
 				d.ctr.injResets++
 				q.held, q.heldStall, q.heldRZ, q.heldDesc = true, false, rz, desc
+				q.heldPub, q.heldLate = pub, 0
 				d.log.Warn("injected device reset", "queue", qi, "tag", desc.Tag)
 				d.resetLocked(true)
 				return true, next
@@ -202,8 +208,55 @@ func (d *Device) runQueue(qi int, q *queue) (progress bool, next time.Time) {
 		if !d.completeLocked(qi, q, &desc, status, n) {
 			return true, next
 		}
+		d.timeCompletionLocked(pub, 0)
 	}
 	return progress, next
+}
+
+// clock is the device's monotonic clock in nanoseconds, never 0.
+func (d *Device) clock() int64 { return int64(time.Since(d.epoch)) + 1 }
+
+// notePublishedLocked gives the entries of queue qi that SQ_TAIL = tail
+// publishes, and the worker had not yet seen, their publication time
+// (Config.LateAfter). That is the first doorbell since the worker last
+// looked; when a doorbell found that time already set (the worker had not
+// taken it yet), its entries are as old as the previous time at most, so
+// that one stands for them: a descriptor's age is never underestimated.
+func (d *Device) notePublishedLocked(qi int, q *queue, tail uint32) {
+	if q.pubAt == nil || tail == q.seenTail || tail >= q.sqSize {
+		return
+	}
+	at := d.qctr[qi].bellSince.Swap(0)
+	if at == 0 {
+		at = q.lastPub
+	}
+	if at == 0 {
+		at = d.clock()
+	}
+	for i := q.seenTail; i != tail; i = (i + 1) & (q.sqSize - 1) {
+		q.pubAt[i] = at
+	}
+	q.seenTail, q.lastPub = tail, at
+}
+
+// publishedAt is when entry i was published; 0 when not timed.
+func (q *queue) publishedAt(i uint32) int64 {
+	if q.pubAt == nil {
+		return 0
+	}
+	return q.pubAt[i]
+}
+
+// timeCompletionLocked counts a descriptor published at pub (0: not timed)
+// that just completed as late when it took longer than Config.LateAfter
+// beyond its excused (injected) latency.
+func (d *Device) timeCompletionLocked(pub int64, excused time.Duration) {
+	if pub == 0 {
+		return
+	}
+	if time.Duration(d.clock()-pub)-excused > d.cfg.LateAfter {
+		d.ctr.late++
+	}
 }
 
 // flushIRQLocked raises queue qi's owed MSI before desc runs if desc is
@@ -372,6 +425,9 @@ func (d *Device) enableLocked() {
 			return
 		}
 		q.active = true
+		if d.cfg.LateAfter > 0 {
+			q.pubAt = make([]int64, q.sqSize)
+		}
 		d.queues[qi] = q
 	}
 	d.enabled = true
@@ -419,13 +475,19 @@ func (d *Device) resetLocked(orderly bool) {
 			if !q.active {
 				continue
 			}
+			// What waited behind an injected stall is excused its wait.
+			stalled := q.held && q.heldStall
 			wrote := false
 			if q.held {
 				if ok, _ := d.cqRoomLocked(qi, q); ok {
 					wrote = d.completeLocked(qi, q, &q.heldDesc, model.StatusReset, 0)
+					if wrote && !stalled {
+						d.timeCompletionLocked(q.heldPub, q.heldLate)
+					}
 				}
 			}
 			tail := d.qreg(qi, model.QSQTail).Load()
+			d.notePublishedLocked(qi, q, tail)
 			for tail < q.sqSize && q.sqHead != tail {
 				ok, _ := d.cqRoomLocked(qi, q)
 				if !ok {
@@ -435,9 +497,13 @@ func (d *Device) resetLocked(orderly bool) {
 				if _, ok := d.fetchLocked(q, q.sqHead, &desc); !ok {
 					break
 				}
+				pub := q.publishedAt(q.sqHead)
 				q.sqHead = (q.sqHead + 1) & (q.sqSize - 1)
 				if !d.completeLocked(qi, q, &desc, model.StatusReset, 0) {
 					break
+				}
+				if !stalled {
+					d.timeCompletionLocked(pub, 0)
 				}
 				wrote = true
 			}
@@ -451,6 +517,7 @@ func (d *Device) resetLocked(orderly bool) {
 		for off := uint64(0); off < model.QueueStride; off += 4 {
 			d.qreg(qi, off).Store(0)
 		}
+		d.qctr[qi].bellSince.Store(0)
 	}
 	d.enabled = false
 	d.regs[model.RegControl/4].Store(0)
