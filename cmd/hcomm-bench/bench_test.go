@@ -17,9 +17,9 @@ import (
 )
 
 // The test binary doubles as the traced worker (countInChild re-executes
-// it with -worker).
+// it with -worker) and as the remote peer (-remote-peer=passive).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && (os.Args[1] == "-worker" || os.Args[1] == "-scenario-child") {
+	if len(os.Args) > 1 && (os.Args[1] == "-worker" || os.Args[1] == "-scenario-child" || strings.HasPrefix(os.Args[1], "-remote-peer=")) {
 		main()
 		return
 	}
@@ -475,5 +475,50 @@ func TestStableGoalsNotMeasured(t *testing.T) {
 	}
 	if n != 3*len(fileOps)*len(fileModes) {
 		t.Errorf("%d stable-device goals, want IOPS, CPU and syscalls for each op and mode", n)
+	}
+}
+
+// TestCompareRuns: two sets of runs' goals side by side, medians per set,
+// a goal that holds on the old median and misses on the new one named.
+func TestCompareRuns(t *testing.T) {
+	g := func(id, target string, v float64, verdict string) goal {
+		return goal{ID: id, Target: target, Unit: "×", Value: ptr(v), Verdict: verdict}
+	}
+	run := func(a, b float64) report {
+		va, vb := "met", "met"
+		if a > 0.5 {
+			va = "missed"
+		}
+		if b < 1 {
+			vb = "missed"
+		}
+		return report{Goals: []goal{g("x.cpu", "≤ 0.5×", a, va), g("x.iops", "≥ 1×", b, vb), {ID: "x.none", Target: "< 1 %", Verdict: "not measured"}}}
+	}
+	old := []report{run(0.4, 1.2), run(0.45, 1.1), run(0.6, 1.3)}
+	new := []report{run(0.55, 1.2), run(0.6, 0.9), run(0.4, 1.25)}
+	c := compareRuns(old, new)
+	if len(c.rows) != 3 {
+		t.Fatalf("%d rows, want 3", len(c.rows))
+	}
+	cpu, iops, none := c.rows[0], c.rows[1], c.rows[2]
+	if cpu.holds(cpu.old) != "met" || cpu.holds(cpu.new) != "missed" || cpu.old.met != 2 || cpu.new.met != 1 {
+		t.Errorf("x.cpu: old %s (%d met), new %s (%d met)", cpu.holds(cpu.old), cpu.old.met, cpu.holds(cpu.new), cpu.new.met)
+	}
+	if iops.holds(iops.old) != "met" || iops.holds(iops.new) != "met" {
+		t.Errorf("x.iops: old %s, new %s", iops.holds(iops.old), iops.holds(iops.new))
+	}
+	if none.holds(none.old) != "—" || none.new.runs != 0 {
+		t.Errorf("x.none: %+v", none)
+	}
+	if len(c.regressed) != 1 || c.regressed[0] != "x.cpu" {
+		t.Errorf("regressed %v, want [x.cpu]", c.regressed)
+	}
+	var out strings.Builder
+	printComparison(&out, c)
+	if !strings.Contains(out.String(), "held on the old median, missed on the new: x.cpu") {
+		t.Errorf("output does not name the regression:\n%s", out.String())
+	}
+	if l, ok := parseTarget("< 0.0001 /byte"); !ok || l.op != "<" || l.v != 1e-4 {
+		t.Errorf("parseTarget: %v %v", l, ok)
 	}
 }

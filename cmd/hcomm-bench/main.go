@@ -20,6 +20,7 @@
 //
 //	hcomm-bench [-quick] [-json | -csv] [-json-out FILE] [-plot DIR] [-timeout 20m] [-scenarios latency,device-small,file-4k,bulk,alloc,footprint,pages,remote,pipeline] [-file-targets disk,stable] [-reps 5] [-dir DIR] [-keep]
 //	hcomm-bench -strace-check   # compare the eBPF counts with strace -c -f of the same workloads
+//	hcomm-bench -compare-old OLD.json,... -compare-new NEW.json,...   # the goals of two sets of runs side by side
 //
 // The run ends with the goals (goals.go: goalTable), each named by a stable
 // ID, met/missed with its measured ratio and range. Each scenario (each remote transport) runs as a
@@ -81,6 +82,13 @@ func main() {
 	}
 	if f.remotePeer != "" {
 		os.Exit(remotePeerMain(f.remotePeer))
+	}
+	if f.compareOld != "" || f.compareNew != "" {
+		if f.compareOld == "" || f.compareNew == "" {
+			fmt.Fprintln(os.Stderr, "hcomm-bench: -compare-old and -compare-new go together")
+			os.Exit(2)
+		}
+		os.Exit(compareMain(os.Stdout, f.compareOld, f.compareNew))
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 
@@ -146,6 +154,8 @@ type cmdFlags struct {
 	burnCPU            int    // -burn-cpu: be the loaded latency tables' load
 	scen               string // -scenarios, comma-separated
 	fileTargets        string // -file-targets, comma-separated
+	compareOld         string // -compare-old: -json-out files, comma-separated
+	compareNew         string // -compare-new: the same
 }
 
 func parseFlags(o *options) *cmdFlags {
@@ -168,6 +178,8 @@ func parseFlags(o *options) *cmdFlags {
 	flag.StringVar(&o.dir, "dir", "", "directory for file-4k (default: the first ext4/xfs of $TMPDIR, /var/tmp, the working directory)")
 	flag.BoolVar(&o.noTrace, "no-trace", false, "do not count syscalls/copies with eBPF even when privileged")
 	flag.BoolVar(&o.verbose, "v", false, "log progress to stderr")
+	flag.StringVar(&f.compareOld, "compare-old", "", "with -compare-new: compare the goals of two sets of runs (comma-separated -json-out files, e.g. of two binaries alternated): per goal each set's median, range and verdict; runs nothing")
+	flag.StringVar(&f.compareNew, "compare-new", "", "see -compare-old")
 	flag.Usage = usage
 	flag.StringVar(&f.remotePeer, "remote-peer", "", "internal: run as the remote scenario's peer (passive or pong)")
 	flag.BoolVar(&o.child, "scenario-child", false, "internal: run the named scenarios for a parent hcomm-bench (tables to stdout unless -json, the report to -child-out)")

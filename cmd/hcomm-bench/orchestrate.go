@@ -38,7 +38,7 @@ type runUnitSpec struct {
 // touches 1 GiB per backing: both take about as long with -quick.
 var unitSeconds = map[string][2]float64{
 	"device-small": {240, 35}, "file-4k": {130, 45}, "bulk": {45, 15}, "alloc": {12, 5}, "latency": {200, 55},
-	"footprint": {50, 50}, "pages": {80, 60}, "remote": {130, 50}, "pipeline": {120, 45},
+	"footprint": {50, 50}, "pages": {80, 60}, "remote": {130, 50}, "pipeline": {150, 55},
 }
 
 // unitBudget is a unit's deadline: twice its share (by expected duration)

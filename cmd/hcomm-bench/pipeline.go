@@ -352,46 +352,54 @@ func pipeOnce(path string, size int64, variant string) (pipeSample, string, erro
 			}
 		}
 	}()
-	var prof bytes.Buffer
-	runtime.SetCPUProfileRate(pipeProfileHz) // pprof then keeps this rate (and says so on stderr)
-	if err := pprof.StartCPUProfile(&prof); err != nil {
-		close(stop)
-		<-sampled
-		return pipeSample{}, "", fmt.Errorf("pipeline: CPU profile: %w", err)
-	}
-	c0 := cpuNow()
-	t0 := time.Now()
-	err = p.move(0, size)
-	el := time.Since(t0)
-	c1 := cpuNow()
-	pprof.StopCPUProfile()
+	el, hostNs, devNs, err := pipeMeasure(func() error { return p.move(0, size) })
 	close(stop)
 	<-sampled
 	if err != nil {
 		return pipeSample{}, "", err
-	}
-	lab, all, err := profileLabelCPU(prof.Bytes(), pipeDevLabel[0], pipeDevLabel[1])
-	if err != nil {
-		return pipeSample{}, "", err
-	}
-	// A copy too short for one sample (tests' small files; never 1 GiB)
-	// counts all of its CPU as the host's: an upper bound.
-	var devNs int64
-	if all > 0 {
-		devNs = int64(float64(c1-c0) * float64(lab) / float64(all))
 	}
 	if err := checkDevmem(p.devmem, size); err != nil {
 		return pipeSample{}, "", err
 	}
 	gib := float64(size) / (1 << 30)
 	s := pipeSample{gibps: gib / el.Seconds(), devCPU: float64(devNs) / 1e9 / gib,
-		hostCPU:    float64(c1-c0-devNs) / 1e9 / gib,
+		hostCPU:    float64(hostNs) / 1e9 / gib,
 		rssBeyond:  float64(peak.total-int64(len(p.devmem))) / (1 << 20),
 		privBeyond: float64(peak.private-int64(len(p.devmem))) / (1 << 20)}
 	if p.poolPeak != nil {
 		s.poolPeakMB = float64(p.poolPeak()) / (1 << 20)
 	}
 	return s, p.desc, nil
+}
+
+// pipeMeasure runs fn and returns its wall time and the process's CPU time
+// over it, split into the host's and the device model's (its worker's share
+// of a CPU profile's samples over the same window, see the file's comment).
+func pipeMeasure(fn func() error) (el time.Duration, hostNs, devNs int64, err error) {
+	var prof bytes.Buffer
+	runtime.SetCPUProfileRate(pipeProfileHz) // pprof then keeps this rate (and says so on stderr)
+	if err := pprof.StartCPUProfile(&prof); err != nil {
+		return 0, 0, 0, fmt.Errorf("pipeline: CPU profile: %w", err)
+	}
+	c0 := cpuNow()
+	t0 := time.Now()
+	err = fn()
+	el = time.Since(t0)
+	c1 := cpuNow()
+	pprof.StopCPUProfile()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	lab, all, err := profileLabelCPU(prof.Bytes(), pipeDevLabel[0], pipeDevLabel[1])
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	// A copy too short for one sample (tests' small files; never 1 GiB)
+	// counts all of its CPU as the host's: an upper bound.
+	if all > 0 {
+		devNs = int64(float64(c1-c0) * float64(lab) / float64(all))
+	}
+	return el, c1 - c0 - devNs, devNs, nil
 }
 
 // resident is the process's resident memory: total counts every page it
@@ -583,7 +591,18 @@ func runPipeline(o *options, out io.Writer, tables bool) ([]entry, []string, boo
 	if tables {
 		printPipeline(out, size, fs, s, fioBW, fioCPU, fioNote, copies, descs)
 	}
-	return es, skipped, failed != nil
+	// Device memory → a peer process's pool, one engine against two.
+	rs, rdescs, rerr := runPipeRemote(o)
+	note := ""
+	if rerr != nil {
+		note = "FAILED: " + rerr.Error()
+		skipped = append(skipped, "pipeline/device_to_remote FAILED: "+rerr.Error())
+	}
+	es = append(es, pipeRemoteEntries(rs, note)...)
+	if tables {
+		printPipeRemote(out, pipeRemoteSize(o), rs, rdescs, rerr)
+	}
+	return es, skipped, failed != nil || rerr != nil
 }
 
 func pipeField(xs []pipeSample, f func(pipeSample) float64) []float64 {
