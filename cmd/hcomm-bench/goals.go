@@ -110,7 +110,7 @@ var goalGroups = []struct{ key, title string }{
 	{"cpu", "CPU: ≤ 0.5× fio's CPU per I/O at equal or better IOPS; the idle engine < 1% of a CPU"},
 	{"footprint", "memory footprint with N reads in flight: ≤ 1× a buffer per request"},
 	{"remote", "remote over UCX: put bandwidth ≥ 0.9× ucx_perftest at ≥ 64 KiB, 8 B latency ≤ 1.5× its, both ≥ the TCP socket"},
-	{"pipeline", "path O_DIRECT file → device memory, one Copy: ≥ 0.9× fio's read bandwidth, ≤ 0.3× the traditional way's host CPU, no CPU copy, bounded memory"},
+	{"pipeline", "paths in one Copy: O_DIRECT file → device memory at ≥ 0.9× fio's read bandwidth, ≤ 0.3× the traditional way's host CPU, no CPU copy, bounded memory; device memory → a peer at ≥ 0.9× the bandwidth of two engines chained by hand, ≤ 1.1× their host CPU"},
 	{"traditional", "against the traditional path, concurrent O_DIRECT calls and Go's copy()"},
 }
 

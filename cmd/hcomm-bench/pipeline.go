@@ -825,9 +825,11 @@ func pbFields(b []byte, fn func(field, wire int, v uint64, data []byte) error) e
 
 // pipelineGoals: the engine's Copy against fio's read of the same file
 // (bandwidth) and against the traditional way (host CPU), its CPU copies
-// (eBPF) and its memory.
+// (eBPF) and its memory; device → peer, one engine's Copy against two
+// engines chained by hand (bandwidth, host CPU).
 func pipelineGoals() []goalSpec {
 	eng, trad, fio := pipeVariants[0], pipeVariants[1], pipeVariants[2]
+	one, two := pipeRemoteVariants[0], pipeRemoteVariants[1]
 	budget := float64(pipeChunk * pipeDepth >> 20)
 	return []goalSpec{
 		{ID: "pipeline.file_to_device.bw_vs_fio", Group: "pipeline", Scenario: "pipeline",
@@ -848,6 +850,17 @@ func pipelineGoals() []goalSpec {
 		{ID: "pipeline.file_to_device.pool_bytes", Group: "pipeline", Scenario: "pipeline",
 			What: "file → device: the pool's peak use", Unit: "MiB", Limit: limit{"≤", budget},
 			Ref: ref{"pipeline", eng, "", "pool_peak"}, Detail: "chunk × depth"},
+		{ID: "pipeline.device_to_remote.bw_vs_two_engines", Group: "pipeline", Scenario: "pipeline",
+			What: "device → peer (UCX shared memory), one Copy per 64 MiB (1 MiB × 8): bandwidth ÷ two engines chained by hand (same chunks, depth)", Unit: "×", Limit: limit{"≥", 0.9},
+			Ref: ref{"pipeline", one, two, "bandwidth"}},
+		{ID: "pipeline.device_to_remote.cpu_per_gib_vs_two_engines", Group: "pipeline", Scenario: "pipeline",
+			What: "device → peer: host CPU-seconds per GiB (device model's worker excluded) ÷ two engines chained by hand", Unit: "×", Limit: limit{"≤", 1.1},
+			Ref: ref{"pipeline", one, two, "host_cpu_per_gib"},
+			Amend: func(g *goal, s goalSpec, es entries) {
+				if e := es.find(s.Ref); e != nil && e.Engine != nil && e.Baseline != nil {
+					g.Detail = fmt.Sprintf("%.3g vs %.3g CPU-s/GiB", *e.Engine, *e.Baseline)
+				}
+			}},
 		{ID: "pipeline.file_to_device.private_beyond_device", Group: "pipeline", Scenario: "pipeline",
 			What: "file → device: peak private resident memory (anonymous, shmem, hugetlb) beyond the device model's memory", Unit: "MiB", Limit: limit{"≤", budget + 16},
 			Ref: ref{"pipeline", eng, trad, "private_beyond_device"},

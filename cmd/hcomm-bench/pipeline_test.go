@@ -132,12 +132,16 @@ func TestPipelineEntriesAndGoals(t *testing.T) {
 		{{gibps: 0.3, hostCPU: 1.0, devCPU: 0.3, rssBeyond: 15, privBeyond: 5}, {gibps: 0.35, hostCPU: 1.2, devCPU: 0.3, rssBeyond: 15, privBeyond: 5}},
 	}
 	es := pipeEntries(s, []float64{1, 1}, []float64{0.05, 0.06}, "fio", [2]*float64{ptr(0), ptr(1)}, [2]string{"a", "b"})
+	rs := [2][]pipeRemoteSample{{{gibps: 2.0, hostCPU: 0.5}, {gibps: 2.2, hostCPU: 0.52}}, {{gibps: 2.1, hostCPU: 0.5}, {gibps: 2.3, hostCPU: 0.49}}}
+	es = append(es, pipeRemoteEntries(rs, "")...)
 	want := map[string]string{
-		"pipeline.file_to_device.bw_vs_fio":                  "met",
-		"pipeline.file_to_device.cpu_per_gib_vs_traditional": "met",
-		"pipeline.file_to_device.cpu_copies_per_byte":        "met",
-		"pipeline.file_to_device.pool_bytes":                 "met",
-		"pipeline.file_to_device.private_beyond_device":      "met",
+		"pipeline.device_to_remote.bw_vs_two_engines":          "met",
+		"pipeline.device_to_remote.cpu_per_gib_vs_two_engines": "met",
+		"pipeline.file_to_device.bw_vs_fio":                    "met",
+		"pipeline.file_to_device.cpu_per_gib_vs_traditional":   "met",
+		"pipeline.file_to_device.cpu_copies_per_byte":          "met",
+		"pipeline.file_to_device.pool_bytes":                   "met",
+		"pipeline.file_to_device.private_beyond_device":        "met",
 	}
 	for _, g := range goals(es, map[string]bool{"pipeline": true}, nil) {
 		if w, ok := want[g.ID]; ok {
@@ -153,7 +157,11 @@ func TestPipelineEntriesAndGoals(t *testing.T) {
 	// A copy per byte misses; so does private memory beyond chunk × depth + 16 MiB.
 	s[0][0].privBeyond, s[0][1].privBeyond = 25, 26
 	es = pipeEntries(s, []float64{1, 1}, nil, "fio", [2]*float64{ptr(0.5), ptr(1)}, [2]string{})
-	missed := map[string]bool{"pipeline.file_to_device.cpu_copies_per_byte": true, "pipeline.file_to_device.private_beyond_device": true}
+	// Device → peer: 0.8× the bandwidth, 1.2× the CPU.
+	rs[0][0], rs[0][1] = pipeRemoteSample{gibps: 1.6, hostCPU: 0.6}, pipeRemoteSample{gibps: 1.8, hostCPU: 0.6}
+	es = append(es, pipeRemoteEntries(rs, "")...)
+	missed := map[string]bool{"pipeline.file_to_device.cpu_copies_per_byte": true, "pipeline.file_to_device.private_beyond_device": true,
+		"pipeline.device_to_remote.bw_vs_two_engines": true, "pipeline.device_to_remote.cpu_per_gib_vs_two_engines": true}
 	for _, g := range goals(es, map[string]bool{"pipeline": true}, nil) {
 		if missed[g.ID] {
 			if g.Verdict != "missed" {
