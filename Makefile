@@ -23,7 +23,7 @@ PKGS      ?= ./... ./cmd/...
 BIN       := bin
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: fuzz fuzz-python lint-arm64 check-lib-deps soak test-soak install uninstall python-test capi-install-test all build test lint-vet test-unit test-engine test-vm test-vm-arm64 test-vm-rdma test-vm-rdma-short bench-vm test-long bench bench-uring-nop bench-hcomm bench-report demo lint generate clean capi capi-valgrind capi-cgocheck2 capi-test bench-capi bpf-tools bpf-vmlinux check-generate godefs-tools
+.PHONY: fuzz fuzz-python lint-arm64 check-lib-deps soak test-soak install uninstall python-test capi-install-test all build test lint-vet test-unit test-engine test-vm test-vm-arm64 test-vm-rdma test-vm-rdma-short bench-vm bench-vm-rdma test-long bench bench-uring-nop bench-hcomm bench-report demo lint generate clean capi capi-valgrind capi-cgocheck2 capi-test bench-capi bpf-tools bpf-vmlinux check-generate godefs-tools
 
 all: build
 
@@ -231,6 +231,18 @@ test-vm-rdma: deps-vm
 # and notification tests: 2 minutes instead of 7 under TCG), part of make test.
 test-vm-rdma-short: deps-vm
 	$(VM_RDMA_ENV) HCOMM_VM_GOFLAGS=-short tests/vm/run.sh ./backend/ucx
+
+# hcomm-bench's remote scenario over the same rxe device in that guest: the
+# engine, ucx_perftest (ucp_put_bw, ucp_get, ucp_put_lat) and a TCP socket
+# side by side, UCX_TLS=rc_verbs,ud_verbs for both, the same sizes and
+# counts (cmd/hcomm-bench/remote.go, HCOMM_BENCH_RDMA_IP). Ratios only: the
+# guest is TCG. Not part of make test; about 7 minutes. The output is also
+# kept in bin/bench-vm-rdma.txt (docs/remote.md, BENCHMARKS.md).
+bench-vm-rdma: deps-vm
+	mkdir -p bin
+	CGO_ENABLED=1 $(GO) build -o bin/hcomm-bench-vm ./cmd/hcomm-bench
+	$(VM_RDMA_ENV) HCOMM_VM_TIMEOUT=720 HCOMM_BENCH_RDMA_IP=10.0.2.15 bash -o pipefail -c \
+		'tests/vm/exec.sh bin/hcomm-bench-vm -scenarios remote -timeout 10m 2>&1 | tee bin/bench-vm-rdma.txt'
 
 test-vm-arm64: deps-vm
 	@if command -v qemu-system-aarch64 >/dev/null; then $(MAKE) test-vm ARCH=arm64; \

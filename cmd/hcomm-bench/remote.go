@@ -4,7 +4,9 @@ package main
 // (UCX's own benchmark, the yardstick) and against the traditional path (a
 // TCP socket write from a heap buffer, read into the peer's buffer), all
 // between two processes of this machine, over UCX's tcp and shared-memory
-// transports. See docs/remote.md and docs/benchmarks.md.
+// transports — or, with HCOMM_BENCH_RDMA_IP set, over RDMA verbs only
+// (make bench-vm-rdma: soft-RoCE in the VM guest). See docs/remote.md and
+// docs/benchmarks.md.
 //
 // The peer is this binary again (-remote-peer passive|pong): an engine over
 // a ucx backend that exports its pool, plus a TCP server for the
@@ -49,19 +51,56 @@ const (
 // only) and moves the data over sysv/posix (ucx.Config.SharedMemory);
 // ucx_perftest connects by worker address and would not need tcp, but an
 // active tcp interface is what the engine's worker pays for (docs/remote.md).
-var remoteTransports = []struct{ name, engineTLS, perftestTLS string }{
-	{"tcp", "tcp", "tcp"},
-	{"shm", "shm,tcp", "shm,tcp"},
+var remoteTransports = remoteTransportsFor(os.Getenv(remoteRDMAEnv))
+
+// remoteRDMAEnv names the IP address of an RDMA interface (the RoCE
+// netdev, IPoIB). Set, the remote scenario measures one transport, "rc":
+// UCX_TLS=remoteRDMATLS for the engine's processes and ucx_perftest alike,
+// the engine's peer listening on that address (UCX's rdmacm resolves it to
+// the RDMA port; on 127.0.0.1 there is none) and ucx_perftest's client
+// connecting to it; UCX_NET_DEVICES and the GID index come from the
+// environment (docs/remote.md, "Two hosts over RoCE or InfiniBand"). make
+// bench-vm-rdma sets it in the soft-RoCE guest.
+const remoteRDMAEnv = "HCOMM_BENCH_RDMA_IP"
+
+// remoteRDMATLS: RC for the data, UD for wire-up (rc_verbs alone fails:
+// "no auxiliary transport"); UCX puts RMA on RC lanes only.
+const remoteRDMATLS = "rc_verbs,ud_verbs"
+
+func remoteTransportsFor(rdmaIP string) []struct{ name, engineTLS, perftestTLS string } {
+	if rdmaIP != "" {
+		return []struct{ name, engineTLS, perftestTLS string }{{"rc", remoteRDMATLS, remoteRDMATLS}}
+	}
+	return []struct{ name, engineTLS, perftestTLS string }{
+		{"tcp", "tcp", "tcp"},
+		{"shm", "shm,tcp", "shm,tcp"},
+	}
+}
+
+// remoteHost is the address the engine's peer and ucx_perftest's server
+// are reached at: the RDMA interface's (remoteRDMAEnv) or loopback's. The
+// TCP socket's peer is on 127.0.0.1 either way.
+func remoteHost() string {
+	if ip := os.Getenv(remoteRDMAEnv); ip != "" {
+		return ip
+	}
+	return "127.0.0.1"
 }
 
 // remoteBudget bounds each transport's measurements (the whole scenario,
 // both transports, stays under 4 minutes of a full hcomm-bench run; the
 // child process's share of -timeout is the backstop): rows it does not
 // reach say so. tcp gets the larger share: everything over it is 100× slower.
-func remoteBudget(quick, shm bool) time.Duration {
+// rc, alone in its run, gets 7 minutes: under the guest's TCG every process
+// start and UCX initialisation takes seconds, and a small transfer about a
+// millisecond.
+func remoteBudget(quick bool, tls string) time.Duration {
 	d := 140 * time.Second
-	if shm {
+	switch tls {
+	case "shm":
 		d = 85 * time.Second
+	case "rc":
+		d = 420 * time.Second
 	}
 	if quick {
 		d /= 3
@@ -69,6 +108,8 @@ func remoteBudget(quick, shm bool) time.Duration {
 	return d
 }
 
+// remoteSizes are the bandwidth rows' sizes; rc (soft-RoCE under TCG
+// moves tens of MB/s) has quick's.
 func remoteSizes(quick bool) []int {
 	if quick {
 		return []int{8, 64 << 10, 1 << 20}
@@ -84,11 +125,17 @@ func remoteSizes(quick bool) []int {
 // 256 MiB, 60-250 ms — at 64 MiB the 1 MiB batch-64 row was one batch, a
 // single 20-30 ms burst, and its ratio the quiet runs' worst, 0.48-0.56×),
 // at least lo and at most hi transfers, whole batches. ucx_perftest and
-// the socket move the same counts.
-func remoteCount(quick, shm bool, size, batch int) int {
+// the socket move the same counts. rc: 2 MiB, at most 100 transfers
+// (soft-RoCE in the TCG guest moved 5-10 MiB/s at 64 KiB and took 0.4-1 ms
+// per 8 B transfer; 16 MiB and 2000 transfers per measurement left most
+// rows of a 5-minute budget unmeasured).
+func remoteCount(quick bool, tls string, size, batch int) int {
 	budget, lo, hi := 256<<20, 4, 4096
-	if shm {
+	switch tls {
+	case "shm":
 		budget, lo, hi = 1<<30, 16, 50000
+	case "rc":
+		budget, lo, hi = 2<<20, 4, 100
 	}
 	if quick {
 		budget, hi = budget/4, hi/4
@@ -124,7 +171,7 @@ func runRemote(o *options, w io.Writer) (rows []*remoteRow, skipped []string, fa
 	}
 	for _, tr := range remoteTransports {
 		o.logf("remote: %s", tr.name)
-		tdl := time.Now().Add(remoteBudget(o.quick, tr.name == "shm"))
+		tdl := time.Now().Add(remoteBudget(o.quick, tr.name))
 		rs, err := remoteTransport(o, tr.name, tr.engineTLS, tr.perftestTLS, tdl)
 		if err != nil {
 			failed = true
@@ -241,12 +288,23 @@ func (rr *remoteRun) open() error {
 	}
 	rr.heap = make([]byte, 16<<20)
 	rr.blocks = map[int]engine.Block{}
-	for _, size := range remoteSizes(rr.o.quick) {
+	for _, size := range rr.sizes() {
 		if rr.blocks[size], err = rr.eng.Alloc(size); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (rr *remoteRun) sizes() []int { return remoteSizes(rr.o.quick || rr.name == "rc") }
+
+// batches are the bandwidth rows' batch sizes: 1 and 64; rc's second is 16
+// (a 1 MiB batch of 64 is 64 MiB, 10 s in the TCG guest).
+func (rr *remoteRun) batches() []int {
+	if rr.name == "rc" {
+		return []int{1, 16}
+	}
+	return []int{1, 64}
 }
 
 func (rr *remoteRun) close() {
@@ -271,8 +329,8 @@ func (rr *remoteRun) bandwidth(bwDeadline time.Time) ([]*remoteRow, error) {
 	}
 	var rows []*remoteRow
 	for _, op := range []string{"put", "get"} {
-		for _, size := range remoteSizes(rr.o.quick) {
-			for _, batch := range []int{1, 64} {
+		for _, size := range rr.sizes() {
+			for _, batch := range rr.batches() {
 				rows = append(rows, &remoteRow{tls: rr.name, op: op, size: size, batch: batch, unit: "MiB/s"})
 			}
 		}
@@ -290,7 +348,7 @@ func (rr *remoteRun) bandwidth(bwDeadline time.Time) ([]*remoteRow, error) {
 			}
 		}
 	}
-	for _, r := range rows { // the batch-64 rows share the batch-1 row's yardstick
+	for _, r := range rows { // the batched rows share the batch-1 row's yardstick
 		if r.batch != 1 {
 			for _, q := range rows {
 				if q.op == r.op && q.size == r.size && q.batch == 1 {
@@ -306,9 +364,12 @@ func (rr *remoteRun) bandwidth(bwDeadline time.Time) ([]*remoteRow, error) {
 // has no batches) and the socket. A measurement's failure is the row's;
 // an error returned is the peer's, and ends the transport's run.
 func (rr *remoteRun) repetition(r *remoteRow, bwDeadline time.Time) error {
-	n := remoteCount(rr.o.quick, rr.shm, r.size, r.batch)
+	n := remoteCount(rr.o.quick, rr.name, r.size, r.batch)
 	ctx, cancel := measureCtx(bwDeadline)
-	if !rr.shm { // the tcp target must progress (see remotePeerMain)
+	// The tcp target must progress (see remotePeerMain); over shared
+	// memory and RDMA the initiator (its copy, its device) moves the bytes.
+	spin := rr.name == "tcp"
+	if spin {
 		if err := rr.peer.cmd("spin"); err != nil {
 			cancel()
 			return err
@@ -316,7 +377,7 @@ func (rr *remoteRun) repetition(r *remoteRow, bwDeadline time.Time) error {
 	}
 	v, vt, err := engineBW(ctx, rr.eng, rr.pidx, rr.blocks[r.size], r.op == "put", r.size, r.batch, n)
 	cancel()
-	if !rr.shm {
+	if spin {
 		if err := rr.peer.cmd("idle"); err != nil {
 			return err
 		}
@@ -331,8 +392,13 @@ func (rr *remoteRun) repetition(r *remoteRow, bwDeadline time.Time) error {
 		rr.perftestBW(r, n, bwDeadline)
 	}
 	rr.conn.SetDeadline(measureEnd(bwDeadline))
-	// The socket moves ~1 GB/s at best here: tcp's count.
-	sv, svt, err := socketBW(rr.conn, rr.heap, r.op == "put", r.size, r.batch, remoteCount(rr.o.quick, false, r.size, r.batch))
+	// The socket moves ~1 GB/s at best here: tcp's count (rc's in the
+	// guest, as slow as rc).
+	sockTLS := "tcp"
+	if rr.name == "rc" {
+		sockTLS = "rc"
+	}
+	sv, svt, err := socketBW(rr.conn, rr.heap, r.op == "put", r.size, r.batch, remoteCount(rr.o.quick, sockTLS, r.size, r.batch))
 	if err != nil {
 		r.err = "socket: " + err.Error()
 		// The stream is out of step: a new connection.
@@ -353,7 +419,7 @@ func (rr *remoteRun) perftestBW(r *remoteRow, n int, bwDeadline time.Time) {
 		test = "ucp_get"
 	}
 	pn := n
-	if !rr.shm && r.size < 64<<10 {
+	if rr.name == "tcp" && r.size < 64<<10 {
 		pn = min(n, 100) // its small tcp gets take ms each here
 	}
 	pv, pvt, err := perftest(rr.perftestTLS, test, r.size, pn, remoteWarmup(pn), bwDeadline)
@@ -363,8 +429,10 @@ func (rr *remoteRun) perftestBW(r *remoteRow, n int, bwDeadline time.Time) {
 	}
 	r.pt = append(r.pt, pv)
 	// Over tcp a put or get is queued, not done, when ucx_perftest times
-	// it: its typical figure is the posting cost, no bandwidth. Over
-	// shared memory it is the memcpy.
+	// it: its typical figure is the posting cost, no bandwidth; over RDMA
+	// too (completions are signalled once per 64 posts: 8 B puts showed a
+	// typical 3.81 MiB/s against 0.020 overall). Over shared memory it is
+	// the memcpy.
 	if rr.shm {
 		r.ptT = append(r.ptT, pvt)
 	}
@@ -668,7 +736,7 @@ func socketLat(iters, reps int) ([]float64, []float64, error) {
 	return out, typ, nil
 }
 
-// perftest runs ucx_perftest's server and client on 127.0.0.1 (n timed
+// perftest runs ucx_perftest's server and client on remoteHost() (n timed
 // iterations after warm untimed ones) and returns
 // bandwidth (MiB/s: ucx_perftest's MB are 2^20 bytes) or, for
 // ucp_put_lat, latency (µs): overall, and typical (its median per-operation
@@ -707,7 +775,7 @@ func perftest(tls, test string, size, n, warm int, deadline time.Time) (float64,
 	for try := 0; try < 50; try++ { // until the server listens
 		time.Sleep(20 * time.Millisecond)
 		ctx, cancel := measureCtx(deadline)
-		cli := exec.CommandContext(ctx, "ucx_perftest", append([]string{"127.0.0.1"}, args...)...)
+		cli := exec.CommandContext(ctx, "ucx_perftest", append([]string{remoteHost()}, args...)...)
 		cli.Env = env
 		out, err = cli.CombinedOutput()
 		cancel()
@@ -798,7 +866,7 @@ func remotePeerMain(mode string) int {
 	// leaves the CPUs to ucx_perftest and the socket, which run meanwhile
 	// (a peer spinning throughout took one of this machine's two CPUs from
 	// them). Shared memory needs no target progress: never "spin".
-	b, err := ucx.New(ucx.Config{Listen: "127.0.0.1:0", SharedMemory: shm, CallerProgress: true, Logger: log})
+	b, err := ucx.New(ucx.Config{Listen: net.JoinHostPort(remoteHost(), "0"), SharedMemory: shm, CallerProgress: true, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "remote peer:", err)
 		return 1
@@ -932,7 +1000,11 @@ func serveSocket(l net.Listener) {
 }
 
 func printRemote(w io.Writer, rows []*remoteRow, o *options) {
-	fmt.Fprintf(w, "\n== remote: engine (backend/ucx) vs ucx_perftest vs TCP socket, two processes on 127.0.0.1 (medians of %d; MiB/s higher is better, µs lower is better)\n", o.reps)
+	on := "127.0.0.1"
+	if h := remoteHost(); h != on {
+		on = fmt.Sprintf("%s (UCX_TLS=%s; the TCP socket on 127.0.0.1)", h, remoteRDMATLS)
+	}
+	fmt.Fprintf(w, "\n== remote: engine (backend/ucx) vs ucx_perftest vs TCP socket, two processes on %s (medians of %d; MiB/s higher is better, µs lower is better)\n", on, o.reps)
 	fmt.Fprintf(w, "   each cell: overall (typical) — overall is bytes ÷ wall time or wall time ÷ round trips; typical is the median per-operation figure (ucx_perftest's \"typical\"), what scheduling stalls on a loaded machine move least\n")
 	fmt.Fprintf(w, "%-4s %-12s %7s %5s %22s %22s %22s %13s %13s\n", "tls", "op", "size", "batch", "engine", "ucx_perftest", "tcp socket", "eng/ucx", "eng/sock")
 	cell := func(v, t []float64) string {
