@@ -36,7 +36,9 @@ func TestSubmitAllocs(t *testing.T) {
 			func(b engine.Block, _ []engine.Target) []engine.Transfer {
 				return repeat(engine.Transfer{Src: engine.HostAt(b, 0), Dst: engine.DeviceAt(0), Len: 64}, 4)
 			}},
-		{"cpu", func() engine.Config { return engine.Config{Backend: hdmaBE(t, nil, hdmadev.Config{CPUThreshold: 4096})} },
+		{"cpu", func() engine.Config {
+			return engine.Config{Backend: hdmaBE(t, nil, hdmadev.Config{CPUThreshold: 4096})}
+		},
 			func(b engine.Block, _ []engine.Target) []engine.Transfer {
 				return repeat(engine.Transfer{Src: engine.HostAt(b, 0), Dst: engine.DeviceAt(0), Len: 64}, 4)
 			}},
