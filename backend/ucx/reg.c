@@ -227,8 +227,13 @@ void hc_reg_destroy(hc_be *be) {
 
 // hc_bench_mem_map is the yardstick of the registration benchmarks: n
 // regions of size bytes, stride apart from addr, each registered with
-// ucp_mem_map and then unregistered, called directly (no cache).
-int hc_bench_mem_map(hc_be *be, uint64_t addr, uint64_t size, uint64_t stride, uint32_t n) {
+// ucp_mem_map and then unregistered, called directly (no cache of
+// hcomm's). UCX's verbs memory domain keeps registrations in a cache of its
+// own after ucp_mem_unmap, so called again on the same memory they are
+// answered from it; cold drops them from it after each round
+// (ucm_vm_munmap, what hcomm does when it releases a registration: the
+// memory is then registered anew, pinned again, each time).
+int hc_bench_mem_map(hc_be *be, uint64_t addr, uint64_t size, uint64_t stride, uint32_t n, int cold) {
 	ucp_mem_h *m = malloc((n ? n : 1) * sizeof(*m));
 	if (m == NULL)
 		return UCS_ERR_NO_MEMORY;
@@ -246,6 +251,9 @@ int hc_bench_mem_map(hc_be *be, uint64_t addr, uint64_t size, uint64_t stride, u
 		done--;
 	for (uint32_t i = 0; i < done; i++)
 		ucp_mem_unmap(be->ctx, m[i]);
+	if (cold)
+		for (uint32_t i = 0; i < done; i++)
+			hc_forget(addr + i * stride, size);
 	free(m);
 	return st;
 }

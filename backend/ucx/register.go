@@ -89,11 +89,16 @@ func ptr64(s []uint64) *C.uint64_t { return (*C.uint64_t)(unsafe.Pointer(&s[0]))
 
 // benchMemMap registers and unregisters n regions of size bytes, stride
 // apart from mem's start, with direct ucp_mem_map calls in C: the
-// registration benchmarks' yardstick.
-func (b *Backend) benchMemMap(mem []byte, size, stride uint64, n int) error {
+// registration benchmarks' yardstick. cold: UCX's own registration cache
+// (verbs) forgets them after each round (hc_bench_mem_map).
+func (b *Backend) benchMemMap(mem []byte, size, stride uint64, n int, cold bool) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if st := C.hc_bench_mem_map(b.be, C.uint64_t(uintptr(unsafe.Pointer(&mem[0]))), C.uint64_t(size), C.uint64_t(stride), C.uint32_t(n)); st != 0 {
+	c := C.int(0)
+	if cold {
+		c = 1
+	}
+	if st := C.hc_bench_mem_map(b.be, C.uint64_t(uintptr(unsafe.Pointer(&mem[0]))), C.uint64_t(size), C.uint64_t(stride), C.uint32_t(n), c); st != 0 {
 		return ucxErr("ucp_mem_map", st)
 	}
 	return nil
