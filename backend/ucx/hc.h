@@ -288,6 +288,7 @@ int hc_reg_batch(hc_be *be, const uint64_t *addr, const uint64_t *len, uint32_t 
 uint32_t hc_reg_release(hc_be *be, const uint64_t *addr, const uint64_t *len, uint32_t n);
 void hc_reg_destroy(hc_be *be);
 int hc_bench_reg_hits(hc_be *be, uint64_t addr, uint64_t len, uint32_t n);
+int hc_bench_reg_hits_window(hc_be *be, uint64_t addr, uint64_t len, uint32_t n, uint32_t probes, uint32_t *flag);
 int hc_bench_mem_map(hc_be *be, uint64_t addr, uint64_t size, uint64_t stride, uint32_t n, int cold);
 int hc_parse_hello(const uint8_t *b, size_t n, hc_hello *h);
 int hc_open(hc_be **out, int shm, const char **err);

@@ -274,3 +274,28 @@ int hc_bench_reg_hits(hc_be *be, uint64_t addr, uint64_t len, uint32_t n) {
 	access("/hcomm-reg-end", F_OK);
 	return st;
 }
+
+// hc_bench_reg_hits_window is hc_bench_reg_hits for a tracer that counts
+// this thread's system calls from another thread (TestRegisterNoSyscallEBPF):
+// it sets *flag to 1 and spins until the tracer sets 2 (its first
+// snapshot), makes probes getppid calls (the tracer's check that it sees
+// this thread), registers and releases [addr, addr+len) n times through the
+// cache, sets 3 and spins until the tracer sets 4 (its second snapshot).
+// Spinning on the flag is no system call.
+int hc_bench_reg_hits_window(hc_be *be, uint64_t addr, uint64_t len, uint32_t n, uint32_t probes, uint32_t *flag) {
+	int st = UCS_OK;
+	__atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(flag, __ATOMIC_SEQ_CST) != 2)
+		;
+	for (uint32_t i = 0; i < probes; i++)
+		(void)getppid();
+	for (uint32_t i = 0; i < n && st == UCS_OK; i++) {
+		st = hc_reg_batch(be, &addr, &len, 1);
+		if (st == UCS_OK && hc_reg_release(be, &addr, &len, 1) != 0)
+			st = UCS_ERR_NO_ELEM;
+	}
+	__atomic_store_n(flag, 3, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(flag, __ATOMIC_SEQ_CST) != 4)
+		;
+	return st;
+}

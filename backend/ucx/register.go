@@ -114,3 +114,16 @@ func (b *Backend) benchRegHits(mem []byte, n int) error {
 	}
 	return nil
 }
+
+// benchRegHitsWindow is benchRegHits between two snapshots of a tracer on
+// another thread, synchronised through flag (hc_bench_reg_hits_window);
+// probes getppid calls come first. flag must not move (C memory, or
+// pinned), as it is written from both sides while C runs.
+func (b *Backend) benchRegHitsWindow(mem []byte, n, probes int, flag *uint32) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if st := C.hc_bench_reg_hits_window(b.be, C.uint64_t(uintptr(unsafe.Pointer(&mem[0]))), C.uint64_t(len(mem)), C.uint32_t(n), C.uint32_t(probes), (*C.uint32_t)(unsafe.Pointer(flag))); st != 0 {
+		return ucxErr("registration cache", st)
+	}
+	return nil
+}
