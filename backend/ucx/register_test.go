@@ -243,6 +243,8 @@ func TestRegisterNoSyscall(t *testing.T) {
 //     regions and one UnregisterRegions.
 //   - 10000x64KiB/scattered: the same with a 4 KiB gap between regions
 //     (nothing to merge: one registration each).
+//   - 10000x64KiB/second, 10000x64KiBscattered/second: the same calls
+//     while another reference holds the regions: cache hits.
 //   - 10000x64KiB/ucp_mem_map and 10000x64KiBscattered/ucp_mem_map: 10 000
 //     direct ucp_mem_map calls (and unmaps) in C; -cold as above.
 //
@@ -315,6 +317,22 @@ func BenchmarkRegister(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+		b.Run(c.name+"/second", func(b *testing.B) {
+			if err := be.RegisterRegions(c.rs); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				if err := be.RegisterRegions(c.rs); err != nil {
+					b.Fatal(err)
+				}
+				if err := be.UnregisterRegions(c.rs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			be.UnregisterRegions(c.rs)
 		})
 		for _, cold := range []bool{false, true} {
 			name := c.name + "/ucp_mem_map"
