@@ -29,14 +29,14 @@ import (
 // SharedMemory only: with it, exported arenas become UCX-allocated
 // segments of their own.
 func (b *Backend) RegisterRegions(regions [][]byte) error {
-	addrs, lens, err := spans(regions)
-	if err != nil {
-		return err
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return errBackendClosed
+	}
+	addrs, lens, err := b.spans(regions)
+	if err != nil {
+		return err
 	}
 	if st := C.hc_reg_batch(b.be, ptr64(addrs), ptr64(lens), C.uint32_t(len(regions))); st != 0 {
 		return fmt.Errorf("ucx: register %d regions: %s: %w", len(regions), ucsString(st), ErrUCX)
@@ -48,14 +48,14 @@ func (b *Backend) RegisterRegions(regions [][]byte) error {
 // (the same slices, or the same address ranges). A region no registration
 // holds is an error (ErrBadConfig); the others are released all the same.
 func (b *Backend) UnregisterRegions(regions [][]byte) error {
-	addrs, lens, err := spans(regions)
-	if err != nil {
-		return err
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return errBackendClosed
+	}
+	addrs, lens, err := b.spans(regions)
+	if err != nil {
+		return err
 	}
 	if n := C.hc_reg_release(b.be, ptr64(addrs), ptr64(lens), C.uint32_t(len(regions))); n != 0 {
 		return fmt.Errorf("ucx: unregister: %d of %d regions were not registered: %w", n, len(regions), backend.ErrBadConfig)
@@ -74,8 +74,13 @@ func (b *Backend) RegistrationStats() (maps, hits uint64) {
 	return uint64(b.be.nreg_maps), uint64(b.be.nreg_hits)
 }
 
-func spans(regions [][]byte) (addrs, lens []uint64, err error) {
-	addrs, lens = make([]uint64, len(regions)+1), make([]uint64, len(regions)+1)
+// spans are the regions' addresses and lengths for C, in b's reused
+// buffers (one entry more than regions: never empty). Under b.mu.
+func (b *Backend) spans(regions [][]byte) (addrs, lens []uint64, err error) {
+	if n := len(regions) + 1; cap(b.regAddrs) < n {
+		b.regAddrs, b.regLens = make([]uint64, n), make([]uint64, n)
+	}
+	addrs, lens = b.regAddrs[:len(regions)+1], b.regLens[:len(regions)+1]
 	for i, r := range regions {
 		if len(r) == 0 {
 			return nil, nil, fmt.Errorf("ucx: register: region %d is empty: %w", i, backend.ErrBadConfig)

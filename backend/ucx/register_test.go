@@ -126,6 +126,31 @@ func TestRegisterCache(t *testing.T) {
 	step("registered anew", 103, 13)
 }
 
+// TestRegisterAllocs: registering again memory the cache holds, and
+// releasing that reference, allocates nothing (the spans for C are the
+// backend's reused buffers).
+func TestRegisterAllocs(t *testing.T) {
+	b, mem := newRegBackend(t, 1<<20)
+	regs := [][]byte{mem}
+	if err := b.RegisterRegions(regs); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := b.RegisterRegions(regs); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.UnregisterRegions(regs); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per cached registration and release", allocs)
+	}
+	if err := b.UnregisterRegions(regs); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // regHelperEnv makes the test binary the registration helper
 // (TestRegisterNoSyscall): it registers 1 GiB, then, between two marker
 // system calls, registers and releases it again 1000 times from the cache

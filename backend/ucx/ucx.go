@@ -159,12 +159,15 @@ type Backend struct {
 	peerEv     chan struct{}           // a peer changed state
 
 	// Under mu.
-	timeout    time.Duration // Config.Timeout with its default; <= 0: none
-	lastExpire time.Time     // the watchdog's last look (expire)
-	lastCtl    time.Time     // the control worker's last progress
-	closed     bool
-	signaled   bool // wakeFD written since the last Reap
-	idle       bool // the progress goroutine sleeps with no timeout (Flush wakes it)
+	// regAddrs, regLens: RegisterRegions' and UnregisterRegions' spans
+	// for C, reused (a registration the cache answers allocates nothing).
+	regAddrs, regLens []uint64
+	timeout           time.Duration // Config.Timeout with its default; <= 0: none
+	lastExpire        time.Time     // the watchdog's last look (expire)
+	lastCtl           time.Time     // the control worker's last progress
+	closed            bool
+	signaled          bool // wakeFD written since the last Reap
+	idle              bool // the progress goroutine sleeps with no timeout (Flush wakes it)
 	// delivered: deliver put notifications into the channel since the
 	// progress goroutine last looked (it yields before it sleeps).
 	delivered bool
