@@ -209,10 +209,11 @@ VM_PKGS ?= ./hugepage/... ./ring/... ./engine ./trace ./cmd/hcomm-trace ./vfio .
 # tests/soak is here for its device-mapper error test, which needs dm-mod (this
 # host's kernel lacks it); its other tests skip in the guest and run on the host.
 # `make test-vm ARCH=arm64`: the same in an AArch64 guest (qemu-system-aarch64,
-# Debian's qemu-system-arm, TCG), with the packages that build for linux/arm64
-# so far (VM_PKGS_ARM64); test-vm-arm64 runs that when qemu-system-aarch64 is
-# installed and says so otherwise.
-VM_PKGS_ARM64 ?= ./hugepage/... ./ring/... ./vfio ./vfio/hdma ./backend/nvme
+# Debian's qemu-system-arm, TCG), with the packages of VM_PKGS that pass
+# there (VM_PKGS_ARM64, the longest first: two guests run at a time); engine
+# runs -short there (tests/vm/args-arm64). test-vm-arm64 runs that when
+# qemu-system-aarch64 is installed and says so otherwise.
+VM_PKGS_ARM64 ?= ./engine ./ring/... ./hugepage/... ./vfio ./vfio/edu ./vfio/hdma ./vfio/nvme ./backend/nvme
 ARCH ?= amd64
 VM_ARCH = $(if $(filter arm64,$(ARCH)),arm64,amd64)
 
