@@ -686,7 +686,7 @@ func waitInRead(t *testing.T, pid int) {
 		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 		for _, task := range tasks {
 			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/syscall", pid, task.Name()))
-			if strings.HasPrefix(string(b), "0 0x0 ") {
+			if strings.HasPrefix(string(b), fmt.Sprintf("%d 0x0 ", SyscallNumber("read"))) {
 				return
 			}
 			seen = append(seen, task.Name()+": "+strings.TrimSpace(string(b)))

@@ -413,24 +413,50 @@ func TestLatencyMinAvgMax(t *testing.T) {
 // json intervals are one object per line.
 func TestIntervals(t *testing.T) {
 	requireTracing(t)
+	tableLine := regexp.MustCompile(`^\d\d:\d\d:\d\d \+\d+ms: `)
+	intervalLines := func(out string) []string {
+		var lines []string
+		for line := range strings.Lines(out) {
+			if tableLine.MatchString(line) || strings.HasPrefix(line, `{"mode":"interval"`) {
+				lines = append(lines, line)
+			}
+		}
+		return lines
+	}
 	for _, format := range []string{"table", "json"} {
 		t.Run(format, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := run([]string{"run", "-o", format, "-i", "100ms", "--", "sh", "-c", "sleep 0.45; echo x >/dev/null"}, &stdout, &stderr)
-			if code != 0 {
+			// The command runs until the test has seen three interval
+			// lines (then it creates the file the command waits for):
+			// however slow the machine, it outlives three intervals.
+			done := filepath.Join(t.TempDir(), "done")
+			var stdout bytes.Buffer
+			var stderr lockedBuffer
+			exit := make(chan int, 1)
+			go func() {
+				exit <- run([]string{"run", "-o", format, "-i", "100ms", "--", "sh", "-c",
+					"while [ ! -e " + done + " ]; do sleep 0.02; done; echo x >/dev/null"}, &stdout, &stderr)
+			}()
+			deadline := time.Now().Add(2 * time.Minute)
+			for len(intervalLines(stderr.String())) < 3 {
+				select {
+				case code := <-exit:
+					t.Fatalf("exit %d before 3 interval lines: %s", code, stderr.String())
+				case <-time.After(20 * time.Millisecond):
+				}
+				if time.Now().After(deadline) {
+					_ = os.WriteFile(done, nil, 0o600)
+					<-exit
+					t.Fatalf("no 3 interval lines in 2 minutes:\n%s", stderr.String())
+				}
+			}
+			if err := os.WriteFile(done, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if code := <-exit; code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr.String())
 			}
 			out := stderr.String()
-			var lines []string
-			tableLine := regexp.MustCompile(`^\d\d:\d\d:\d\d \+\d+ms: `)
-			for line := range strings.Lines(out) {
-				if tableLine.MatchString(line) || strings.HasPrefix(line, `{"mode":"interval"`) {
-					lines = append(lines, line)
-				}
-			}
-			if len(lines) < 3 {
-				t.Fatalf("%d interval lines, want >= 3:\n%s", len(lines), out)
-			}
+			lines := intervalLines(out)
 			for _, bad := range []string{"IO_URING: no requests", "ENGINE: absent"} {
 				if n := strings.Count(out, bad); n > 1 {
 					t.Errorf("%q printed %d times", bad, n)
@@ -446,6 +472,25 @@ func TestIntervals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lockedBuffer is a bytes.Buffer that one goroutine writes while another
+// reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func TestVersion(t *testing.T) {
