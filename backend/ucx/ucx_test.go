@@ -139,6 +139,22 @@ func verbsTLS() bool {
 	return v != ""
 }
 
+// rdmaReadTLS says that HCOMM_UCX_TLS asks for verbs transports only and
+// among them one that reads and writes remote memory itself (rc, dc): UD
+// has no RMA, so under ud_verbs alone UCX emulates puts and gets with
+// active messages, which the target's worker must progress, as over tcp.
+func rdmaReadTLS() bool {
+	if !verbsTLS() {
+		return false
+	}
+	for _, a := range strings.Split(os.Getenv(tlsEnv), ",") {
+		if strings.HasPrefix(a, "rc") || strings.HasPrefix(a, "dc") {
+			return true
+		}
+	}
+	return false
+}
+
 func ucxTLS(tls string) (string, bool) {
 	switch tls {
 	case "env":
@@ -586,8 +602,9 @@ func TestUnmapUnpublishes(t *testing.T) {
 // flight to it fail once after Config.Timeout with an error wrapping
 // ErrPeerGone and engine.ErrTimeout, and the peer is disconnected. Over
 // shared memory the peer's pool is a segment this side maps, over RDMA
-// verbs (HCOMM_UCX_TLS) the device reads it: gets finish without the
-// stopped peer.
+// verbs with RMA (HCOMM_UCX_TLS with rc or dc) the device reads it: gets
+// finish without the stopped peer. Under ud_verbs alone gets are active
+// messages, as over tcp.
 func TestPeerStopped(t *testing.T) {
 	for _, tls := range transports {
 		t.Run(tls, func(t *testing.T) {
@@ -610,7 +627,7 @@ func TestPeerStopped(t *testing.T) {
 			// Over shared memory and RDMA verbs a get needs nothing of
 			// the target's process: it reads the peer's memory (the
 			// copy here, the NIC — rxe, the kernel — there).
-			if tls == "shm" || tls == "env" && verbsTLS() {
+			if tls == "shm" || tls == "env" && rdmaReadTLS() {
 				r.mustOK(cs, xs)
 				for i := 0; i < 4096; i++ {
 					if r.mem[i] != pattern(i) {
