@@ -211,9 +211,10 @@ VM_PKGS ?= ./hugepage/... ./ring/... ./engine ./trace ./cmd/hcomm-trace ./vfio .
 # `make test-vm ARCH=arm64`: the same in an AArch64 guest (qemu-system-aarch64,
 # Debian's qemu-system-arm, TCG), with the packages of VM_PKGS that pass
 # there (VM_PKGS_ARM64, the longest first: two guests run at a time); engine
-# runs -short there (tests/vm/args-arm64). test-vm-arm64 runs that when
-# qemu-system-aarch64 is installed and says so otherwise.
-VM_PKGS_ARM64 ?= ./engine ./ring/... ./hugepage/... ./vfio ./vfio/edu ./vfio/hdma ./vfio/nvme ./backend/nvme
+# runs -short there and trace without its cgo helper's test
+# (tests/vm/args-arm64). test-vm-arm64 runs that when qemu-system-aarch64 is
+# installed and says so otherwise.
+VM_PKGS_ARM64 ?= ./engine ./trace ./cmd/hcomm-trace ./ring/... ./hugepage/... ./vfio ./vfio/edu ./vfio/hdma ./vfio/nvme ./backend/nvme
 ARCH ?= amd64
 VM_ARCH = $(if $(filter arm64,$(ARCH)),arm64,amd64)
 
