@@ -356,6 +356,48 @@ func TestSubmitAllocs(t *testing.T) {
 	}
 }
 
+// TestWaitTimeoutAllocs: a wait with a timeout allocates nothing either
+// (hcomm.data waits for every read with one), and the reused deadlines keep
+// their meaning: a stalled transfer's bounded waits (0 and 20 ms, several
+// times: a deadline that ran out is not reused) say EINPROGRESS, and the
+// waits after them succeed.
+func TestWaitTimeoutAllocs(t *testing.T) {
+	c := newCalls()
+	s := openT(t, config{}, func(cb, ud uintptr, id uint64, status int32) { c.n.Add(1) })
+	src, _ := s.allocHost(128 << 10)
+	dev, _ := s.allocDev(128 << 10)
+	if !raceEnabled {
+		allocs := testing.AllocsPerRun(200, func() {
+			id, code := s.submit(src, dev, 4096, 1, 0)
+			if code != codeOK {
+				t.Fatalf("submit: %d", code)
+			}
+			if code := s.wait(id, 60000); code != codeOK {
+				t.Fatalf("wait: %d", code)
+			}
+		})
+		if allocs != 0 {
+			t.Fatalf("%.1f allocations per submit + timed wait", allocs)
+		}
+	}
+	if err := s.mock.InjectFault(mock.Fault{Kind: mock.FaultStall, Nth: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// 128 KiB: a transfer this large goes to the device (the stalled one),
+	// not to a CPU copy.
+	stalled, code := s.submit(src, dev, 128<<10, 1, 0)
+	if code != codeOK {
+		t.Fatalf("submit: %d", code)
+	}
+	for i := range 3 {
+		for _, ms := range []int{0, 20} {
+			if code := s.wait(stalled, ms); code != codeEINPROGRESS {
+				t.Fatalf("round %d: wait(%d ms) for a stalled transfer: %d, want EINPROGRESS", i, ms, code)
+			}
+		}
+	}
+}
+
 // TestIndexConcurrent: resolving while other goroutines allocate and free
 // finds either a live block (the engine then checks its generation) or
 // nothing, never a wrong block; run under -race.

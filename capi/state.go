@@ -682,9 +682,10 @@ func (s *state) complete(r engine.Result) {
 func (s *state) wait(id uint64, timeoutMs int) int32 {
 	ctx := context.Background()
 	if timeoutMs >= 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeoutMs)*time.Millisecond)
-		defer cancel()
+		// Not context.WithTimeout: a timed wait allocates nothing.
+		d := newDeadline(time.Duration(timeoutMs) * time.Millisecond)
+		defer d.release()
+		ctx = d
 	}
 	if code, ok := s.waitCopy(ctx, id); ok {
 		return code
