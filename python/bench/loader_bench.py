@@ -6,9 +6,9 @@ Writes --gib GiB of --record-kib KiB records (8 shards) once under --dir,
 then runs one epoch per mode, the modes taking turns --reps times, each in a
 fresh child process (its CPU time and peak RSS its own, workers included):
 
-  hcomm        hcomm.data.Loader(format="torch"): O_DIRECT reads into pool memory, prefetch
-               --prefetch (default 2) and keep --keep (default 0: the loop holds no batch past
-               its body): a pool of keep + 1 + prefetch batches, 3 by default
+  hcomm        hcomm.data.Loader(format="torch"): O_DIRECT reads into pool memory, with the
+               loader's own defaults (prefetch 1, keep 1: a pool of keep + 1 + prefetch = 3
+               batches) unless --prefetch or --keep is given
   dataloader0  torch DataLoader(num_workers=0) over a Dataset that reads each record with
                NumPy (numpy.fromfile at its offset), default collate (torch.stack)
   dataloader2  the same with num_workers=2 (fork)
@@ -32,6 +32,7 @@ busy machine the numbers are as measured under that load.
 """
 
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -156,7 +157,8 @@ class Memory(threading.Thread):
 
 
 def child(mode, paths, rs, batch, seed, prefetch, keep):
-    """One epoch of mode; prints a JSON line."""
+    """One epoch of mode; prints a JSON line. prefetch, keep: None for the
+    loader's defaults."""
     import numpy as np
     import torch
 
@@ -171,15 +173,16 @@ def child(mode, paths, rs, batch, seed, prefetch, keep):
     order_loader.close()
     before = status_kib()
     before["pss"] = pss_kib()
-    pool = 0
+    pool, settings = 0, None
+    kw = {k: v for k, v in (("prefetch", prefetch), ("keep", keep)) if v is not None}
     print("epoch", flush=True)  # the parent samples the memory from here to "done"
     t0, c0 = time.perf_counter(), os.times()
     n = 0
     check = 0
     if mode == "hcomm":
         with data.Loader(paths, record_size=rs, batch_size=batch, shuffle=True, seed=seed, format="torch",
-                         prefetch=prefetch, keep=keep) as L:
-            pool = L.memory_budget
+                         **kw) as L:
+            pool, settings = L.memory_budget, (L.prefetch, L.keep)
             for x in L:
                 check += int(x[:, 1].sum())
                 n += x.shape[0]
@@ -214,7 +217,7 @@ def child(mode, paths, rs, batch, seed, prefetch, keep):
     cpu = (c1.user - c0.user) + (c1.system - c0.system) + (c1.children_user - c0.children_user) + \
         (c1.children_system - c0.children_system)
     print(json.dumps({"mode": mode, "records": n, "wall": wall, "cpu": cpu, "check": check, "before": before,
-                      "pool": pool, "hwm_kib": status_kib()["VmHWM"]}))
+                      "pool": pool, "settings": settings, "hwm_kib": status_kib()["VmHWM"]}))
 
 
 def main(argv=None):
@@ -224,11 +227,9 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--prefetch", type=int, default=2,
-                    help="the loader's prefetch (its pool: keep + 1 + prefetch batches)")
-    ap.add_argument("--keep", type=int, default=0,
-                    help="the loader's keep: 0, as the loop here holds no batch past its body (the DataLoader "
-                         "loop neither); 1 is the loader's default")
+    ap.add_argument("--prefetch", type=int, default=None,
+                    help="the loader's prefetch (default: the loader's own; its pool: keep + 1 + prefetch batches)")
+    ap.add_argument("--keep", type=int, default=None, help="the loader's keep (default: the loader's own)")
     ap.add_argument("--dir", default=os.path.join(os.environ.get("TMPDIR", "/var/tmp"), "hcomm-loader-bench"))
     ap.add_argument("--modes", default="hcomm,dataloader0,dataloader2")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -238,12 +239,20 @@ def main(argv=None):
         paths = sorted(os.path.join(a.dir, p) for p in os.listdir(a.dir) if p.endswith(".bin"))
         child(a.child, paths, rs, a.batch, a.seed, a.prefetch, a.keep)
         return 0
+    from hcomm import data
+
+    # What the loader will run with: the options given, else its defaults.
+    defaults = inspect.signature(data.Loader).parameters
+    prefetch = a.prefetch if a.prefetch is not None else defaults["prefetch"].default
+    keep = a.keep if a.keep is not None else defaults["keep"].default
+    given = [f"--{k} {v}" for k, v in (("prefetch", a.prefetch), ("keep", a.keep)) if v is not None]
     t = time.time()
     paths = make_shards(a.dir, a.gib, rs)
     total = sum(os.path.getsize(p) for p in paths)
     print(f"loader bench: {total / (1 << 30):.2f} GiB in {len(paths)} shards of {a.record_kib} KiB records "
-          f"under {a.dir} (made in {time.time() - t:.1f} s), batch {a.batch}, loader prefetch {a.prefetch} keep {a.keep} "
-          f"({(a.prefetch + a.keep + 1) * a.batch * rs >> 20} MiB of pool), {a.reps} runs per mode, "
+          f"under {a.dir} (made in {time.time() - t:.1f} s), batch {a.batch}, loader prefetch {prefetch} keep {keep} "
+          f"({' '.join(given) if given else 'the loader defaults'}: "
+          f"{(prefetch + keep + 1) * a.batch * rs >> 20} MiB of pool), {a.reps} runs per mode, "
           f"page cache dropped before each run")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs "
           f"(a shared machine: the numbers are as measured under this load)")
@@ -254,8 +263,8 @@ def main(argv=None):
         for m in modes:
             drop_cache(paths)
             p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", m, "--dir", a.dir,
-                                  "--record-kib", str(a.record_kib), "--batch", str(a.batch), "--seed", str(a.seed),
-                                  "--prefetch", str(a.prefetch), "--keep", str(a.keep)],
+                                  "--record-kib", str(a.record_kib), "--batch", str(a.batch), "--seed", str(a.seed)]
+                                 + " ".join(given).split(),
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             # Sampled during the epoch only: not while the child starts (its
             # pkg-config and ldconfig children, vforked, show the child's
@@ -299,7 +308,8 @@ def main(argv=None):
                   f"anon {r['at_peak']['RssAnon'] / 1024:.1f}, file {r['at_peak']['RssFile'] / 1024:.1f}, "
                   f"shmem {r['at_peak']['RssShmem'] / 1024:.1f}, hugetlb {r['at_peak']['HugetlbPages'] / 1024:.1f}; "
                   f"{r['procs']} processes)  peak PSS {r['pss_kib'] / 1024:6.1f} MiB"
-                  + (f"  pool {r['pool'] >> 20} MiB" if r["pool"] else ""), flush=True)
+                  + (f"  pool {r['pool'] >> 20} MiB (prefetch {r['settings'][0]}, keep {r['settings'][1]})"
+                     if r["pool"] else ""), flush=True)
     if len(set(checks.values())) != 1:
         raise SystemExit(f"the modes read different bytes: checksums {checks}")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -20,9 +20,9 @@ batch is a NumPy array or a torch tensor over that memory: no copy after
 the read, no worker process, no pickling.
 
 The lifetime rule: the memory of a batch is reused after the next `keep`
-batches. While the loop body runs on batch i, batches i-keep .. i are
-valid; when the loader hands out batch i+keep+1, batch i's memory is read
-over. Copy what must live longer (batch.clone(), numpy.copy). With
+batches (keep=1 by default). While the loop body runs on batch i,
+batches i-keep .. i are valid; when the loader hands out batch
+i+keep+1, batch i's memory is read over. Copy what must live longer (batch.clone(), numpy.copy). With
 debug=True the loader checks the rule: handing out batch i+keep+1 while a
 view of batch i (an array, a tensor, a slice of either) is still alive
 raises hcomm.Busy. close() ends every batch's memory.
@@ -266,12 +266,20 @@ class Loader:
     fixed-size file is viewed (default: record_size uint8).
 
     batch_size: records per batch (the last of an epoch may be short
-    unless drop_last). prefetch: batches read ahead of the one handed out.
-    keep: how many batches after a batch its memory stays valid (the
-    lifetime rule; module docstring). memory_budget: the most pool bytes
-    in flight (read ahead, handed out, kept), default what prefetch and
-    keep need; a smaller budget lowers prefetch, one below (keep + 2)
-    batches is refused. shuffle: the order of the shards and of the
+    unless drop_last). prefetch: batches read ahead of the one handed out
+    (default 1: while the loop body runs, the next batch is being read;
+    while the loader waits for it, the one after it too). keep: how many
+    batches after a batch its memory stays valid (the lifetime rule;
+    module docstring; default 1: the previous batch stays valid while the
+    body runs, which a `for batch in loader` loop needs in debug mode, its
+    variable still holding the batch when it asks for the next).
+    memory_budget: the most pool bytes in flight (read ahead, handed out,
+    kept), default what prefetch and keep need: keep + 1 + prefetch
+    batches, 3 with the defaults (what torch's DataLoader(num_workers=0)
+    holds at its peak: the batch in use, the next batch's samples and
+    their collated copy); a smaller budget lowers prefetch, one below
+    (keep + 2) batches is refused. More read-ahead (prefetch=2, ...) costs
+    a batch of memory each. shuffle: the order of the shards and of the
     records within each shard is shuffled per epoch from seed (the same
     seed, the same order; other seeds, other orders); records are read
     shard by shard either way, so each shard is opened once per epoch.
@@ -303,7 +311,7 @@ class Loader:
 
     def __init__(self, files: Union[PathLike, Sequence[PathLike]], *, record_size: Optional[int] = None,
                  dtype: str = "uint8", shape: Optional[Sequence[int]] = None, batch_size: int = 32,
-                 prefetch: int = 4, keep: int = 1, memory_budget: Optional[int] = None, shuffle: bool = False,
+                 prefetch: int = 1, keep: int = 1, memory_budget: Optional[int] = None, shuffle: bool = False,
                  seed: int = 0, epochs: int = 1, drop_last: bool = False, format: str = "numpy",
                  return_ids: bool = False, direct: bool = True, on_error: str = "raise", debug: bool = False,
                  device: Union[None, str, Engine, Tuple[Engine, int]] = None, library: Optional[str] = None):

@@ -229,6 +229,49 @@ def test_lifetime_rule_debug(shards):
         del first
 
 
+def test_defaults_lifetime_rule(shards):
+    """The defaults (keep=1, prefetch=1) make a pool of 3 batches, and in it
+    the previous batch stays intact while the body runs on the next (the
+    loader has already read ahead into the third slot by then), in a plain
+    loop and inside torch's DataLoader, with the debug check on. Holding a
+    batch one more batch than that raises Busy."""
+    d, recs = shards
+    slot = data._round(4 * RS)
+    loaders = [data.Loader(d, record_size=RS, batch_size=4, return_ids=True, debug=True, shuffle=True, seed=3,
+                           epochs=2)]
+    torch = None
+    try:
+        import torch
+    except ImportError:
+        pass
+    if torch is not None:
+        loaders.append(data.Loader(d, record_size=RS, batch_size=4, return_ids=True, debug=True, shuffle=True,
+                                   seed=3, epochs=2, format="torch"))
+    for L in loaders:
+        with L:
+            assert (L.keep, L.prefetch, L.memory_budget) == (1, 1, 3 * slot)
+            it = L if L.format == "numpy" else torch.utils.data.DataLoader(L.torch_dataset(), batch_size=None)
+            prev = None
+            n = 0
+            for x, ids in it:
+                assert np.array_equal(np.asarray(x), recs[np.asarray(ids)])
+                if prev is not None:  # batch i-1, while the body runs on batch i
+                    assert np.array_equal(np.asarray(prev[0]), recs[np.asarray(prev[1])]), \
+                        f"batch {n - 1} was read over while batch {n} was in use"
+                prev = (x, ids)
+                n += 1
+            del x, prev
+            assert n == len(L) and L.stats["reads"] > 0
+            assert 0 < L.stats["max_bytes_in_flight"] <= 3 * slot
+    with data.Loader(d, record_size=RS, batch_size=4, debug=True) as L:
+        it = iter(L)
+        kept = next(it)
+        b1 = next(it)
+        with pytest.raises(hcomm.Busy, match="batch 0.*keep=1"):
+            next(it)
+        del kept, b1
+
+
 def test_info_and_help():
     out = subprocess.run([sys.executable, "-m", "hcomm", "info"], capture_output=True, text=True, check=True).stdout
     assert f"library: {hcomm.__version__}" in out and "io_uring:" in out and "hugepages:" in out
