@@ -827,6 +827,13 @@ func pbFields(b []byte, fn func(field, wire int, v uint64, data []byte) error) e
 // (bandwidth) and against the traditional way (host CPU), its CPU copies
 // (eBPF) and its memory; device → peer, one engine's Copy against two
 // engines chained by hand (bandwidth, host CPU).
+// amendCPUPerGiB puts both sides' CPU-seconds per GiB in a goal's detail.
+func amendCPUPerGiB(g *goal, s goalSpec, es entries) {
+	if e := es.find(s.Ref); e != nil && e.Engine != nil && e.Baseline != nil {
+		g.Detail = fmt.Sprintf("%.3g vs %.3g CPU-s/GiB", *e.Engine, *e.Baseline)
+	}
+}
+
 func pipelineGoals() []goalSpec {
 	eng, trad, fio := pipeVariants[0], pipeVariants[1], pipeVariants[2]
 	one, two := pipeRemoteVariants[0], pipeRemoteVariants[1]
@@ -837,12 +844,8 @@ func pipelineGoals() []goalSpec {
 			Ref: ref{"pipeline", eng, fio, "bandwidth"}},
 		{ID: "pipeline.file_to_device.cpu_per_gib_vs_traditional", Group: "pipeline", Scenario: "pipeline",
 			What: "file → device: host CPU-seconds per GiB (device model's worker excluded) ÷ ReadAt + baseline device write", Unit: "×", Limit: limit{"≤", 0.3},
-			Ref: ref{"pipeline", eng, trad, "host_cpu_per_gib"},
-			Amend: func(g *goal, s goalSpec, es entries) {
-				if e := es.find(s.Ref); e != nil && e.Engine != nil && e.Baseline != nil {
-					g.Detail = fmt.Sprintf("%.3g vs %.3g CPU-s/GiB", *e.Engine, *e.Baseline)
-				}
-			}},
+			Ref:   ref{"pipeline", eng, trad, "host_cpu_per_gib"},
+			Amend: amendCPUPerGiB},
 		{ID: "pipeline.file_to_device.cpu_copies_per_byte", Group: "pipeline", Scenario: "pipeline",
 			What: "file → device: bytes the CPU copies per byte moved (eBPF)", Unit: "/byte", Limit: limit{"<", 1e-4},
 			Ref:    ref{"pipeline", eng, trad, "cpu_copies"},
@@ -855,12 +858,8 @@ func pipelineGoals() []goalSpec {
 			Ref: ref{"pipeline", one, two, "bandwidth"}},
 		{ID: "pipeline.device_to_remote.cpu_per_gib_vs_two_engines", Group: "pipeline", Scenario: "pipeline",
 			What: "device → peer: host CPU-seconds per GiB (device model's worker excluded) ÷ two engines chained by hand", Unit: "×", Limit: limit{"≤", 1.1},
-			Ref: ref{"pipeline", one, two, "host_cpu_per_gib"},
-			Amend: func(g *goal, s goalSpec, es entries) {
-				if e := es.find(s.Ref); e != nil && e.Engine != nil && e.Baseline != nil {
-					g.Detail = fmt.Sprintf("%.3g vs %.3g CPU-s/GiB", *e.Engine, *e.Baseline)
-				}
-			}},
+			Ref:   ref{"pipeline", one, two, "host_cpu_per_gib"},
+			Amend: amendCPUPerGiB},
 		{ID: "pipeline.file_to_device.private_beyond_device", Group: "pipeline", Scenario: "pipeline",
 			What: "file → device: peak private resident memory (anonymous, shmem, hugetlb) beyond the device model's memory", Unit: "MiB", Limit: limit{"≤", budget + 16},
 			Ref: ref{"pipeline", eng, trad, "private_beyond_device"},
