@@ -122,7 +122,7 @@ type Engine struct {
 
 	// released mirrors head for Drain and blocked submitters (atomic: read
 	// without the owner).
-	released atomic.Uint64
+	released atomicrel.Uint64
 
 	// backend.Completion side.
 	reaping  atomicrel.Uint32 // one Poll/reaper cycle at a time

@@ -156,6 +156,7 @@ func (e *Engine) drainLocked() {
 type drained struct {
 	count   [backend.NumPaths]uint32
 	bytes   [backend.NumPaths]uint64
+	paths   uint32 // bit p: count[p] > 0
 	local   bool
 	touched uint32
 }
@@ -217,6 +218,7 @@ func (e *Engine) forwardStaged(end uint64, last [MaxBackends]uint64, d *drained)
 		}
 		d.count[path]++
 		d.bytes[path] += uint64(n)
+		d.paths |= 1 << path
 		e.nextForward++
 	}
 }
@@ -244,14 +246,13 @@ func (e *Engine) ringDoorbells(touched uint32) {
 // no crowd) means submitters are colliding.
 func (e *Engine) countDrained(d *drained) {
 	total := uint32(0)
-	for p := range d.count {
+	for ps := d.paths; ps != 0; ps &= ps - 1 {
+		p := bits.TrailingZeros32(ps)
 		total += d.count[p]
-		if d.count[p] > 0 {
-			e.totals.batches++
-			e.totals.transfers[p] += uint64(d.count[p])
-			e.totals.bytes[p] += d.bytes[p]
-			hookSubmitBatch(d.count[p], d.bytes[p], uint8(p))
-		}
+		e.totals.batches++
+		e.totals.transfers[p] += uint64(d.count[p])
+		e.totals.bytes[p] += d.bytes[p]
+		hookSubmitBatch(d.count[p], d.bytes[p], uint8(p))
 	}
 	if total > uint32(max(e.ownEntries, 1)) {
 		e.crowdLeft = crowdMemory
@@ -288,7 +289,10 @@ func (e *Engine) advanceLocked() {
 		// After Release: a submitter that reads released = h and then
 		// finds the ring full is sure that the ring's head was already h,
 		// so the room it waits for needs a later advance (which notifies).
-		e.released.Store(h)
+		// Release ordering is all that takes; the owner flag's release
+		// (unlock, sequentially consistent) comes before notify looks
+		// for waiters.
+		e.released.StoreRelease(h)
 	}
 }
 

@@ -11,8 +11,9 @@ import (
 // Poll: under the owner flag it forwards what is staged, collects finished
 // transfers and handles stalls; then, without the flag, it runs their
 // callbacks; then it moves the release frontier. It returns how many
-// transfers completed and whether any is still outstanding in the backend.
-func (e *Engine) cycle() (n int, busy bool) {
+// transfers completed and, when wantBusy, whether any is still outstanding
+// in the backend (a look at every backend, which Poll does not need).
+func (e *Engine) cycle(wantBusy bool) (n int, busy bool) {
 	if len(e.pend) > 0 {
 		// The rest of a batch whose callback panicked (see complete):
 		// already collected and counted, delivered before anything new.
@@ -63,7 +64,19 @@ func (e *Engine) cycle() (n int, busy bool) {
 	}
 	// Busy: something may finish without a doorbell or a wake-up (in the
 	// backend, or staged and not yet accepted by it): sleep with a timeout.
-	busy = e.outstanding() > 0 || e.nextForward != e.head+uint64(e.stage.Len())
+	busy = wantBusy && (e.outstanding() > 0 || e.nextForward != e.head+uint64(e.stage.Len()))
+	if n > 0 && e.quiet(e.batch[:n]) {
+		// No application code to run: done, and the frontier moved,
+		// in this one hold of the owner flag.
+		if count > 0 {
+			hookReapBatch(uint32(count), bytes, errs)
+		}
+		e.markDone(e.batch[:n])
+		e.advanceLocked()
+		e.unlock()
+		e.notify()
+		return n, busy
+	}
 	e.unlock()
 	if n == 0 {
 		return 0, busy
@@ -123,14 +136,16 @@ func (e *Engine) countLocked(batch []backend.Completion) (count int, bytes uint6
 func (e *Engine) complete(batch []backend.Completion) {
 	// inCallback tells Shutdown that the completion side is running
 	// application code, which may block: Shutdown waits for it only until
-	// its context ends. Two stores per batch, not per transfer.
-	e.inCallback.Store(true)
-	finished := false
+	// its context ends. Two stores per batch with callbacks, not per
+	// transfer; none for a batch without (a Wait or Drain loop).
+	finished, inCallback := false, false
 	defer func() {
 		if !finished {
 			e.afterPanic(batch)
 		}
-		e.inCallback.Store(false)
+		if inCallback {
+			e.inCallback.Store(false)
+		}
 	}()
 	for i, c := range batch {
 		e.cbAt = i
@@ -142,6 +157,10 @@ func (e *Engine) complete(batch []backend.Completion) {
 			e.releaseRegistered(s)
 		}
 		if cb := s.cb; cb != nil {
+			if !inCallback {
+				inCallback = true
+				e.inCallback.Store(true)
+			}
 			s.cb = nil
 			e.cbSeq.Add(1) // which callback runs: Shutdown tells a blocked one from many short ones
 			cb(Result{ID: e.makeID(c.Tag), User: s.user, N: int(c.N), Err: e.statusErr(c.Status)})
@@ -153,11 +172,36 @@ func (e *Engine) complete(batch []backend.Completion) {
 		// arm64, which the waiter's acquiring load pairs with): nothing
 		// in the loop loads a word a waiter stores, and before notify
 		// reads e.waiters (Dekker's pattern with a waiter that counts
-		// itself, then looks at the state) come the deferred
-		// inCallback.Store and the owner flag's CAS, both full barriers.
+		// itself, then looks at the state) comes the owner flag's CAS
+		// of the frontier's advance, a full barrier.
 		s.state.StoreRelease(doneState(c.Tag, c.Status))
 	}
 	finished = true
+}
+
+// quiet says whether completing batch runs no application code and
+// releases no registration: no callbacks (a Wait or Drain loop), nothing
+// Registered. Such a batch is completed under the owner flag (markDone).
+func (e *Engine) quiet(batch []backend.Completion) bool {
+	for i := range batch {
+		if s := &e.slots[batch[i].Tag&e.mask]; s.cb != nil || s.reg != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// markDone is complete for a quiet batch: each result stored, each slot
+// marked done (release ordering, as in complete; the owner flag's release
+// that follows is the full barrier before notify).
+func (e *Engine) markDone(batch []backend.Completion) {
+	for _, c := range batch {
+		s := &e.slots[c.Tag&e.mask]
+		if c.Status != backend.StatusOK {
+			s.res.Store(resOf(c))
+		}
+		s.state.StoreRelease(doneState(c.Tag, c.Status))
+	}
 }
 
 // afterPanic repairs the completion side after batch[e.cbAt]'s callback
@@ -198,7 +242,7 @@ func (e *Engine) Poll() int {
 	if e.cfg.Mode != ModePoll || !e.acquireReaping() {
 		return 0
 	}
-	n, _ := e.cycle() // a panicking callback lets the flag go (afterPanic)
+	n, _ := e.cycle(false) // a panicking callback lets the flag go (afterPanic)
 	e.polls++
 	yield := e.polls%pollClockEvery == 0 && e.yieldDue()
 	e.releaseReaping()

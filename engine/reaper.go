@@ -353,7 +353,7 @@ func (e *Engine) reaperCycle() (n int, busy, ok bool) {
 		return 0, false, false
 	}
 	e.inReaper = true
-	n, busy = e.cycle()
+	n, busy = e.cycle(true)
 	if e.roundSubmitted() && e.waiters.Load() == 0 && e.reapingWaiters.Load() == 0 {
 		// Callbacks submitted: wait for the next completions now, in
 		// the same system call that starts those (waitBatch) — unless a

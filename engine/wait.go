@@ -82,16 +82,14 @@ func (e *Engine) reserved() uint64 {
 // Drain waits until every transfer submitted before the call has
 // completed and its callback has run, or ctx ends.
 func (e *Engine) Drain(ctx context.Context) error {
-	e.lock()
-	e.drainLocked()
 	// Every reservation made so far, published or not: a transfer whose
 	// Submit returned may sit behind another submitter's reservation that
 	// is not yet committed (Peek stops there). Submitters never block
-	// between Reserve and Commit, so the frontier gets past it. (We hold
-	// the owner: the ring's head is e.head.)
-	end := e.head + uint64(e.stage.Len())
-	e.unlock()
-	return e.waitReleased(ctx, end)
+	// between Reserve and Commit, so the frontier gets past it. Nothing
+	// to forward first: every committed entry is drained by its
+	// submitter's kick or by the completion round it was left to, and
+	// the cycles of the wait below drain what a backend refused.
+	return e.waitReleased(ctx, e.reserved())
 }
 
 // WaitIdle waits until no transfer is in flight — those submitted while it
@@ -204,7 +202,7 @@ func (e *Engine) pollWait(cond func() bool) (n int, waited bool) {
 // reap on waking; after callbacks that submitted, at once (the wait
 // carries their doorbells). Without such a backend it only cycles.
 func (e *Engine) cycleThenWait(cond func() bool) (n int, waited bool) {
-	n, busy := e.cycle() // busy: computed before the callbacks ran
+	n, busy := e.cycle(e.batchWaiter != nil) // busy: computed before the callbacks ran
 	if (n == 0 && busy || e.roundSubmitted()) && e.batchWaiter != nil && !cond() {
 		waited = e.waitBatch()
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/bits"
 	"sync/atomic"
+
+	"github.com/hcomm-go/hcomm/internal/atomicrel"
 )
 
 // MPSC is a multi-producer, single-consumer ring of fixed-size entries laid
@@ -33,9 +35,9 @@ type MPSC struct {
 	_          [cacheLine - 16]byte
 
 	// Consumer's cache line.
-	head    atomic.Uint64 // consumed end; stored by the consumer only
-	ready   uint64        // consumer-private: end of the published run it has found (≥ head)
-	peekEnd uint64        // consumer-private: end of what the last Peek returned
+	head    atomicrel.Uint64 // consumed end; stored by the consumer only
+	ready   uint64           // consumer-private: end of the published run it has found (≥ head)
+	peekEnd uint64           // consumer-private: end of what the last Peek returned
 	_       [cacheLine - 24]byte
 }
 
@@ -178,7 +180,9 @@ func (r *MPSC) Release(n int) error {
 	}
 	// Release: the consumer's reads of the entries happen before this
 	// store; a producer that loads the new head may then overwrite them.
-	r.head.Store(h + uint64(n))
+	// Release ordering is all that takes (a plain store on amd64, not a
+	// locked exchange).
+	r.head.StoreRelease(h + uint64(n))
 	return nil
 }
 
