@@ -249,7 +249,7 @@ func (b *bench) measure() (failed bool) {
 	if b.o.scenarios["file-4k"] && b.o.fileTargets["stable"] {
 		b.progress.total += len(stableGroups())
 	}
-	for _, s := range []string{"pages", "footprint", "remote", "pipeline"} {
+	for _, s := range []string{"pages", "footprint", "remote", "pipeline", "grow"} {
 		if b.o.scenarios[s] {
 			b.progress.total++
 		}
@@ -292,6 +292,13 @@ func (b *bench) measure() (failed bool) {
 		rows, sk, bad := runRemote(b.o, b.out)
 		b.skipped = append(b.skipped, sk...)
 		b.entries = append(b.entries, remoteEntries(rows)...)
+		failed = failed || bad
+	}
+	if b.o.scenarios["grow"] {
+		b.step("grow: the pool growing by 1 GiB, per backend, against the bare system calls")
+		es, sk, bad := runGrow(b.o, b.out, b.tables())
+		b.skipped = append(b.skipped, sk...)
+		b.entries = append(b.entries, es...)
 		failed = failed || bad
 	}
 	if b.o.scenarios["pipeline"] {

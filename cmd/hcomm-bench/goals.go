@@ -111,6 +111,7 @@ var goalGroups = []struct{ key, title string }{
 	{"footprint", "memory footprint with N reads in flight: ≤ 1× a buffer per request"},
 	{"remote", "remote over UCX: put bandwidth ≥ 0.9× ucx_perftest at ≥ 64 KiB, 8 B latency ≤ 1.5× its, both ≥ the TCP socket"},
 	{"pipeline", "paths in one Copy: O_DIRECT file → device memory at ≥ 0.9× fio's read bandwidth, ≤ 0.3× the traditional way's host CPU, no CPU copy, bounded memory; device memory → a peer at ≥ 0.9× the bandwidth of two engines chained by hand, ≤ 1.1× their host CPU"},
+	{"grow", "registration and growth: the pool growing by 1 GiB, prefaulted and mapped into each backend, within 1.2× of the bare system calls doing the same"},
 	{"traditional", "against the traditional path, concurrent O_DIRECT calls and Go's copy()"},
 }
 
@@ -190,6 +191,7 @@ func goalTable() []goalSpec {
 		t = append(t, remoteGoals(tls)...)
 	}
 	t = append(t, pipelineGoals()...)
+	t = append(t, growGoals()...)
 	t = append(t,
 		goalSpec{ID: "device.b64.time_vs_traditional", Group: "traditional", Scenario: "device-small",
 			What: "device 4 KiB batch 64, device model on its own thread: engine ÷ traditional", Unit: "×", Limit: limit{"≤", 0.10},

@@ -2,7 +2,7 @@
 // against the traditional path (package baseline) and against peers (fio,
 // Go's copy, make and sync.Pool), on the same machine in the same run.
 //
-// Scenarios: device-small, file-4k, bulk, alloc, pages, pipeline (see docs/benchmarks.md),
+// Scenarios: device-small, file-4k, bulk, alloc, pages, pipeline, grow (see docs/benchmarks.md),
 // remote (cmd/hcomm-bench/remote.go, docs/remote.md).
 // Every number is a median over at least five repetitions, printed with its
 // minimum and maximum, engine and baseline side by side with their ratio.
@@ -18,7 +18,7 @@
 //
 // Usage:
 //
-//	hcomm-bench [-quick] [-json | -csv] [-json-out FILE] [-plot DIR] [-timeout 20m] [-scenarios latency,device-small,file-4k,bulk,alloc,footprint,pages,remote,pipeline] [-file-targets disk,stable] [-reps 5] [-dir DIR] [-keep]
+//	hcomm-bench [-quick] [-json | -csv] [-json-out FILE] [-plot DIR] [-timeout 20m] [-scenarios latency,device-small,file-4k,bulk,alloc,footprint,pages,remote,pipeline,grow] [-file-targets disk,stable] [-reps 5] [-dir DIR] [-keep]
 //	hcomm-bench -strace-check   # compare the eBPF counts with strace -c -f of the same workloads
 //	hcomm-bench -compare-old OLD.json,... -compare-new NEW.json,...   # the goals of two sets of runs side by side
 //
@@ -71,7 +71,7 @@ type options struct {
 	fileTargets map[string]bool
 }
 
-var allScenarios = []string{"latency", "device-small", "file-4k", "bulk", "alloc", "footprint", "pages", "remote", "pipeline"}
+var allScenarios = []string{"latency", "device-small", "file-4k", "bulk", "alloc", "footprint", "pages", "remote", "pipeline", "grow"}
 
 func main() {
 	var o options

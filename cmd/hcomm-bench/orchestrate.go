@@ -38,7 +38,7 @@ type runUnitSpec struct {
 // touches 1 GiB per backing: both take about as long with -quick.
 var unitSeconds = map[string][2]float64{
 	"device-small": {240, 35}, "file-4k": {130, 45}, "bulk": {45, 15}, "alloc": {12, 5}, "latency": {200, 55},
-	"footprint": {50, 50}, "pages": {80, 60}, "remote": {130, 50}, "pipeline": {150, 55},
+	"footprint": {50, 50}, "pages": {80, 60}, "remote": {130, 50}, "pipeline": {150, 55}, "grow": {60, 25},
 }
 
 // unitBudget is a unit's deadline: twice its share (by expected duration)
@@ -76,7 +76,7 @@ func (b *bench) units() []runUnitSpec {
 	}
 	// The order of allScenarios is the run's: the tables' scenarios
 	// first, as before.
-	order := []string{"device-small", "file-4k", "bulk", "alloc", "latency", "footprint", "pages", "remote", "pipeline"}
+	order := []string{"device-small", "file-4k", "bulk", "alloc", "latency", "footprint", "pages", "remote", "pipeline", "grow"}
 	var sorted []runUnitSpec
 	for _, s := range order {
 		for _, u := range us {
