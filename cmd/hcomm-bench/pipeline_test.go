@@ -131,7 +131,7 @@ func TestPipelineEntriesAndGoals(t *testing.T) {
 		{{gibps: 0.95, hostCPU: 0.1, devCPU: 0.2, rssBeyond: 30, privBeyond: 16, poolPeakMB: 8}, {gibps: 0.9, hostCPU: 0.12, devCPU: 0.2, rssBeyond: 31, privBeyond: 17, poolPeakMB: 8}},
 		{{gibps: 0.3, hostCPU: 1.0, devCPU: 0.3, rssBeyond: 15, privBeyond: 5}, {gibps: 0.35, hostCPU: 1.2, devCPU: 0.3, rssBeyond: 15, privBeyond: 5}},
 	}
-	es := pipeEntries(s, []float64{1, 1}, []float64{0.05, 0.06}, "fio", [2]*float64{ptr(0), ptr(1)}, [2]string{"a", "b"})
+	es := pipeEntries(s, []float64{1, 1}, []float64{0.05, 0.06}, []float64{0.1, 0.2}, "fio", [2]*float64{ptr(0), ptr(1)}, [2]string{"a", "b"})
 	rs := [2][]pipeRemoteSample{{{gibps: 2.0, hostCPU: 0.5}, {gibps: 2.2, hostCPU: 0.52}}, {{gibps: 2.1, hostCPU: 0.5}, {gibps: 2.3, hostCPU: 0.49}}}
 	es = append(es, pipeRemoteEntries(rs, "")...)
 	want := map[string]string{
@@ -156,7 +156,7 @@ func TestPipelineEntriesAndGoals(t *testing.T) {
 	}
 	// A copy per byte misses; so does private memory beyond chunk × depth + 16 MiB.
 	s[0][0].privBeyond, s[0][1].privBeyond = 25, 26
-	es = pipeEntries(s, []float64{1, 1}, nil, "fio", [2]*float64{ptr(0.5), ptr(1)}, [2]string{})
+	es = pipeEntries(s, []float64{1, 1}, nil, nil, "fio", [2]*float64{ptr(0.5), ptr(1)}, [2]string{})
 	// Device → peer: 0.8× the bandwidth, 1.2× the CPU.
 	rs[0][0], rs[0][1] = pipeRemoteSample{gibps: 1.6, hostCPU: 0.6}, pipeRemoteSample{gibps: 1.8, hostCPU: 0.6}
 	es = append(es, pipeRemoteEntries(rs, "")...)
