@@ -66,7 +66,7 @@ func stableGroups() []group {
 	for _, op := range fileOps {
 		p := stablePrefix + op + "/"
 		gs = append(gs, group{"file-4k", "4 KiB " + op + ", O_DIRECT, the stable device (a loop device with direct I/O over tmpfs)",
-			[]string{p + "engine", p + "engine-reaper", p + "fio-io_uring"}, p + "fio-io_uring", unitIOPS})
+			[]string{p + "engine", p + "engine-reaper", p + "fio-io_uring", p + "floor-uring"}, p + "fio-io_uring", unitIOPS})
 	}
 	return gs
 }

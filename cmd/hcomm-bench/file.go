@@ -73,6 +73,7 @@ func init() {
 		sreg("engine", func(o *options) (*runner, error) { return setupEngineFilePipeOn(o, write, engine.ModePoll, true) }, true)
 		sreg("engine-reaper", func(o *options) (*runner, error) { return setupEngineFilePipeOn(o, write, engine.ModeReaper, true) }, true)
 		sreg("fio-io_uring", func(o *options) (*runner, error) { return setupFio(o, op, "io_uring", true) }, false)
+		sreg("floor-uring", func(o *options) (*runner, error) { return setupFloorUring(o, write, true) }, true)
 	}
 }
 
