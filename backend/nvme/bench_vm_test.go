@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,7 +58,7 @@ func TestVMBench(t *testing.T) {
 		path, op string
 		ios      int
 		wall     time.Duration
-		cpu      time.Duration
+		cpu      cpuUse
 		syscalls uint64
 		ebpf     int64 // -1: not counted
 		top      string
@@ -117,75 +118,169 @@ func TestVMBench(t *testing.T) {
 	}
 	addr := vfiotest.FindDevice(t, 0x1b36, 0x0010)
 
-	// 1. The engine on this backend: a callback hands each finished
-	// transfer's slot back, the loop submits the next one.
-	for _, op := range []uint8{spec.OpRead, spec.OpWrite} {
-		dev, err := vfio.OpenPCI(addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := nvme.New(dev, nvme.Config{CloseDevice: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		eng, err := engine.Open(engine.Config{Backend: b, PoolSize: 4 << 20, QueueDepth: qd, Alignment: bs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		blocks := make([]engine.Block, qd)
-		for i := range blocks {
-			if blocks[i], err = eng.Alloc(bs); err != nil {
+	// 1. The engine on this backend, three ways: the submitting loop fed
+	// by callbacks over a channel (a hand-off between goroutines per
+	// transfer), the same with the reaper's spin off, and callbacks that
+	// submit the next transfer themselves (no hand-off: one goroutine, the
+	// reaper, does everything, like the driver's loop below).
+	engineRows := func(v engineVariant, strace bool) {
+		for _, op := range []uint8{spec.OpRead, spec.OpWrite} {
+			dev, err := vfio.OpenPCI(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := nvme.New(dev, nvme.Config{CloseDevice: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			depth := qd
+			if v.resubmit {
+				// The callback runs before its transfer's queue slot is
+				// released: room for the next one beside it.
+				depth = 4 * qd
+			}
+			eng, err := engine.Open(engine.Config{Backend: b, PoolSize: 4 << 20, QueueDepth: depth, Alignment: bs, Spin: v.spin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			blocks := make([]engine.Block, qd)
+			for i := range blocks {
+				if blocks[i], err = eng.Alloc(bs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// One generator per slot: a slot's transfers follow each
+			// other (the next is submitted after the last completed).
+			rngs := make([]*rand.Rand, qd)
+			for i := range rngs {
+				rngs[i] = rand.New(rand.NewPCG(4, uint64(op)<<8|uint64(i)))
+			}
+			var failed atomic.Pointer[error]
+			var cb func(engine.Result)
+			transfer := func(slot uint64) engine.Transfer {
+				dev := engine.DeviceAt(rngs[slot].Uint64N(region/bs) * bs)
+				tr := engine.Transfer{Src: engine.Host(blocks[slot]), Dst: dev, Len: bs, User: slot, Callback: cb}
+				if op == spec.OpRead {
+					tr.Src, tr.Dst = dev, engine.Host(blocks[slot])
+				}
+				return tr
+			}
+			var ios, handedOff atomic.Int64
+			var st0 engine.Stats
+			var bpf0 int64
+			var c0 cpuSample
+			var t0 time.Time
+			run := func() {
+				st0, bpf0, c0, t0 = eng.Stats(), mark(), sampleCPU(t), time.Now()
+				if v.resubmit {
+					// The engine releases queue slots in submission order,
+					// so one slow command can leave a callback facing a
+					// full queue: that slot goes to this goroutine, which
+					// waits for room (SubmitContext). Counted (handedOff).
+					var stop atomic.Bool
+					var chains sync.WaitGroup
+					chains.Add(qd)
+					retry := make(chan uint64, qd)
+					cb = func(r engine.Result) {
+						if r.Err != nil {
+							failed.CompareAndSwap(nil, &r.Err)
+						}
+						ios.Add(1)
+						if stop.Load() || r.Err != nil {
+							chains.Done()
+							return
+						}
+						_, err := eng.Submit(transfer(r.User))
+						switch {
+						case errors.Is(err, engine.ErrQueueFull):
+							retry <- r.User
+						case err != nil:
+							failed.CompareAndSwap(nil, &err)
+							chains.Done()
+						}
+					}
+					for i := range qd {
+						if _, err := eng.Submit(transfer(uint64(i))); err != nil {
+							t.Fatal(err)
+						}
+					}
+					allDone := make(chan struct{})
+					timer := time.AfterFunc(dur, func() { stop.Store(true) })
+					defer timer.Stop()
+					go func() { chains.Wait(); close(allDone) }()
+					for {
+						select {
+						case slot := <-retry:
+							handedOff.Add(1)
+							if stop.Load() {
+								chains.Done()
+								continue
+							}
+							if _, err := eng.SubmitContext(t.Context(), transfer(slot)); err != nil {
+								t.Fatal(err)
+							}
+						case <-allDone:
+							return
+						}
+					}
+				}
+				free := make(chan uint64, qd)
+				cb = func(r engine.Result) {
+					if r.Err != nil {
+						failed.CompareAndSwap(nil, &r.Err)
+					}
+					free <- r.User
+				}
+				for i := range qd {
+					free <- uint64(i)
+				}
+				for deadline := t0.Add(dur); time.Now().Before(deadline); {
+					slot := <-free
+					// The callback runs before the engine releases the
+					// transfer's queue slot: SubmitContext waits for it.
+					if _, err := eng.SubmitContext(t.Context(), transfer(slot)); err != nil {
+						t.Fatal(err)
+					}
+					ios.Add(1)
+				}
+				for range qd {
+					<-free
+				}
+			}
+			var stacks *straceReport
+			if strace {
+				stacks = straceStacks(t, run)
+			} else {
+				run()
+			}
+			wall := time.Since(t0)
+			c := sampleCPU(t).sub(c0)
+			bpf := since(bpf0)
+			if p := failed.Load(); p != nil {
+				t.Fatalf("engine %s (%s): %v", opName(op), v.name, *p)
+			}
+			n := int(ios.Load())
+			if v.resubmit {
+				t.Logf("engine %s (%s): %d of %d transfers submitted from the test's goroutine (the queue was full in the callback)", opName(op), v.name, handedOff.Load(), n)
+			}
+			if strace {
+				if stacks != nil {
+					stacks.log(t, "engine on backend/nvme, "+v.name+", "+opName(op), n)
+				}
+			} else {
+				rows = append(rows, row{"engine on backend/nvme (MSI-X eventfd), " + v.name, opName(op), n, wall, c, eng.Stats().Syscalls - st0.Syscalls, bpf, top})
+			}
+			if err := eng.Close(); err != nil {
 				t.Fatal(err)
 			}
 		}
-		free := make(chan uint64, qd)
-		var failed atomic.Pointer[error]
-		cb := func(r engine.Result) {
-			if r.Err != nil {
-				failed.CompareAndSwap(nil, &r.Err)
-			}
-			free <- r.User
-		}
-		for i := range qd {
-			free <- uint64(i)
-		}
-		rng := rand.New(rand.NewPCG(4, uint64(op)))
-		st0 := eng.Stats()
-		bpf0 := mark()
-		cpu0 := cpuTime()
-		t0 := time.Now()
-		ios := 0
-		for deadline := t0.Add(dur); time.Now().Before(deadline); {
-			slot := <-free
-			dev := engine.DeviceAt(rng.Uint64N(region/bs) * bs)
-			tr := engine.Transfer{Src: engine.Host(blocks[slot]), Dst: dev, Len: bs, User: slot, Callback: cb}
-			if op == spec.OpRead {
-				tr.Src, tr.Dst = dev, engine.Host(blocks[slot])
-			}
-			// The callback runs before the engine releases the transfer's
-			// queue slot: SubmitContext waits for it.
-			if _, err := eng.SubmitContext(t.Context(), tr); err != nil {
-				t.Fatal(err)
-			}
-			ios++
-		}
-		for range qd {
-			<-free
-		}
-		wall := time.Since(t0)
-		cpu := cpuTime() - cpu0
-		bpf := since(bpf0)
-		if p := failed.Load(); p != nil {
-			t.Fatalf("engine %s: %v", opName(op), *p)
-		}
-		rows = append(rows, row{"engine on backend/nvme (MSI-X eventfd)", opName(op), ios, wall, cpu, eng.Stats().Syscalls - st0.Syscalls, bpf, top})
-		if err := eng.Close(); err != nil {
-			t.Fatal(err)
-		}
+	}
+	for _, v := range engineVariants {
+		engineRows(v, false)
 	}
 
 	// 2. The userspace driver directly.
-	for _, irq := range []bool{false, true} {
+	driverRows := func(irq, strace bool) {
 		e := &benchEnv{addr: addr}
 		e.open(t, drv.Config{Interrupts: irq, QueueDepth: qd + 1})
 		q := e.c.Queue(0)
@@ -194,50 +289,78 @@ func TestVMBench(t *testing.T) {
 			out := make([]drv.Completion, qd)
 			var ios int
 			var syscalls uint64
-			bpf0 := mark()
-			cpu0 := cpuTime()
-			t0 := time.Now()
-			deadline := t0.Add(dur)
-			for time.Now().Before(deadline) || q.Outstanding() > 0 {
-				for q.Free() > 0 && time.Now().Before(deadline) {
-					slot := uint64(q.Free() % qd)
-					tr := drv.Transfer{Opcode: op, Offset: rng.Uint64N(region/bs) * bs, IOVA: e.iova + slot*bs, Len: bs}
-					if _, err := q.SubmitTransfer(tr, 0); err != nil {
+			var bpf0 int64
+			var c0 cpuSample
+			var t0 time.Time
+			run := func() {
+				bpf0, c0, t0 = mark(), sampleCPU(t), time.Now()
+				deadline := t0.Add(dur)
+				for time.Now().Before(deadline) || q.Outstanding() > 0 {
+					for q.Free() > 0 && time.Now().Before(deadline) {
+						slot := uint64(q.Free() % qd)
+						tr := drv.Transfer{Opcode: op, Offset: rng.Uint64N(region/bs) * bs, IOVA: e.iova + slot*bs, Len: bs}
+						if _, err := q.SubmitTransfer(tr, 0); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if err := q.Ring(); err != nil {
 						t.Fatal(err)
 					}
-				}
-				if err := q.Ring(); err != nil {
-					t.Fatal(err)
-				}
-				n, err := q.Reap(out)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if n == 0 && irq {
-					// Sleep on the MSI-X eventfd: a poll and a read.
-					if _, err := q.EventFD().Wait(t.Context()); err != nil {
+					n, err := q.Reap(out)
+					if err != nil {
 						t.Fatal(err)
 					}
-					syscalls += 2
-					continue
-				}
-				for _, c := range out[:n] {
-					if err := c.Err(); err != nil {
-						t.Fatal(err)
+					if n == 0 && irq {
+						// Sleep on the MSI-X eventfd: a poll and a read.
+						if _, err := q.EventFD().Wait(t.Context()); err != nil {
+							t.Fatal(err)
+						}
+						syscalls += 2
+						continue
 					}
+					for _, c := range out[:n] {
+						if err := c.Err(); err != nil {
+							t.Fatal(err)
+						}
+					}
+					ios += n
 				}
-				ios += n
+			}
+			var stacks *straceReport
+			if strace {
+				stacks = straceStacks(t, run)
+			} else {
+				run()
 			}
 			wall := time.Since(t0)
 			name := "userspace driver, polled"
 			if irq {
 				name = "userspace driver, MSI-X eventfd"
 			}
-			cpu := cpuTime() - cpu0
+			c := sampleCPU(t).sub(c0)
 			bpf := since(bpf0)
-			rows = append(rows, row{name, opName(op), ios, wall, cpu, syscalls, bpf, top})
+			if strace {
+				if stacks != nil {
+					stacks.log(t, name+", "+opName(op), ios)
+				}
+			} else {
+				rows = append(rows, row{name, opName(op), ios, wall, c, syscalls, bpf, top})
+			}
 		}
 		e.close(t)
+	}
+	driverRows(false, false)
+	driverRows(true, false)
+
+	// Where the engine's and the driver's system calls come from: the
+	// same rows again (default engine, MSI-X driver) with strace -f -k
+	// attached, each call counted by its stack. ptrace stops every thread
+	// at every call, which changes the timing and so how often the Go
+	// runtime parks and wakes threads: these runs say where calls come
+	// from, the eBPF rows above how many there are.
+	if os.Getenv("HCOMM_BENCH_VM_STRACE") == "1" {
+		engineRows(engineVariants[0], true)
+		driverRows(true, true)
 	}
 
 	// 3. The kernel's nvme driver.
@@ -275,7 +398,7 @@ func TestVMBench(t *testing.T) {
 		cqes := make([]uring.CQE, qd)
 		st0 := u.Stats()
 		bpf0 := mark()
-		cpu0 := cpuTime()
+		c0 := sampleCPU(t)
 		t0 := time.Now()
 		deadline := t0.Add(dur)
 		ios, inflight := 0, 0
@@ -317,14 +440,14 @@ func TestVMBench(t *testing.T) {
 			}
 		}
 		wall := time.Since(t0)
-		cpu := cpuTime() - cpu0
+		c := sampleCPU(t).sub(c0)
 		bpf := since(bpf0)
-		rows = append(rows, row{"kernel nvme, io_uring O_DIRECT fixed buffers", opName(op), ios, wall, cpu, u.Stats().Enters - st0.Enters, bpf, top})
+		rows = append(rows, row{"kernel nvme, io_uring O_DIRECT fixed buffers", opName(op), ios, wall, c, u.Stats().Enters - st0.Enters, bpf, top})
 	}
 	for _, op := range []uint8{spec.OpRead, spec.OpWrite} {
 		var ios atomic.Int64
 		bpf0 := mark()
-		cpu0 := cpuTime()
+		c0 := sampleCPU(t)
 		t0 := time.Now()
 		deadline := t0.Add(dur)
 		var wg sync.WaitGroup
@@ -357,26 +480,42 @@ func TestVMBench(t *testing.T) {
 			t.Fatalf("p%s: %v", opName(op), err)
 		}
 		wall := time.Since(t0)
-		cpu := cpuTime() - cpu0
+		c := sampleCPU(t).sub(c0)
 		n := int(ios.Load())
 		bpf := since(bpf0)
-		rows = append(rows, row{"kernel nvme, pread/pwrite O_DIRECT, 32 threads", opName(op), n, wall, cpu, uint64(n), bpf, top})
+		rows = append(rows, row{"kernel nvme, pread/pwrite O_DIRECT, 32 threads", opName(op), n, wall, c, uint64(n), bpf, top})
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n4 KiB random I/O, queue depth %d, over the first %d MiB of QEMU's NVMe namespace, %v per row (TCG guest, 2 vCPUs)\n\n", qd, region>>20, dur)
-	fmt.Fprintf(&b, "| path | op | IOPS | CPU µs/I/O | syscalls/I/O (eBPF) | syscalls/I/O (counted by the code) | IOPS per CPU-second | most frequent calls (eBPF) |\n|---|---|---:|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(&b, "\n4 KiB random I/O, queue depth %d, over the first %d MiB of QEMU's NVMe namespace, %v per row (TCG guest, 2 vCPUs)\n", qd, region>>20, dur)
+	fmt.Fprintf(&b, "guest CPU: every vCPU's busy time over the row (/proc/stat: user, nice, system, irq, softirq, steal); process CPU: this process's user+system (getrusage)\n\n")
+	fmt.Fprintf(&b, "| path | op | IOPS | guest CPU µs/I/O | of which irq+softirq | IOPS per guest CPU-second | process CPU µs/I/O | IOPS per process CPU-second | syscalls/I/O (eBPF) | syscalls/I/O (counted by the code) | most frequent calls (eBPF) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
+		n := float64(max(r.ios, 1))
 		iops := float64(r.ios) / r.wall.Seconds()
-		cpuPer := float64(r.cpu.Microseconds()) / float64(max(r.ios, 1))
-		perCPU := float64(r.ios) / max(r.cpu.Seconds(), 1e-9)
 		ebpf := "–"
 		if r.ebpf >= 0 {
-			ebpf = fmt.Sprintf("%.2f", float64(r.ebpf)/float64(max(r.ios, 1)))
+			ebpf = fmt.Sprintf("%.2f", float64(r.ebpf)/n)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f | %s | %.2f | %.0f | %s|\n", r.path, r.op, iops, cpuPer, ebpf, float64(r.syscalls)/float64(max(r.ios, 1)), perCPU, r.top)
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f | %.1f | %.0f | %.1f | %.0f | %s | %.2f | %s|\n", r.path, r.op, iops,
+			float64(r.cpu.guest.Microseconds())/n, float64(r.cpu.guestIRQ.Microseconds())/n, float64(r.ios)/max(r.cpu.guest.Seconds(), 1e-9),
+			float64(r.cpu.process.Microseconds())/n, float64(r.ios)/max(r.cpu.process.Seconds(), 1e-9),
+			ebpf, float64(r.syscalls)/n, r.top)
 	}
 	t.Log(b.String())
+}
+
+// engineVariant is one way of driving the engine in TestVMBench.
+type engineVariant struct {
+	name     string
+	spin     time.Duration // Config.Spin
+	resubmit bool          // callbacks submit the next transfer
+}
+
+var engineVariants = []engineVariant{
+	{name: "callbacks → channel → SubmitContext"},
+	{name: "callbacks → channel → SubmitContext, Spin off", spin: -1},
+	{name: "callbacks submit", resubmit: true},
 }
 
 func opName(op uint8) string {
@@ -386,13 +525,63 @@ func opName(op uint8) string {
 	return "write"
 }
 
-// cpuTime is this process's user+system CPU time.
-func cpuTime() time.Duration {
+// cpuSample is the CPU used so far: this process's, and the whole
+// guest's (every CPU's non-idle time).
+type cpuSample struct {
+	process, guest, guestIRQ time.Duration
+}
+
+// cpuUse is the difference of two samples.
+type cpuUse = cpuSample
+
+func (s cpuSample) sub(before cpuSample) cpuUse {
+	return cpuUse{s.process - before.process, s.guest - before.guest, s.guestIRQ - before.guestIRQ}
+}
+
+// userHZ is the unit of /proc/stat's times (USER_HZ, 100 on Linux's
+// x86-64 and arm64).
+const userHZ = 100
+
+// sampleCPU reads getrusage(RUSAGE_SELF) and /proc/stat's "cpu" line (the
+// sum over CPUs): busy = user + nice + system + irq + softirq + steal
+// (guest time is inside user), so the kernel's work outside this process
+// — interrupts, softirqs, its worker threads — counts too.
+func sampleCPU(t *testing.T) cpuSample {
+	t.Helper()
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		t.Fatalf("getrusage: %v", err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	s := cpuSample{process: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, irq, err := parseProcStat(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.guest = time.Duration(busy) * time.Second / userHZ
+	s.guestIRQ = time.Duration(irq) * time.Second / userHZ
+	return s
+}
+
+// parseProcStat returns the busy and the irq+softirq ticks of /proc/stat's
+// first line, "cpu  user nice system idle iowait irq softirq steal ...".
+func parseProcStat(stat []byte) (busy, irq uint64, err error) {
+	line, _, _ := strings.Cut(string(stat), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: first line %q: want \"cpu\" and 8 or more counters", line)
+	}
+	var v [8]uint64
+	for i := range v {
+		if v[i], err = strconv.ParseUint(f[1+i], 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: %q: %w", line, err)
+		}
+	}
+	user, nice, system, irqT, soft, steal := v[0], v[1], v[2], v[5], v[6], v[7]
+	return user + nice + system + irqT + soft + steal, irqT + soft, nil
 }
 
 // benchEnv is one opened controller with a data arena mapped for DMA.
