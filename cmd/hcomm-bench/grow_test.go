@@ -27,13 +27,13 @@ func TestGrowOnce(t *testing.T) {
 					t.Skip(why)
 				}
 			}
-			if _, err := growEngineOnce(s.name, hugepage.Backing4K, size, f); err != nil {
+			if _, _, err := growEngineOnce(s.name, hugepage.Backing4K, size, f); err != nil {
 				t.Fatalf("engine: %v", err)
 			}
 			if growHas(s.name, "ucx") && growBareUCX == nil {
 				return
 			}
-			steps, err := growBareOnce(s.name, hugepage.Backing4K, size)
+			steps, _, err := growBareOnce(s.name, hugepage.Backing4K, size)
 			if err != nil {
 				t.Fatalf("bare: %v", err)
 			}
@@ -50,14 +50,16 @@ func TestGrowOnce(t *testing.T) {
 // measured pair a verdict on the ratio of the medians.
 func TestGrowGoals(t *testing.T) {
 	es := []entry{
-		{Name: "grow", Variant: "thp/memory/engine", BaselineVariant: "thp/memory/bare", Metric: "time", Engine: ptr(130), Baseline: ptr(100), Ratio: ptr(1.3)},
-		{Name: "grow", Variant: "thp/hdmadev/engine", BaselineVariant: "thp/hdmadev/bare", Metric: "time", Engine: ptr(110), Baseline: ptr(100), Ratio: ptr(1.1)},
-		{Name: "grow", Variant: "thp/ucx/engine", BaselineVariant: "thp/ucx/bare", Metric: "time", Engine: ptr(110), Note: "1024 MiB; the bare side not measured: why"},
-		{Name: "grow", Variant: "hugetlb_2m/memory/engine", BaselineVariant: "hugetlb_2m/memory/bare", Metric: "time", Note: "not measured: no pages"},
+		{Name: "grow", Variant: "thp/memory/engine", BaselineVariant: "thp/memory/bare", Metric: "thread_cpu", Engine: ptr(130), Baseline: ptr(100), Ratio: ptr(1.3)},
+		{Name: "grow", Variant: "thp/memory/engine", BaselineVariant: "thp/memory/bare", Metric: "time", Engine: ptr(100), Baseline: ptr(100), Ratio: ptr(1)},
+		{Name: "grow", Variant: "thp/hdmadev/engine", BaselineVariant: "thp/hdmadev/bare", Metric: "thread_cpu", Engine: ptr(110), Baseline: ptr(100), Ratio: ptr(1.1)},
+		{Name: "grow", Variant: "thp/hdmadev/engine", BaselineVariant: "thp/hdmadev/bare", Metric: "time", Engine: ptr(150), Baseline: ptr(100), Ratio: ptr(1.5)},
+		{Name: "grow", Variant: "thp/ucx/engine", BaselineVariant: "thp/ucx/bare", Metric: "thread_cpu", Engine: ptr(110), Note: "1024 MiB; the bare side not measured: why"},
+		{Name: "grow", Variant: "hugetlb_2m/memory/engine", BaselineVariant: "hugetlb_2m/memory/bare", Metric: "thread_cpu", Note: "not measured: no pages"},
 	}
 	want := map[string]struct{ verdict, detail string }{
-		"grow.thp.memory.time_vs_bare":        {"missed", "130 vs 100 ms"},
-		"grow.thp.hdmadev.time_vs_bare":       {"met", "110 vs 100 ms"},
+		"grow.thp.memory.time_vs_bare":        {"missed", "130 vs 100 ms of CPU; wall time 100 vs 100 ms (1×)"},
+		"grow.thp.hdmadev.time_vs_bare":       {"met", "110 vs 100 ms of CPU; wall time 150 vs 100 ms (1.5×)"},
 		"grow.thp.ucx.time_vs_bare":           {"not measured", "the bare side not measured: why"},
 		"grow.hugetlb_2m.memory.time_vs_bare": {"not measured", "no pages"},
 	}
