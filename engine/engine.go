@@ -118,6 +118,7 @@ type Engine struct {
 	probeEvery        uint64 // drains between probes: 64, doubled after each probe that found nobody
 	ownEntries        int    // entries the kicking submitter committed itself (kick sets it for its drain)
 	interruptPerBatch bool   // ask the backend for an interrupt per batch (ModeReaper: someone may sleep)
+	finishAtDrain     bool   // the drain completes quiet Inline transfers itself (ModeReaper; finishInline)
 	totals            counters
 
 	// released mirrors head for Drain and blocked submitters (atomic: read
@@ -254,6 +255,7 @@ func newEngine(cfg Config) *Engine {
 		localDone:         make([]uint64, cfg.QueueDepth),
 		probeEvery:        probeMin,
 		interruptPerBatch: cfg.Mode == ModeReaper,
+		finishAtDrain:     cfg.Mode == ModeReaper,
 		wakeFd:            -1,
 		waitCh:            make(chan struct{}),
 		lazyWake:          make(chan struct{}, 1),

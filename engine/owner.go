@@ -138,6 +138,13 @@ func (e *Engine) drainLocked() {
 	e.forwardStaged(end, e.interruptMarks(end), &d)
 	e.ringDoorbells(d.touched)
 	e.countDrained(&d)
+	if d.finished > 0 {
+		e.totals.completed += uint64(d.finished)
+		e.totals.reapBatches++
+		hookReapBatch(d.finished, d.finishedBytes, d.finishedErrs)
+		e.advanceLocked()
+		e.notify()
+	}
 	// Wake a sleeping reaper for completions only it delivers (Inline,
 	// no-ops), when a backend refused entries (it may need recovery,
 	// which the reaper runs), and when work reaches a backend while the
@@ -159,6 +166,10 @@ type drained struct {
 	paths   uint32 // bit p: count[p] > 0
 	local   bool
 	touched uint32
+	// Entries the drain completed itself (finishInline): how many, their
+	// bytes, how many failed.
+	finished, finishedErrs uint32
+	finishedBytes          uint64
 }
 
 // interruptMarks returns, per backend, the position of the last entry to
@@ -208,6 +219,8 @@ func (e *Engine) forwardStaged(end uint64, last [MaxBackends]uint64, d *drained)
 				return
 			}
 			d.touched |= 1 << i
+		case e.finishAtDrain && e.slots[pos&e.mask].quiet():
+			e.finishInline(pos, d)
 		default:
 			e.pushLocalLocked(pos)
 			d.local = true
@@ -264,6 +277,39 @@ func (e *Engine) countDrained(d *drained) {
 
 // noLastFwd is drainLocked's "no entry asks for an interrupt", per backend.
 var noLastFwd = [MaxBackends]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
+
+// finishInline completes staged entry pos, which its submitter executed
+// (an Inline transfer: the CPU path into device memory, memory → memory)
+// and which has no callback and nothing Registered: no application code
+// to run, so the drain marks it done at once — with what countLocked and
+// complete would do, result and counters — and a Wait that follows its
+// Submit finds it done without a completion round. ModeReaper only
+// (finishAtDrain): in ModePoll, Poll's count is how an application without
+// callbacks learns of completions.
+func (e *Engine) finishInline(pos uint64, d *drained) {
+	ent := &e.ents[pos&e.mask]
+	st, n := backend.Status(ent.res>>32), uint32(ent.res)
+	if st == backend.StatusOK && n != ent.op.Len {
+		st = backend.StatusShort
+	}
+	st = tagStatus(st, ent.be)
+	s := &e.slots[pos&e.mask]
+	if st != backend.StatusOK {
+		d.finishedErrs++
+		e.totals.countErr(e.statusErr(st))
+		s.res.Store(packRes(st, n)) // before the done state (seqlock)
+	}
+	d.finished++
+	d.finishedBytes += uint64(n)
+	// Sequentially consistent, unlike complete's: the full barrier
+	// between this store and notify's look at the waiters (Dekker's
+	// pattern with a waiter that counts itself, then looks at the state).
+	s.state.Store(doneState(pos, st))
+}
+
+// quiet says whether completing the slot's transfer runs no application
+// code and releases no registration (no callback, nothing Registered).
+func (s *slot) quiet() bool { return s.cb == nil && s.reg == 0 }
 
 func (e *Engine) pushLocalLocked(pos uint64) {
 	e.localDone[(e.ldHead+e.ldLen)%len(e.localDone)] = pos

@@ -184,7 +184,7 @@ func (e *Engine) complete(batch []backend.Completion) {
 // Registered. Such a batch is completed under the owner flag (markDone).
 func (e *Engine) quiet(batch []backend.Completion) bool {
 	for i := range batch {
-		if s := &e.slots[batch[i].Tag&e.mask]; s.cb != nil || s.reg != 0 {
+		if !e.slots[batch[i].Tag&e.mask].quiet() {
 			return false
 		}
 	}

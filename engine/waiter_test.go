@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"runtime"
 	"testing"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/hcomm-go/hcomm/backend/hdmadev"
 	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/vfio"
+	"github.com/hcomm-go/hcomm/vfio/mock"
 )
 
 // goid is the calling goroutine's ID (from its stack header).
@@ -66,12 +69,12 @@ func TestWaiterReapsOwn(t *testing.T) {
 }
 
 // TestReaperSleepsBesideWaiter: while a goroutine keeps waiting and
-// reaping for itself, the reaper stands aside asleep rather than yielding
-// in a loop (a busy thread beside the waiter's, on a 2-CPU machine the
-// last CPU); once the waiter is gone, the reaper delivers a callback that
-// nobody waits on.
+// reaping for itself (the DMA path: the device completes each transfer),
+// the reaper stands aside asleep rather than yielding in a loop (a busy
+// thread beside the waiter's, on a 2-CPU machine the last CPU); once the
+// waiter is gone, the reaper delivers a callback that nobody waits on.
 func TestReaperSleepsBesideWaiter(t *testing.T) {
-	e := open(t, engine.Config{Backend: hdmaBE(t, nil, hdmadev.Config{CPUThreshold: 1 << 16})})
+	e := open(t, engine.Config{Backend: hdmaBE(t, nil, hdmadev.Config{CPUThreshold: -1})})
 	b := alloc(t, e, 4096)
 	ctx := ctxT(t, 30*time.Second)
 	deadline := time.Now().Add(20 * time.Second)
@@ -125,5 +128,49 @@ func TestPollYields(t *testing.T) {
 		if gap := seen[i].Sub(seen[i-1]); gap < 8*time.Millisecond {
 			t.Errorf("yields %v apart, want at least yieldEvery (8 ms)", gap)
 		}
+	}
+}
+
+// TestQuietInlineDoneAtSubmit: in the default mode a transfer its
+// submitter executes (the CPU path into device memory) with no callback is
+// done when Submit returns: a Wait finds it done without a completion round
+// (even with its context already ended), Stats counts it completed, and
+// the device holds its bytes. With a callback it goes through a completion
+// round, whose callback runs once.
+func TestQuietInlineDoneAtSubmit(t *testing.T) {
+	m, err := mock.New(mock.Config{Logger: quiet()})
+	must(t, err)
+	t.Cleanup(func() { m.Close() })
+	e := open(t, engine.Config{Backend: hdmaBE(t, m, hdmadev.Config{CPUThreshold: 1 << 16})})
+	dev, err := m.Region(vfio.RegionBAR2)
+	must(t, err)
+	b := alloc(t, e, 4096)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	const n = 1000
+	for i := range n {
+		for j := range b.Bytes() {
+			b.Bytes()[j] = byte(i + j)
+		}
+		off := i % 16 * 4096
+		id, err := e.Submit(engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(uint64(off)), Len: 4096})
+		must(t, err)
+		if err := e.Wait(ended, id); err != nil {
+			t.Fatalf("transfer %d: Wait with an ended context: %v, want nil (done at Submit)", i, err)
+		}
+		if !bytes.Equal(dev.Mapped()[off:off+4096], b.Bytes()) {
+			t.Fatalf("transfer %d: device memory does not hold the block's bytes", i)
+		}
+	}
+	if st := e.Stats(); st.Completed < n {
+		t.Errorf("Stats.Completed = %d after %d transfers done at Submit", st.Completed, n)
+	}
+	ran := 0
+	id, err := e.Submit(engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(0), Len: 4096,
+		Callback: func(engine.Result) { ran++ }})
+	must(t, err)
+	must(t, e.Wait(ctxT(t, 10*time.Second), id))
+	if ran != 1 {
+		t.Errorf("callback ran %d times, want 1", ran)
 	}
 }
