@@ -306,15 +306,19 @@ func amendCPUAtIOPS(g *goal, s goalSpec, es entries) {
 }
 
 // amendCPUFloor is amendCPUAtIOPS with the floor beside it: the bare
-// io_uring loop's CPU per I/O ÷ fio's on the same device in the same run,
-// the least any io_uring program reaches there.
+// io_uring loop on the same device in the same run (a baseline of the
+// table, so an entry of the engine against it), the least CPU per I/O any
+// io_uring program reaches there, as a ratio to fio's, and the engine's
+// CPU per I/O ÷ the floor's.
 func amendCPUFloor(g *goal, s goalSpec, es entries) {
 	amendCPUAtIOPS(g, s, es)
 	f := s.Ref
-	f.variant = f.variant[:strings.LastIndex(f.variant, "/")+1] + "floor-uring"
-	if e := es.find(f); e != nil && e.Ratio != nil {
-		g.Detail = strings.TrimPrefix(g.Detail+fmt.Sprintf("; the floor (a bare io_uring loop) %.3g× fio", *e.Ratio), "; ")
+	f.base = f.variant[:strings.LastIndex(f.variant, "/")+1] + "floor-uring"
+	e, fl := es.find(s.Ref), es.find(f)
+	if e == nil || fl == nil || e.Baseline == nil || fl.Baseline == nil || fl.Ratio == nil || *e.Baseline == 0 {
+		return
 	}
+	g.Detail = strings.TrimPrefix(g.Detail+fmt.Sprintf("; the floor (a bare io_uring loop) %.3g µs per I/O, %.3g× fio; the engine %.3g× the floor", *fl.Baseline/1e3, *fl.Baseline / *e.Baseline, *fl.Ratio), "; ")
 }
 
 // remoteGoals: put bandwidth at ≥ 64 KiB (every size and batch, judged on
