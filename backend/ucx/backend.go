@@ -260,6 +260,9 @@ func (b *Backend) Prepare(src, dst backend.Endpoint, n uint32, op *backend.Op) e
 	w := p.win.Load()
 	i, straddle := w.find(off, n)
 	if i < 0 {
+		if p.state.Load() >= stateFailed { // gone since b.peer looked
+			return fmt.Errorf("ucx: peer %d: %w: %w", rem.Peer, ErrPeerGone, backend.ErrBadTransfer)
+		}
 		if straddle {
 			return fmt.Errorf("ucx: peer %d: range %#x+%d runs past the end of one of its arenas: %w: %w",
 				rem.Peer, off, n, ErrRemoteBounds, backend.ErrOutOfBounds)

@@ -454,30 +454,30 @@ static int32_t arena_apply1(hc_be *be, hc_peer *p, const uint8_t *m, size_t n) {
 	memcpy(f, m + 4, 24);
 	memcpy(&kl, m + 28, 4);
 	if (op == HC_ARENA_ADD) {
-		uint64_t end = p->narenas ? p->start[p->narenas - 1] + p->len[p->narenas - 1] : 0;
+		uint64_t end = p->narenas ? p->w->start[p->narenas - 1] + p->w->len[p->narenas - 1] : 0;
 		if (n - 36 != kl || kl == 0 || p->narenas == HC_MAX_ARENAS || f[0] < end || f[1] == 0 ||
 		    f[0] + f[1] < f[0] || f[2] + f[1] < f[2])
 			return HC_ST_PROTOCOL;
 		uint32_t i = p->narenas;
-		ucs_status_t st = ucp_ep_rkey_unpack(p->dep, m + 36, &p->rkey[i]);
+		ucs_status_t st = ucp_ep_rkey_unpack(p->dep, m + 36, &p->w->rkey[i]);
 		if (st != UCS_OK)
 			return st;
-		p->start[i] = f[0];
-		p->len[i] = f[1];
-		p->base[i] = f[2];
-		p->direct[i] = NULL;
+		p->w->start[i] = f[0];
+		p->w->len[i] = f[1];
+		p->w->base[i] = f[2];
+		p->w->direct[i] = NULL;
 		void *ptr;
-		if (be->shm_ep && ucp_rkey_ptr(p->rkey[i], p->base[i], &ptr) == UCS_OK)
-			p->direct[i] = ptr;
+		if (be->shm_ep && ucp_rkey_ptr(p->w->rkey[i], p->w->base[i], &ptr) == UCS_OK)
+			p->w->direct[i] = ptr;
 		p->narenas++;
 		if (p->nadded < HC_MAX_ARENAS)
-			p->added[p->nadded++] = f[0];
+			p->w->added[p->nadded++] = f[0];
 		return UCS_OK;
 	}
 	if (op != HC_ARENA_REMOVE || n != 36)
 		return HC_ST_PROTOCOL;
 	uint32_t i = 0;
-	while (i < p->narenas && p->start[i] != f[0])
+	while (i < p->narenas && p->w->start[i] != f[0])
 		i++;
 	if (i == p->narenas)
 		return HC_ST_PROTOCOL;
@@ -485,21 +485,21 @@ static int32_t arena_apply1(hc_be *be, hc_peer *p, const uint8_t *m, size_t n) {
 	if (rm == NULL)
 		return UCS_ERR_NO_MEMORY;
 	rm->be = be;
-	rm->rkey = p->rkey[i];
+	rm->rkey = p->w->rkey[i];
 	rm->start = f[0];
 	// Out of the window now (hc_submit refuses what is staged for it);
 	// the key goes, and the removal is acknowledged, once a flush of the
 	// endpoint says that nothing posted to it is in flight.
 	for (uint32_t j = i; j + 1 < p->narenas; j++) {
-		p->start[j] = p->start[j + 1];
-		p->len[j] = p->len[j + 1];
-		p->base[j] = p->base[j + 1];
-		p->rkey[j] = p->rkey[j + 1];
-		p->direct[j] = p->direct[j + 1];
+		p->w->start[j] = p->w->start[j + 1];
+		p->w->len[j] = p->w->len[j + 1];
+		p->w->base[j] = p->w->base[j + 1];
+		p->w->rkey[j] = p->w->rkey[j + 1];
+		p->w->direct[j] = p->w->direct[j + 1];
 	}
 	p->narenas--;
-	p->rkey[p->narenas] = NULL;
-	p->direct[p->narenas] = NULL;
+	p->w->rkey[p->narenas] = NULL;
+	p->w->direct[p->narenas] = NULL;
 	rm->next = p->rm;
 	p->rm = rm;
 	ucp_request_param_t rp = {
@@ -544,7 +544,7 @@ int hc_arena_apply(hc_be *be, uint32_t idx) {
 void hc_arena_ack(hc_be *be, uint32_t idx) {
 	hc_peer *p = be->peers[idx];
 	for (uint32_t i = 0; i < p->nadded && p->state < HC_FAILED && p->ep != NULL; i++)
-		send_aack(be, p, HC_ARENA_ADD, p->added[i]);
+		send_aack(be, p, HC_ARENA_ADD, p->w->added[i]);
 	p->nadded = 0;
 }
 
@@ -1122,12 +1122,56 @@ static hc_peer *peer_new(hc_be *be) {
 	hc_peer *p = calloc(1, sizeof(*p));
 	if (p == NULL)
 		return NULL;
+	p->w = calloc(1, sizeof(*p->w));
+	if (p->w == NULL) {
+		free(p);
+		return NULL;
+	}
 	p->be = be;
 	p->idx = be->npeers;
 	p->open_group = -1;
 	p->nhead = p->ntail = -1;
 	be->peers[be->npeers++] = p;
 	return p;
+}
+
+// reap_later puts peer p on the list of peers whose requests hc_progress
+// frees as UCX finishes them (reap_finished).
+static void reap_later(hc_be *be, hc_peer *p) {
+	if (p->reaping)
+		return;
+	if (be->nreap == be->reap_cap) {
+		uint32_t cap = be->reap_cap ? 2 * be->reap_cap : 8;
+		void *n = realloc(be->reap, cap * sizeof(*be->reap));
+		if (n == NULL)
+			return; // freed by hc_destroy instead
+		be->reap = n;
+		be->reap_cap = cap;
+	}
+	be->reap[be->nreap++] = p->idx;
+	p->reaping = 1;
+}
+
+static int reap_req(void **r);
+
+// reap_finished frees the hello and close requests UCX finished (and the
+// hello's payload); a peer leaves the list when none is left.
+static void reap_finished(hc_be *be) {
+	for (uint32_t i = 0; i < be->nreap;) {
+		hc_peer *p = be->peers[be->reap[i]];
+		if (reap_req(&p->hello_req)) {
+			free(p->hello_out);
+			p->hello_out = NULL;
+			be->nreaped++;
+		}
+		be->nreaped += reap_req(&p->close_req) + reap_req(&p->dclose_req);
+		if (p->hello_req != NULL || p->close_req != NULL || p->dclose_req != NULL) {
+			i++;
+			continue;
+		}
+		p->reaping = 0;
+		be->reap[i] = be->reap[--be->nreap];
+	}
 }
 
 // send_hello sends the exported window (every mapped arena in slot order:
@@ -1207,8 +1251,9 @@ static ucs_status_t send_hello(hc_be *be, hc_peer *p) {
 		return UCS_PTR_STATUS(r);
 	}
 	p->hello_req = r;
-	p->hello_out = b; // freed when the request completes (hc_peer_busy)
+	p->hello_out = b; // freed when the request completes (reap_finished)
 	p->hello_sent = 1;
+	reap_later(be, p);
 	return UCS_OK;
 }
 
@@ -1327,9 +1372,9 @@ int hc_import(hc_be *be, uint32_t idx) {
 		goto out;
 	}
 	for (uint32_t i = 0; i < h.narenas; i++) {
-		p->start[i] = h.start[i];
-		p->len[i] = h.len[i];
-		p->base[i] = h.base[i];
+		p->w->start[i] = h.start[i];
+		p->w->len[i] = h.len[i];
+		p->w->base[i] = h.base[i];
 	}
 	if (be->shm_ep) {
 		// A data endpoint from the peer's worker address, without peer
@@ -1349,7 +1394,7 @@ int hc_import(hc_be *be, uint32_t idx) {
 		p->dep = p->ep; // RMA on the listener's connection (peer error handling)
 	}
 	for (uint32_t i = 0; i < h.narenas; i++) {
-		st = ucp_ep_rkey_unpack(p->dep, b + h.keyoff[i], &p->rkey[i]);
+		st = ucp_ep_rkey_unpack(p->dep, b + h.keyoff[i], &p->w->rkey[i]);
 		if (st != UCS_OK)
 			goto out;
 		p->narenas = i + 1;
@@ -1360,8 +1405,8 @@ int hc_import(hc_be *be, uint32_t idx) {
 		// request, the flush and the completion ring around them. Not
 		// over a key UCX cannot map (registered memory, tcp, RDMA).
 		void *ptr;
-		if (be->shm_ep && ucp_rkey_ptr(p->rkey[i], p->base[i], &ptr) == UCS_OK)
-			p->direct[i] = ptr;
+		if (be->shm_ep && ucp_rkey_ptr(p->w->rkey[i], p->w->base[i], &ptr) == UCS_OK)
+			p->w->direct[i] = ptr;
 	}
 	st = UCS_OK;
 	p->state = HC_READY;
@@ -1385,12 +1430,13 @@ void hc_peer_close(hc_be *be, uint32_t idx, int32_t status) {
 		p->fail_status = status;
 	p->state = HC_CLOSED;
 	for (uint32_t i = 0; i < p->narenas; i++) {
-		p->direct[i] = NULL;
-		if (p->rkey[i] != NULL) {
-			ucp_rkey_destroy(p->rkey[i]);
-			p->rkey[i] = NULL;
-		}
+		if (p->w->rkey[i] != NULL)
+			ucp_rkey_destroy(p->w->rkey[i]);
 	}
+	free(p->w);
+	p->w = NULL;
+	p->narenas = 0;
+	p->nadded = 0;
 	free(p->hello);
 	p->hello = NULL;
 	while (p->upd_head != NULL) {
@@ -1431,6 +1477,8 @@ void hc_peer_close(hc_be *be, uint32_t idx, int32_t status) {
 			p->close_req = r;
 		p->ep = NULL;
 	}
+	if (p->close_req != NULL || p->dclose_req != NULL || p->hello_req != NULL)
+		reap_later(be, p);
 	// Notifications not acknowledged yet fail now, once (a late send
 	// callback or flush finds them reported).
 	while (p->nhead >= 0)
@@ -1486,6 +1534,8 @@ uint32_t hc_progress(hc_be *be, int ctl, int rounds) {
 	if (ctl && be->worker != be->dworker)
 		for (int i = 0; i < 64 && ucp_worker_progress(be->worker) != 0; i++)
 			ev = HC_EV_PROGRESS;
+	if (be->nreap > 0)
+		reap_finished(be);
 	return ev | hc_notify_flush(be);
 }
 
@@ -1582,17 +1632,17 @@ uint32_t hc_submit(hc_be *be, int rounds) {
 			continue;
 		}
 		uint32_t a = 0;
-		while (a < p->narenas && s->roff >= p->start[a] + p->len[a])
+		while (a < p->narenas && s->roff >= p->w->start[a] + p->w->len[a])
 			a++;
-		if (a == p->narenas || s->roff < p->start[a] || s->len > p->start[a] + p->len[a] - s->roff) {
+		if (a == p->narenas || s->roff < p->w->start[a] || s->len > p->w->start[a] + p->w->len[a] - s->roff) {
 			cq_push(be, s->tag, 0, HC_ST_BOUNDS);
 			continue;
 		}
-		if (p->direct[a] != NULL) {
+		if (p->w->direct[a] != NULL) {
 			// The peer's arena is mapped here (shared memory): copy,
 			// done — what UCX's sysv/posix put and get do, without the
 			// request and the flush around them.
-			uint8_t *r = (uint8_t *)p->direct[a] + (s->roff - p->start[a]);
+			uint8_t *r = (uint8_t *)p->w->direct[a] + (s->roff - p->w->start[a]);
 			void *l = (void *)(uintptr_t)s->local;
 			if (s->op == HC_PUT)
 				hc_copy(r, l, s->len);
@@ -1630,13 +1680,13 @@ uint32_t hc_submit(hc_be *be, int rounds) {
 			rp.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
 			rp.memh = be->memh[s->arena];
 		}
-		uint64_t raddr = p->base[a] + (s->roff - p->start[a]);
+		uint64_t raddr = p->w->base[a] + (s->roff - p->w->start[a]);
 		ucs_status_ptr_t r;
 		if (s->op == HC_PUT) {
 			grp->has_put = 1;
-			r = ucp_put_nbx(p->dep, (void *)(uintptr_t)s->local, s->len, raddr, p->rkey[a], &rp);
+			r = ucp_put_nbx(p->dep, (void *)(uintptr_t)s->local, s->len, raddr, p->w->rkey[a], &rp);
 		} else {
-			r = ucp_get_nbx(p->dep, (void *)(uintptr_t)s->local, s->len, raddr, p->rkey[a], &rp);
+			r = ucp_get_nbx(p->dep, (void *)(uintptr_t)s->local, s->len, raddr, p->w->rkey[a], &rp);
 		}
 		if (UCS_PTR_IS_ERR(r))
 			op->status = UCS_PTR_STATUS(r);
@@ -1739,9 +1789,11 @@ void hc_destroy(hc_be *be) {
 	for (uint32_t i = 0; i < be->npeers; i++) {
 		free(be->peers[i]->hello);
 		free(be->peers[i]->hello_out);
+		free(be->peers[i]->w);
 		free(be->peers[i]);
 	}
 	free(be->peers);
+	free(be->reap);
 	free(be->connreq);
 	free(be->nrecv);
 	ucp_worker_release_address(be->dworker, be->waddr);

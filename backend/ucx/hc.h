@@ -140,6 +140,8 @@ typedef struct hc_group {
 	uint64_t posted; // CLOCK_MONOTONIC ns when the group was posted
 } hc_group;
 
+struct hc_pwin;
+
 typedef struct hc_peer {
 	hc_be *be;
 	uint32_t idx;
@@ -155,15 +157,14 @@ typedef struct hc_peer {
 	uint8_t *hello; // the peer's hello, once received
 	size_t hello_len;
 	uint64_t exported; // bit s: our arena slot s was in our hello
+	// The peer's window (narenas arenas in w): allocated with the peer,
+	// freed by hc_peer_close (narenas and nadded are 0 from then on): a
+	// peer gone keeps only this structure, its index and its failure.
 	uint32_t narenas;
-	uint64_t start[HC_MAX_ARENAS]; // window offset of each exported arena
-	uint64_t len[HC_MAX_ARENAS];
-	uint64_t base[HC_MAX_ARENAS]; // remote virtual address
-	ucp_rkey_h rkey[HC_MAX_ARENAS];
-	// direct[i]: the peer's arena i mapped into this process (shared
-	// memory: ucp_rkey_ptr of its key), or NULL. Valid until
-	// hc_peer_close destroys the key (Go fences its copies first).
-	void *direct[HC_MAX_ARENAS];
+	struct hc_pwin *w;
+	// reaping: on hc_be.reap, the list of peers whose hello or close
+	// requests are still in UCX (hc_progress frees them as they finish).
+	uint8_t reaping;
 	// Notifications sent: a FIFO of ops (linked by next) from posting to
 	// the peer's acknowledgement; nseq_out numbers the next one.
 	int32_t nhead, ntail;
@@ -183,10 +184,23 @@ typedef struct hc_peer {
 	hc_upd *upd_head, *upd_tail;
 	hc_rm *rm;
 	// Additions applied, acknowledged once Go published the window
-	// (hc_arena_ack): their window offsets.
-	uint64_t added[HC_MAX_ARENAS];
+	// (hc_arena_ack): how many (their window offsets are w->added).
 	uint32_t nadded;
 } hc_peer;
+
+// hc_pwin is a peer's window: its arenas (narenas of them, in hc_peer)
+// and the additions not acknowledged yet (nadded).
+typedef struct hc_pwin {
+	uint64_t start[HC_MAX_ARENAS]; // window offset of each exported arena
+	uint64_t len[HC_MAX_ARENAS];
+	uint64_t base[HC_MAX_ARENAS]; // remote virtual address
+	ucp_rkey_h rkey[HC_MAX_ARENAS];
+	// direct[i]: the peer's arena i mapped into this process (shared
+	// memory: ucp_rkey_ptr of its key), or NULL. Valid until
+	// hc_peer_close destroys the key (Go fences its copies first).
+	void *direct[HC_MAX_ARENAS];
+	uint64_t added[HC_MAX_ARENAS];
+} hc_pwin;
 
 struct hc_be {
 	ucp_context_h ctx;
@@ -262,6 +276,10 @@ struct hc_be {
 	// Peers, by index (never reused).
 	hc_peer **peers;
 	uint32_t npeers, peers_cap;
+	// Peers whose hello or close requests UCX still holds (hc_peer.reaping).
+	uint32_t *reap;
+	uint32_t nreap, reap_cap;
+	uint64_t nreaped; // requests freed from the list (tests)
 
 	// Connection requests the listener received, not yet accepted.
 	ucp_conn_request_h *connreq;

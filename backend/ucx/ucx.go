@@ -107,6 +107,9 @@ type window struct {
 	direct [backend.MaxArenas][]byte
 }
 
+// goneWindow is every gone peer's window: no arena.
+var goneWindow window
+
 // find is the arena holding [off, off+n), or -1; straddle says the range
 // starts in an arena and runs past it.
 func (w *window) find(off uint64, n uint32) (i int, straddle bool) {
@@ -472,6 +475,10 @@ func (b *Backend) syncPeer(p *peer) {
 	case cs >= stateFailed:
 		p.status = int32(cp.fail_status)
 		p.state.Store(cs)
+		// Nothing reaches a gone peer's window again (Prepare checks
+		// the state; direct copies are fenced): its memory goes, so
+		// that a peer gone keeps only its index and its failure.
+		p.win.Store(&goneWindow)
 		lvl := slog.LevelWarn
 		if p.status == C.UCS_ERR_CANCELED || p.status == C.HC_ST_PEER_GONE {
 			lvl = slog.LevelInfo // closed on purpose: Close, Disconnect, unmap
@@ -521,11 +528,11 @@ func (b *Backend) handle(ev C.uint32_t) {
 func (b *Backend) loadWindow(cp *C.hc_peer) *window {
 	w := &window{n: int(cp.narenas)}
 	for i := 0; i < w.n; i++ {
-		w.start[i] = uint64(cp.start[i])
-		w.len[i] = uint64(cp.len[i])
+		w.start[i] = uint64(cp.w.start[i])
+		w.len[i] = uint64(cp.w.len[i])
 		w.size = w.start[i] + w.len[i]
-		if cp.direct[i] != nil {
-			w.direct[i] = unsafe.Slice((*byte)(cp.direct[i]), w.len[i])
+		if cp.w.direct[i] != nil {
+			w.direct[i] = unsafe.Slice((*byte)(cp.w.direct[i]), w.len[i])
 		}
 	}
 	return w
