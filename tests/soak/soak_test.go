@@ -33,7 +33,27 @@ import (
 var (
 	flagSoak = flag.Duration("soak", 0, "how long to soak (0: a 3 s smoke run, as in go test ./...)")
 	flagSeed = flag.Uint64("seed", 0, "the schedule's seed (0: from the clock; a failing run prints it)")
+	// -lanes ucx runs the UCX lane alone, -lanes hdma,memory/poll the
+	// HDMA lanes and one memory lane: a lane runs when its name
+	// ("memory/poll") or its kind ("memory") is in the list.
+	flagLanes = flag.String("lanes", "", "comma-separated lanes or lane kinds to run (hdma, file, file-odirect, memory, mixed, ucx; \"\": all)")
+	// -memdiag 30s logs where the resident memory is every 30 s (memdiag).
+	flagMemDiag = flag.Duration("memdiag", 0, "log a breakdown of the resident memory this often (0: never)")
 )
+
+// laneSelected says whether the lane of this name (kind/mode) runs.
+func laneSelected(name string) bool {
+	if *flagLanes == "" {
+		return true
+	}
+	kind, _, _ := strings.Cut(name, "/")
+	for _, s := range strings.Split(*flagLanes, ",") {
+		if s = strings.TrimSpace(s); s == name || s == kind {
+			return true
+		}
+	}
+	return false
+}
 
 type kind int
 
@@ -184,8 +204,11 @@ func TestSoak(t *testing.T) {
 	// Side lanes are made before the leak snapshots (a library's
 	// process-wide state, set up once, is not theirs to leak).
 	var sides []sideLane
-	for i, mk := range sideLanes {
-		s, err := mk(t, seed*1000+500+uint64(i))
+	for i, sl := range sideLanes {
+		if !laneSelected(sl.kind) {
+			continue
+		}
+		s, err := sl.mk(t, seed*1000+500+uint64(i))
 		if err != nil {
 			t.Fatalf("side lane %d: %v", i, err)
 		}
@@ -204,9 +227,13 @@ func TestSoak(t *testing.T) {
 	defer os.RemoveAll(dir)
 
 	var lanes []*lane
+	n := 0 // lanes made, selected or not: a lane's seed does not depend on -lanes
 	add := func(k kind, mode engine.Mode) {
-		l := &lane{t: t, kind: k, mode: mode, seed: seed*1000 + uint64(len(lanes)), name: fmt.Sprintf("%v/%v", k, mode)}
-		lanes = append(lanes, l)
+		l := &lane{t: t, kind: k, mode: mode, seed: seed*1000 + uint64(n), name: fmt.Sprintf("%v/%v", k, mode)}
+		n++
+		if laneSelected(l.name) {
+			lanes = append(lanes, l)
+		}
 	}
 	add(kindHDMA, engine.ModeReaper)
 	add(kindHDMA, engine.ModePoll)
@@ -226,7 +253,14 @@ func TestSoak(t *testing.T) {
 		}
 	}
 
+	if len(lanes)+len(sides) == 0 {
+		t.Fatalf("-lanes %q selects no lane", *flagLanes)
+	}
 	rss := startRSS(dur)
+	stopDiag := func() {}
+	if *flagMemDiag > 0 {
+		stopDiag = memDiag(t, *flagMemDiag, sides)
+	}
 	end := time.Now().Add(dur)
 	var wg sync.WaitGroup
 	for _, l := range lanes {
@@ -245,6 +279,7 @@ func TestSoak(t *testing.T) {
 	}
 	wg.Wait()
 	slope, samples := rss.stop()
+	stopDiag()
 
 	var total tally
 	for _, l := range lanes {
@@ -306,12 +341,18 @@ func TestSoak(t *testing.T) {
 // until the same end and checked after them (ucx_lane_test.go: a peer
 // process killed and started again). Each is made before the leak
 // snapshots; its run leaves nothing behind.
-var sideLanes []func(t *testing.T, seed uint64) (sideLane, error)
+// kind is the lane's kind for -lanes ("ucx").
+var sideLanes []struct {
+	kind string
+	mk   func(t *testing.T, seed uint64) (sideLane, error)
+}
 
 type sideLane interface {
 	run(end time.Time)
 	// report logs the lane's tally and returns its failures.
 	report() []string
+	// diag is a line about what the lane holds, for -memdiag.
+	diag() string
 }
 
 // The RSS slope limit and the shortest run it is asserted on.
