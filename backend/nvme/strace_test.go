@@ -18,7 +18,7 @@ func TestParseStraceStacks(t *testing.T) {
  > /pkg/test(github.com/hcomm-go/hcomm/engine.(*Engine).reaper+0x95) [0x1]
  > /pkg/test(runtime.goexit.abi0+0x1) [0x2]
 23384 --- SIGURG {si_signo=SIGURG, si_code=SI_TKILL, si_pid=1, si_uid=0} ---
-23384 futex(0x1, FUTEX_WAKE_PRIVATE, 1) = 1
+23384   futex(0x1, FUTEX_WAKE_PRIVATE, 1) = 1
  > /pkg/test(runtime.futex.abi0+0x23) [0x7e003]
  > /pkg/test(runtime.notewakeup+0x25) [0x18a25]
  > /pkg/test(github.com/hcomm-go/hcomm/engine.(*Engine).reaper+0x99) [0x1]

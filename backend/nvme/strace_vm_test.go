@@ -39,6 +39,7 @@ func straceStacks(t *testing.T, fn func()) *straceReport {
 	cmd := exec.Command("strace", "-f", "-k", "-qq", "-o", out, "-p", strconv.Itoa(os.Getpid()))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("strace: %v", err)
 	}
@@ -52,12 +53,15 @@ func straceStacks(t *testing.T, fn func()) *straceReport {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	attached := time.Now()
 	fn()
+	ran := time.Now()
 	// SIGINT: strace detaches from every thread and exits.
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	werr := cmd.Wait()
+	t.Logf("strace: attached in %v, the row ran %v, detached in %v", attached.Sub(start).Round(time.Millisecond), ran.Sub(attached).Round(time.Millisecond), time.Since(ran).Round(time.Millisecond))
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +196,7 @@ func parseStraceStacks(r io.Reader, resolve func(off uint64) string) (*straceRep
 		// "PID call…" (several threads traced), or "call…" (one).
 		call := line
 		if pid, rest, ok := strings.Cut(line, " "); ok && pid != "" && strings.Trim(pid, "0123456789") == "" {
-			call = rest
+			call = strings.TrimLeft(rest, " ") // strace pads the PID
 		}
 		switch {
 		case strings.HasPrefix(call, "<... "):
