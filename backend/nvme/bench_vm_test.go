@@ -62,6 +62,9 @@ func TestVMBench(t *testing.T) {
 		syscalls uint64
 		ebpf     int64 // -1: not counted
 		top      string
+		// doorbells: MMIO stores to the controller's doorbells (SQ
+		// tail and CQ head), each a trap into QEMU under TCG (-1: none).
+		doorbells int64
 	}
 	var rows []row
 	// eBPF: package trace attached to this very process counts every
@@ -268,7 +271,9 @@ func TestVMBench(t *testing.T) {
 					stacks.log(t, "engine on backend/nvme, "+v.name+", "+opName(op), n)
 				}
 			} else {
-				rows = append(rows, row{"engine on backend/nvme (MSI-X eventfd), " + v.name, opName(op), n, wall, c, eng.Stats().Syscalls - st0.Syscalls, bpf, top})
+				st := eng.Stats()
+				bells := int64(st.Doorbells-st0.Doorbells) + int64(st.ReapBatches-st0.ReapBatches)
+				rows = append(rows, row{"engine on backend/nvme (MSI-X eventfd), " + v.name, opName(op), n, wall, c, st.Syscalls - st0.Syscalls, bpf, top, bells})
 			}
 			if err := eng.Close(); err != nil {
 				t.Fatal(err)
@@ -289,6 +294,7 @@ func TestVMBench(t *testing.T) {
 			out := make([]drv.Completion, qd)
 			var ios int
 			var syscalls uint64
+			var bells int64 // SQ tail stores (Ring with commands) and CQ head stores (Reap with completions)
 			var bpf0 int64
 			var c0 cpuSample
 			var t0 time.Time
@@ -296,12 +302,17 @@ func TestVMBench(t *testing.T) {
 				bpf0, c0, t0 = mark(), sampleCPU(t), time.Now()
 				deadline := t0.Add(dur)
 				for time.Now().Before(deadline) || q.Outstanding() > 0 {
+					submitted := false
 					for q.Free() > 0 && time.Now().Before(deadline) {
 						slot := uint64(q.Free() % qd)
 						tr := drv.Transfer{Opcode: op, Offset: rng.Uint64N(region/bs) * bs, IOVA: e.iova + slot*bs, Len: bs}
 						if _, err := q.SubmitTransfer(tr, 0); err != nil {
 							t.Fatal(err)
 						}
+						submitted = true
+					}
+					if submitted {
+						bells++
 					}
 					if err := q.Ring(); err != nil {
 						t.Fatal(err)
@@ -317,6 +328,9 @@ func TestVMBench(t *testing.T) {
 						}
 						syscalls += 2
 						continue
+					}
+					if n > 0 {
+						bells++
 					}
 					for _, c := range out[:n] {
 						if err := c.Err(); err != nil {
@@ -344,7 +358,7 @@ func TestVMBench(t *testing.T) {
 					stacks.log(t, name+", "+opName(op), ios)
 				}
 			} else {
-				rows = append(rows, row{name, opName(op), ios, wall, c, syscalls, bpf, top})
+				rows = append(rows, row{name, opName(op), ios, wall, c, syscalls, bpf, top, bells})
 			}
 		}
 		e.close(t)
@@ -433,7 +447,7 @@ func TestVMBench(t *testing.T) {
 			wall := time.Since(t0)
 			c := sampleCPU(t).sub(c0)
 			bpf := since(bpf0)
-			rows = append(rows, row{"kernel nvme, io_uring O_DIRECT fixed buffers", opName(op), ios, wall, c, u.Stats().Enters - st0.Enters, bpf, top})
+			rows = append(rows, row{"kernel nvme, io_uring O_DIRECT fixed buffers", opName(op), ios, wall, c, u.Stats().Enters - st0.Enters, bpf, top, -1})
 		}
 		for _, op := range []uint8{spec.OpRead, spec.OpWrite} {
 			var ios atomic.Int64
@@ -474,14 +488,14 @@ func TestVMBench(t *testing.T) {
 			c := sampleCPU(t).sub(c0)
 			n := int(ios.Load())
 			bpf := since(bpf0)
-			rows = append(rows, row{"kernel nvme, pread/pwrite O_DIRECT, 32 threads", opName(op), n, wall, c, uint64(n), bpf, top})
+			rows = append(rows, row{"kernel nvme, pread/pwrite O_DIRECT, 32 threads", opName(op), n, wall, c, uint64(n), bpf, top, -1})
 		}
 	}()
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n4 KiB random I/O, queue depth %d, over the first %d MiB of QEMU's NVMe namespace, %v per row (TCG guest, 2 vCPUs)\n", qd, region>>20, dur)
 	fmt.Fprintf(&b, "guest CPU: every vCPU's busy time over the row (/proc/stat: user, nice, system, irq, softirq, steal); process CPU: this process's user+system (getrusage)\n\n")
-	fmt.Fprintf(&b, "| path | op | IOPS | guest CPU µs/I/O | of which irq+softirq | IOPS per guest CPU-second | process CPU µs/I/O | IOPS per process CPU-second | syscalls/I/O (eBPF) | syscalls/I/O (counted by the code) | most frequent calls (eBPF) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(&b, "| path | op | IOPS | guest CPU µs/I/O | of which irq+softirq | IOPS per guest CPU-second | process CPU µs/I/O | IOPS per process CPU-second | syscalls/I/O (eBPF) | syscalls/I/O (counted by the code) | doorbell stores/I/O | most frequent calls (eBPF) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		n := float64(max(r.ios, 1))
 		iops := float64(r.ios) / r.wall.Seconds()
@@ -489,10 +503,14 @@ func TestVMBench(t *testing.T) {
 		if r.ebpf >= 0 {
 			ebpf = fmt.Sprintf("%.2f", float64(r.ebpf)/n)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f | %.1f | %.0f | %.1f | %.0f | %s | %.2f | %s|\n", r.path, r.op, iops,
+		bells := "–"
+		if r.doorbells >= 0 {
+			bells = fmt.Sprintf("%.2f", float64(r.doorbells)/n)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f | %.1f | %.0f | %.1f | %.0f | %s | %.2f | %s | %s|\n", r.path, r.op, iops,
 			float64(r.cpu.guest.Microseconds())/n, float64(r.cpu.guestIRQ.Microseconds())/n, float64(r.ios)/max(r.cpu.guest.Seconds(), 1e-9),
 			float64(r.cpu.process.Microseconds())/n, float64(r.ios)/max(r.cpu.process.Seconds(), 1e-9),
-			ebpf, float64(r.syscalls)/n, r.top)
+			ebpf, float64(r.syscalls)/n, bells, r.top)
 	}
 	t.Log(b.String())
 
