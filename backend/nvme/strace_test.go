@@ -71,22 +71,22 @@ nanosleep({tv_sec=0, tv_nsec=20000}, NULL) = 0
 }
 
 func TestParseProcStat(t *testing.T) {
-	busy, irq, err := parseProcStat([]byte("cpu  100 5 40 900 7 3 2 1 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"))
+	idle, busy, irq, cpus, err := parseProcStat([]byte("cpu  100 5 40 900 7 3 2 1 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\ncpu1 1 2 3 4 5 6 7 8 9 10\nintr 5\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if busy != 100+5+40+3+2+1 || irq != 3+2 {
-		t.Errorf("busy %d irq %d, want 151 5", busy, irq)
+	if idle != 907 || busy != 100+5+40+3+2+1 || irq != 3+2 || cpus != 2 {
+		t.Errorf("idle %d busy %d irq %d cpus %d, want 907 151 5 2", idle, busy, irq, cpus)
 	}
-	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8", "cpu 1 2 3", "cpu 1 2 3 x 5 6 7 8"} {
-		if _, _, err := parseProcStat([]byte(bad)); err == nil {
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8", "cpu 1 2 3", "cpu 1 2 3 x 5 6 7 8\ncpu0 1", "cpu 1 2 3 4 5 6 7 8\n"} {
+		if _, _, _, _, err := parseProcStat([]byte(bad)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}
 	// On this machine: the counters only grow.
 	a := sampleCPU(t)
 	b := sampleCPU(t)
-	if d := b.sub(a); d.guest < 0 || d.process < 0 || d.guestIRQ < 0 {
+	if d := b.sub(a); d.guest < 0 || d.guestTicks < 0 || d.process < 0 || d.guestIRQ < 0 {
 		t.Errorf("CPU went backwards: %+v", d)
 	}
 }
