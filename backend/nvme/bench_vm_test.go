@@ -27,18 +27,24 @@ import (
 )
 
 // TestVMBench is `make bench-vm`: 4 KiB random reads and writes at queue
-// depth 32 on QEMU's NVMe controller, through the engine on this backend,
-// through the userspace driver directly (polled and MSI-X), and then
-// through the guest kernel's nvme driver (io_uring with
-// O_DIRECT and registered buffers; pread/pwrite with O_DIRECT from 32
-// threads). It prints IOPS, CPU time (user+sys of this process, getrusage)
-// per I/O, and system calls per I/O twice: counted by eBPF (package trace
-// attached to this process: every call, the Go runtime's included, but not
-// the bpf(2) calls of the tracer's own snapshots) and as the code counts the calls it makes
+// depth 32 on QEMU's NVMe controller, through the engine on this backend
+// (three ways, engineVariants), through the userspace driver directly
+// (polled and MSI-X), and then through the guest kernel's nvme driver
+// (io_uring with O_DIRECT and registered buffers; pread/pwrite with
+// O_DIRECT from 32 threads). It prints IOPS; CPU per I/O as the whole
+// guest's (wall time × vCPUs less /proc/stat's idle, so that interrupt work
+// outside the process counts; /proc/stat's tick-sampled busy time and its
+// irq+softirq part beside it) and as this process's (getrusage); system
+// calls per I/O twice: counted by eBPF (package trace attached to this
+// process: every call, the Go runtime's included, but not the bpf(2) calls
+// of the tracer's own snapshots) and as the code counts the calls it makes
 // itself (the ring's io_uring_enter counter, one per pread/pwrite, the
-// eventfd polls and reads of the MSI-X mode, the engine's Stats.Syscalls).
-// Under TCG absolute numbers mean little; the ratios between rows of one
-// run are the result. Skipped unless HCOMM_BENCH_VM=1.
+// eventfd polls and reads of the MSI-X mode, the engine's Stats.Syscalls);
+// and doorbell stores per I/O. HCOMM_BENCH_VM_STRACE=1 then runs the
+// default engine loop and the MSI-X driver again under strace -f -k and
+// prints where their system calls come from. Under TCG absolute numbers
+// mean little; the ratios between rows of one run are the result. Skipped
+// unless HCOMM_BENCH_VM=1.
 func TestVMBench(t *testing.T) {
 	if os.Getenv("HCOMM_BENCH_VM") != "1" {
 		t.Skip("benchmark: set HCOMM_BENCH_VM=1 (make bench-vm)")
