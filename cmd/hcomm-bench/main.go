@@ -83,6 +83,9 @@ func main() {
 	if f.remotePeer != "" {
 		os.Exit(remotePeerMain(f.remotePeer))
 	}
+	if f.runs != "" {
+		os.Exit(runsMain(os.Stdout, f.runs))
+	}
 	if f.compareOld != "" || f.compareNew != "" {
 		if f.compareOld == "" || f.compareNew == "" {
 			fmt.Fprintln(os.Stderr, "hcomm-bench: -compare-old and -compare-new go together")
@@ -156,6 +159,7 @@ type cmdFlags struct {
 	fileTargets        string // -file-targets, comma-separated
 	compareOld         string // -compare-old: -json-out files, comma-separated
 	compareNew         string // -compare-new: the same
+	runs               string // -runs: -json-out files of one binary, comma-separated
 }
 
 func parseFlags(o *options) *cmdFlags {
@@ -180,6 +184,7 @@ func parseFlags(o *options) *cmdFlags {
 	flag.BoolVar(&o.verbose, "v", false, "log progress to stderr")
 	flag.StringVar(&f.compareOld, "compare-old", "", "with -compare-new: compare the goals of two sets of runs (comma-separated -json-out files, e.g. of two binaries alternated): per goal each set's median, range and verdict; runs nothing")
 	flag.StringVar(&f.compareNew, "compare-new", "", "see -compare-old")
+	flag.StringVar(&f.runs, "runs", "", "the goals of several runs of one binary (comma-separated -json-out files, e.g. of make bench-report RUNS=3) as a Markdown table: every run's value, the range, runs that met it; runs nothing")
 	flag.Usage = usage
 	flag.StringVar(&f.remotePeer, "remote-peer", "", "internal: run as the remote scenario's peer (passive or pong)")
 	flag.BoolVar(&o.child, "scenario-child", false, "internal: run the named scenarios for a parent hcomm-bench (tables to stdout unless -json, the report to -child-out)")
