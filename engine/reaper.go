@@ -267,6 +267,15 @@ func (e *Engine) reaperSleep(r *reaperState) {
 		if !e.sleeping.CompareAndSwap(sleepIdle, state) {
 			return // woken meanwhile (the eventfd holds the wake-up too)
 		}
+		if state == sleepBlind && e.waiters.Load() != 0 {
+			// A goroutine is parked, counting on our cycles to notify
+			// it (it may have parked after the reaping waiter left):
+			// watch the completion signal after all (rouseReaper).
+			if !e.sleeping.CompareAndSwap(sleepBlind, sleepBusy) {
+				return // woken meanwhile
+			}
+			ok = true
+		}
 		timeout = r.tick
 	}
 	r.sl.sleep(timeout, ok)
@@ -282,6 +291,9 @@ const batchWait = 200 * time.Microsecond
 // backend) looks again while transfers are outstanding: a quarter of the
 // backend's Timeout, at most 10 ms.
 func (e *Engine) tick() time.Duration {
+	if o := e.tickOverride.Load(); o > 0 {
+		return time.Duration(o)
+	}
 	t := 10 * time.Millisecond
 	if to := e.timeout(); to > 0 {
 		t = min(to/4, t)
@@ -331,6 +343,12 @@ func (e *Engine) sleepLazy(t *time.Timer, d time.Duration) bool {
 	if e.stop.Load() {
 		e.sleeping.Store(awake)
 		return true
+	}
+	if e.waiters.Load() != 0 {
+		// A goroutine parked since our caller looked: it counts on our
+		// cycles (rouseReaper).
+		e.sleeping.Store(awake)
+		return false
 	}
 	t.Reset(d)
 	select {

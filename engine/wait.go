@@ -216,6 +216,7 @@ func (e *Engine) cycleThenWait(cond func() bool) (n int, waited bool) {
 func (e *Engine) park(ctx context.Context, cond func() bool) {
 	e.waiters.Add(1)
 	defer e.waiters.Add(-1)
+	e.rouseReaper()
 	e.waitMu.Lock()
 	ch := e.waitCh
 	e.waitMu.Unlock()
@@ -226,6 +227,28 @@ func (e *Engine) park(ctx context.Context, cond func() bool) {
 	case <-ch:
 	case <-ctx.Done():
 	case <-e.closedCh:
+	}
+}
+
+// rouseReaper: a goroutine about to park (waiters already counts it) hands
+// the reaping back to a reaper that sleeps without watching the backend's
+// completion signal — blind (it went to sleep while a waiter reaped, and
+// that waiter parks rather than leaving) or lazy (it stood aside) — which
+// would otherwise notice the completion the parked goroutine waits for
+// only at its timeout (up to tick, 10 ms: a blocked SubmitContext loop on
+// backend/nvme fell to a hundred I/Os a second). Pairs with the reaper's
+// look at waiters after it publishes such a sleep (reaperSleep,
+// sleepLazy): sequentially consistent atomics on both sides, so one of
+// the two sees the other. Nothing when the reaper is awake or watches.
+func (e *Engine) rouseReaper() {
+	switch e.sleeping.Load() {
+	case sleepBlind:
+		e.wakeReaper(false)
+	case sleepLazy:
+		select {
+		case e.lazyWake <- struct{}{}:
+		default: // a wake-up is pending already
+		}
 	}
 }
 

@@ -174,3 +174,56 @@ func TestQuietInlineDoneAtSubmit(t *testing.T) {
 		t.Errorf("callback ran %d times, want 1", ran)
 	}
 }
+
+// TestParkedWaiterRousesReaper: a goroutine that waits for a slow device
+// reaps, finds nothing, then parks; the reaper, which went to sleep while
+// that goroutine held the reaping flag, sleeps without watching the
+// device's completion signal (or stands aside asleep). Parking hands the
+// reaping back to it. Left asleep, it would notice the completion only at
+// its timeout, which the test sets to an hour, so each missed hand-off
+// shows as a Wait that runs into its deadline. With Spin short the
+// waiter parks on most transfers (the device takes 300 µs each).
+func TestParkedWaiterRousesReaper(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		spin  time.Duration
+		batch int
+	}{
+		{"submit+wait", 5 * time.Microsecond, 1},
+		{"batch+wait", 5 * time.Microsecond, 8},
+		{"no-spin", -1, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := mock.New(mock.Config{Logger: quiet()})
+			must(t, err)
+			t.Cleanup(func() { m.Close() })
+			must(t, m.InjectFault(mock.Fault{Kind: mock.FaultLatency, Rate: 1, Latency: 300 * time.Microsecond}))
+			e := open(t, engine.Config{Spin: tt.spin, Backend: hdmaBE(t, m, hdmadev.Config{CPUThreshold: -1})})
+			e.SetReaperTick(time.Hour)
+			b := alloc(t, e, 4096)
+			ts := make([]engine.Transfer, tt.batch)
+			for i := range ts {
+				ts[i] = engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(uint64(i) * 4096), Len: 4096}
+			}
+			ids := make([]engine.ID, tt.batch)
+			start := time.Now()
+			deadline := start.Add(5 * time.Second)
+			rounds := 0
+			for ; rounds < 1000 && time.Now().Before(deadline); rounds++ {
+				if _, err := e.SubmitBatch(ts, ids); err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				err := e.Wait(ctx, ids[len(ids)-1])
+				cancel()
+				if err != nil {
+					t.Fatalf("round %d: Wait: %v (a parked waiter left to a reaper asleep until its timeout)", rounds, err)
+				}
+			}
+			t.Logf("%d rounds in %v", rounds, time.Since(start))
+			if rounds < 100 {
+				t.Fatalf("only %d rounds in 5 s", rounds)
+			}
+		})
+	}
+}
