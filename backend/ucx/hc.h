@@ -305,6 +305,8 @@ void hc_reg_put(hc_be *be, hc_reg *r);
 int hc_reg_batch(hc_be *be, const uint64_t *addr, const uint64_t *len, uint32_t n);
 uint32_t hc_reg_release(hc_be *be, const uint64_t *addr, const uint64_t *len, uint32_t n);
 void hc_reg_destroy(hc_be *be);
+hc_reg *hc_reg_uncached(hc_be *be, uint64_t addr, uint64_t len, ucs_status_t *st);
+void hc_reg_uncached_free(hc_be *be, hc_reg *r);
 int hc_bench_reg_hits(hc_be *be, uint64_t addr, uint64_t len, uint32_t n);
 int hc_bench_reg_hits_window(hc_be *be, uint64_t addr, uint64_t len, uint32_t n, uint32_t probes, uint32_t *flag);
 int hc_bench_mem_map(hc_be *be, uint64_t addr, uint64_t size, uint64_t stride, uint32_t n, int cold);

@@ -225,6 +225,40 @@ void hc_reg_destroy(hc_be *be) {
 	be->nregs = be->regcap = 0;
 }
 
+// hc_reg_uncached registers [addr, addr+len) with a ucp_mem_map of its
+// own and packs its remote key (ucp_rkey_pack), outside the cache: the two
+// calls a program using UCX directly makes to export memory (hcomm-bench's
+// grow yardstick). Not counted in nreg_maps. hc_reg_uncached_free releases
+// it (the key, ucp_mem_unmap, UCX's own cache of the range).
+hc_reg *hc_reg_uncached(hc_be *be, uint64_t addr, uint64_t len, ucs_status_t *st) {
+	hc_reg *r = calloc(1, sizeof(*r));
+	if (r == NULL) {
+		*st = UCS_ERR_NO_MEMORY;
+		return NULL;
+	}
+	ucp_mem_map_params_t mp = {
+		.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+		.address = (void *)(uintptr_t)addr,
+		.length = len,
+	};
+	if ((*st = ucp_mem_map(be->ctx, &mp, &r->memh)) != UCS_OK) {
+		free(r);
+		return NULL;
+	}
+	if ((*st = ucp_rkey_pack(be->ctx, r->memh, &r->rkey, &r->rkeylen)) != UCS_OK) {
+		ucp_mem_unmap(be->ctx, r->memh);
+		hc_forget(addr, len);
+		free(r);
+		return NULL;
+	}
+	r->addr = addr;
+	r->len = len;
+	r->refs = 1;
+	return r;
+}
+
+void hc_reg_uncached_free(hc_be *be, hc_reg *r) { reg_free(be, r); }
+
 // hc_bench_mem_map is the yardstick of the registration benchmarks: n
 // regions of size bytes, stride apart from addr, each registered with
 // ucp_mem_map and then unregistered, called directly (no cache of

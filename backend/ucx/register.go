@@ -74,6 +74,48 @@ func (b *Backend) RegistrationStats() (maps, hits uint64) {
 	return uint64(b.be.nreg_maps), uint64(b.be.nreg_hits)
 }
 
+// RegisterUncached registers mem with UCX directly — one ucp_mem_map and
+// one ucp_rkey_pack on the backend's context — outside the registration
+// cache: nothing cached answers it, and later registrations do not find
+// it. These are the calls a program using UCX itself makes to export
+// memory; hcomm-bench's grow scenario sets them beside the engine's
+// MapArena as the bare side. release unregisters (ucp_rkey_buffer_release,
+// ucp_mem_unmap); Close releases what is still registered, and a release
+// after Close does nothing. A second release is ErrBadConfig.
+func (b *Backend) RegisterUncached(mem []byte) (release func() error, err error) {
+	if len(mem) == 0 {
+		return nil, fmt.Errorf("ucx: register uncached: empty memory: %w", backend.ErrBadConfig)
+	}
+	addr := uint64(uintptr(unsafe.Pointer(&mem[0])))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, errBackendClosed
+	}
+	var st C.ucs_status_t
+	r := C.hc_reg_uncached(b.be, C.uint64_t(addr), C.uint64_t(len(mem)), &st)
+	if r == nil {
+		return nil, fmt.Errorf("ucx: ucp_mem_map %#x+%d: %s: %w", addr, len(mem), ucsString(C.int(st)), ErrUCX)
+	}
+	if b.uncached == nil {
+		b.uncached = map[*C.hc_reg]struct{}{}
+	}
+	b.uncached[r] = struct{}{}
+	return func() error {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.closed {
+			return nil
+		}
+		if _, ok := b.uncached[r]; !ok {
+			return fmt.Errorf("ucx: uncached registration %#x+%d released twice: %w", addr, len(mem), backend.ErrBadConfig)
+		}
+		delete(b.uncached, r)
+		C.hc_reg_uncached_free(b.be, r)
+		return nil
+	}, nil
+}
+
 // spans are the regions' addresses and lengths for C, in b's reused
 // buffers (one entry more than regions: never empty). Under b.mu.
 func (b *Backend) spans(regions [][]byte) (addrs, lens []uint64, err error) {

@@ -126,6 +126,67 @@ func TestRegisterCache(t *testing.T) {
 	step("registered anew", 103, 13)
 }
 
+// TestRegisterUncached: RegisterUncached makes its own ucp_mem_map and
+// packed key, outside the cache (the cache neither counts it nor answers a
+// later registration of the same memory from it); a release frees it once,
+// a second is ErrBadConfig; Close releases what is left, after which a
+// release does nothing and a registration is refused.
+func TestRegisterUncached(t *testing.T) {
+	b, mem := newRegBackend(t, 8<<20)
+	if _, err := b.RegisterUncached(nil); !errors.Is(err, backend.ErrBadConfig) {
+		t.Fatalf("RegisterUncached(nil): %v, want ErrBadConfig", err)
+	}
+	rel1, err := b.RegisterUncached(mem[:4<<20])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel2, err := b.RegisterUncached(mem[4<<20:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.uncached) != 2 {
+		t.Fatalf("%d uncached registrations held, want 2", len(b.uncached))
+	}
+	for r := range b.uncached {
+		if r.memh == nil || r.rkey == nil || r.rkeylen == 0 {
+			t.Fatalf("uncached registration %#x+%d: memh %v, key %v (%d bytes): want both", r.addr, r.len, r.memh, r.rkey, r.rkeylen)
+		}
+	}
+	if m, h := b.RegistrationStats(); m != 0 || h != 0 || b.be.nregs != 0 {
+		t.Fatalf("the cache saw uncached registrations: %d maps, %d hits, %d entries", m, h, b.be.nregs)
+	}
+	if err := b.RegisterRegions([][]byte{mem[:4<<20]}); err != nil {
+		t.Fatal(err)
+	}
+	if m, h := b.RegistrationStats(); m != 1 || h != 0 {
+		t.Fatalf("the cache answered from an uncached registration: %d maps, %d hits; want 1, 0", m, h)
+	}
+	if err := b.UnregisterRegions([][]byte{mem[:4<<20]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rel1(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rel1(); !errors.Is(err, backend.ErrBadConfig) {
+		t.Fatalf("second release: %v, want ErrBadConfig", err)
+	}
+	if len(b.uncached) != 1 {
+		t.Fatalf("%d uncached registrations held after one release, want 1", len(b.uncached))
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b.uncached != nil {
+		t.Fatalf("Close left %d uncached registrations", len(b.uncached))
+	}
+	if err := rel2(); err != nil {
+		t.Fatalf("release after Close: %v, want nil", err)
+	}
+	if _, err := b.RegisterUncached(mem); !errors.Is(err, ErrClosed) {
+		t.Fatalf("RegisterUncached after Close: %v, want ErrClosed", err)
+	}
+}
+
 // TestRegisterAllocs: registering again memory the cache holds, and
 // releasing that reference, allocates nothing (the spans for C are the
 // backend's reused buffers).

@@ -165,12 +165,15 @@ type Backend struct {
 	// regAddrs, regLens: RegisterRegions' and UnregisterRegions' spans
 	// for C, reused (a registration the cache answers allocates nothing).
 	regAddrs, regLens []uint64
-	timeout           time.Duration // Config.Timeout with its default; <= 0: none
-	lastExpire        time.Time     // the watchdog's last look (expire)
-	lastCtl           time.Time     // the control worker's last progress
-	closed            bool
-	signaled          bool // wakeFD written since the last Reap
-	idle              bool // the progress goroutine sleeps with no timeout (Flush wakes it)
+	// uncached: RegisterUncached's registrations not yet released
+	// (destroy releases them).
+	uncached   map[*C.hc_reg]struct{}
+	timeout    time.Duration // Config.Timeout with its default; <= 0: none
+	lastExpire time.Time     // the watchdog's last look (expire)
+	lastCtl    time.Time     // the control worker's last progress
+	closed     bool
+	signaled   bool // wakeFD written since the last Reap
+	idle       bool // the progress goroutine sleeps with no timeout (Flush wakes it)
 	// delivered: deliver put notifications into the channel since the
 	// progress goroutine last looked (it yields before it sleeps).
 	delivered bool
@@ -734,6 +737,10 @@ func (b *Backend) handshaking() bool {
 func (b *Backend) destroy() {
 	if b.be != nil {
 		b.fenceAll()
+		for r := range b.uncached {
+			C.hc_reg_uncached_free(b.be, r)
+		}
+		b.uncached = nil
 		C.hc_destroy(b.be)
 		b.be = nil
 	}

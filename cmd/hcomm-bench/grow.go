@@ -20,8 +20,9 @@ package main
 //   - uringfile: one io_uring_register(IORING_REGISTER_BUFFERS_UPDATE) of
 //     the range into a slot of a sparse buffer table (the kernel pins the
 //     pages);
-//   - ucx: ucp_mem_map and ucp_rkey_pack, when backend/ucx offers them
-//     bare (growBareUCX); until then the UCX rows are not measured.
+//   - ucx: one ucp_mem_map and one ucp_rkey_pack on a UCX context of the
+//     same configuration (backend/ucx's RegisterUncached: the two calls in
+//     C, outside its registration cache).
 //
 // Page backings: hugetlb 2 MiB (reserved for the run as root, as the pages
 // scenario does; otherwise only when that many pages are free) and THP.
@@ -61,7 +62,7 @@ var growSets = []struct{ name, desc string }{
 	{"memory", "backend/memory only (nothing to map: the arena alone)"},
 	{"hdmadev", "hdmadev over vfio-mock (IOMMU map)"},
 	{"uringfile", "uringfile (io_uring fixed-buffer update: the pages pinned)"},
-	{"ucx", "backend/ucx over tcp (ucp_mem_map + remote key)"},
+	{"ucx", "backend/ucx, the transports UCX_TLS allows (ucp_mem_map + remote key)"},
 	{"hdmadev_uringfile", "hdmadev + uringfile, one engine: the arena mapped into both"},
 	{"all", "hdmadev + uringfile + ucx"},
 }
@@ -72,10 +73,12 @@ var growBackings = []struct {
 	b    hugepage.Backing
 }{{"hugetlb_2m", hugepage.BackingHugetlb2M}, {"thp", hugepage.BackingTHP}}
 
-// growBareUCX registers mem with UCX bare (ucp_mem_map + ucp_rkey_pack)
-// on be's context; nil while backend/ucx offers no such call (cmd/ has
-// no cgo of its own), and the UCX rows are then not measured.
-var growBareUCX func(be *ucx.Backend, mem []byte) (release func() error, err error)
+// growBareUCX registers mem with UCX bare — ucp_mem_map + ucp_rkey_pack
+// on be's context, outside backend/ucx's registration cache (cmd/ has no
+// cgo of its own: backend/ucx makes the two calls).
+func growBareUCX(be *ucx.Backend, mem []byte) (release func() error, err error) {
+	return be.RegisterUncached(mem)
+}
 
 func growSize(o *options) int {
 	if o.quick {
@@ -104,7 +107,6 @@ type growResult struct {
 	steps        map[string][]float64 // the bare side's steps, ms
 	err          error
 	skip         string // why the row is not measured
-	engOnly      string // why only the engine's side is measured
 }
 
 // runGrow measures every backing × backend set; it says what it skipped
@@ -145,8 +147,6 @@ func runGrow(o *options, out io.Writer, tables bool) ([]entry, []string, bool) {
 				r.skip = why
 			case growHas(s.name, "uringfile") && memlockWhy != "":
 				r.skip = memlockWhy
-			case growHas(s.name, "ucx") && growBareUCX == nil:
-				r.engOnly = "the bare side not measured: no bare ucp_mem_map reachable from hcomm-bench (cmd/ has no cgo; backend/ucx exports none)"
 			}
 			rows = append(rows, r)
 		}
@@ -174,7 +174,7 @@ func runGrow(o *options, out io.Writer, tables bool) ([]entry, []string, bool) {
 						break
 					}
 					r.eng, r.engCPU = append(r.eng, ms), append(r.engCPU, cpu)
-				} else if r.engOnly == "" {
+				} else {
 					steps, cpu, err := growBareOnce(r.set, bk, size)
 					if err == nil {
 						err = growSettle(bk, size)
@@ -209,14 +209,6 @@ func runGrow(o *options, out io.Writer, tables bool) ([]entry, []string, bool) {
 			failed = true
 			skipped = append(skipped, fmt.Sprintf("grow/%s/%s FAILED: %v", r.backing, r.set, r.err))
 			x.Note = "FAILED: " + r.err.Error()
-			xc.Note = x.Note
-		case r.engOnly != "":
-			skipped = append(skipped, fmt.Sprintf("grow/%s/%s: %s", r.backing, r.set, r.engOnly))
-			es := newStat(r.eng)
-			x.Engine, x.EngineMin, x.EngineMax, x.EngineRuns, x.Runs = ptr(es.Median), ptr(es.Min), ptr(es.Max), es.Runs, len(es.Runs)
-			x.Note = fmt.Sprintf("%d MiB; %s", size>>20, r.engOnly)
-			ec := newStat(r.engCPU)
-			xc.Engine, xc.EngineMin, xc.EngineMax, xc.EngineRuns, xc.Runs = ptr(ec.Median), ptr(ec.Min), ptr(ec.Max), ec.Runs, len(ec.Runs)
 			xc.Note = x.Note
 		default:
 			x = statEntry(x, newStat(r.eng), newStat(r.bare))
@@ -574,10 +566,6 @@ func printGrow(w io.Writer, size int, rows []*growResult) {
 			fmt.Fprintf(tw, "%s\t%s\tnot measured: %s\t\t\t\t\n", r.backing, r.set, r.skip)
 		case r.err != nil:
 			fmt.Fprintf(tw, "%s\t%s\tFAILED: %v\t\t\t\t\n", r.backing, r.set, r.err)
-		case r.engOnly != "":
-			e := newStat(r.eng)
-			c := newStat(r.engCPU)
-			fmt.Fprintf(tw, "%s\t%s\t%.1f [%.1f–%.1f]\t—\t—\t%.1f [%.1f–%.1f]\t—\t—\t%s\t\n", r.backing, r.set, c.Median, c.Min, c.Max, e.Median, e.Min, e.Max, r.engOnly)
 		default:
 			e, b := newStat(r.eng), newStat(r.bare)
 			ec, bc := newStat(r.engCPU), newStat(r.bareCPU)

@@ -30,9 +30,6 @@ func TestGrowOnce(t *testing.T) {
 			if _, _, err := growEngineOnce(s.name, hugepage.Backing4K, size, f); err != nil {
 				t.Fatalf("engine: %v", err)
 			}
-			if growHas(s.name, "ucx") && growBareUCX == nil {
-				return
-			}
 			steps, _, err := growBareOnce(s.name, hugepage.Backing4K, size)
 			if err != nil {
 				t.Fatalf("bare: %v", err)
