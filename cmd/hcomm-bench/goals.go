@@ -572,7 +572,9 @@ func goalValue(g goal) string {
 // ("<tls>/<op>/<size>/b<batch>/engine" against "<tls>/<op>/<size>/ucx_perftest"
 // and "<tls>/<op>/<size>/b<batch>/tcp-socket", MiB/s) and the 8 B latency
 // ("<tls>/put-latency/8/engine" against ".../ucx_perftest" and
-// ".../tcp-socket", µs), each overall (bytes ÷ wall time, wall time ÷ round
+// ".../tcp-socket", µs), the 64 KiB notification rows
+// ("<tls>/notified-put-latency/65536/engine", "<tls>/put+flag-latency/65536/engine"
+// against ".../ucx_perftest", its ucp_am_lat; no socket), each overall (bytes ÷ wall time, wall time ÷ round
 // trips: what the goals use, as ucx_perftest's overall figures) and typical
 // (metric "…_typical": the median per-operation figure).
 func remoteEntries(rows []*remoteRow) []entry {
@@ -582,6 +584,9 @@ func remoteEntries(rows []*remoteRow) []entry {
 		var v, pt, sock string
 		if r.unit == "µs" {
 			metric, better, op = "latency", "lower", "put-latency"
+			if r.op != "put latency" { // the notification rows
+				op = strings.ReplaceAll(r.op, " ", "-") + "-latency"
+			}
 			v = fmt.Sprintf("%s/%s/%d/engine", r.tls, op, r.size)
 			pt = fmt.Sprintf("%s/%s/%d/ucx_perftest", r.tls, op, r.size)
 			sock = fmt.Sprintf("%s/%s/%d/tcp-socket", r.tls, op, r.size)
@@ -596,7 +601,7 @@ func remoteEntries(rows []*remoteRow) []entry {
 			err          string
 		}{{pt, metric, r.eng, r.pt, r.ptErr}, {sock, metric, r.eng, r.sock, ""},
 			{pt, metric + "_typical", r.engT, r.ptT, r.ptErr}, {sock, metric + "_typical", r.engT, r.sockT, ""}} {
-			if strings.HasSuffix(base.metric, "_typical") && len(base.eng) == 0 {
+			if strings.HasSuffix(base.metric, "_typical") && len(base.eng) == 0 || r.noSock && base.name == sock {
 				continue
 			}
 			x := entry{Name: "remote", Variant: v, BaselineVariant: base.name, Metric: base.metric, Unit: r.unit, Better: better, Runs: len(base.eng)}

@@ -161,6 +161,7 @@ type remoteRow struct {
 	eng, pt, sock    []float64
 	engT, ptT, sockT []float64
 	ptErr, err       string
+	noSock           bool // no socket column (the notification rows)
 }
 
 // runRemote measures the remote scenario and prints its table; it returns
@@ -233,7 +234,8 @@ func setEnv(kvs []string) func() {
 
 // remoteTransport measures one UCX transport: the bandwidth rows (puts
 // first, every repetition of a row before the next), then the 8 B latency
-// row with what is left of the budget.
+// row and the notification rows (remotenotify.go) with what is left of the
+// budget.
 func remoteTransport(o *options, name, engineTLS, perftestTLS string, deadline time.Time) ([]*remoteRow, error) {
 	os.Setenv("UCX_TLS", engineTLS)
 	defer os.Unsetenv("UCX_TLS")
@@ -246,7 +248,8 @@ func remoteTransport(o *options, name, engineTLS, perftestTLS string, deadline t
 	if err != nil {
 		return rows, err
 	}
-	return append(rows, remoteLatency(o, name, engineTLS, perftestTLS, deadline)), nil
+	rows = append(rows, remoteLatency(o, name, engineTLS, perftestTLS, deadline))
+	return append(rows, remoteNotify(o, name, engineTLS, perftestTLS, deadline)...), nil
 }
 
 // remoteRun is one transport's bandwidth measurements: the engine over
@@ -813,12 +816,13 @@ func lastLine(s string) string {
 }
 
 // remotePeer is the peer process (the protocol of testutil.LaunchPeer: its
-// ADDR line names its UCX address, its TCP socket's and the offset of its
-// ping block).
+// ADDR line names its UCX address, its TCP socket's, the offset of its
+// ping block — the notify peer's flag — and that of its 64 KiB data block,
+// the notified puts' destination).
 type remotePeer struct {
 	p                *testutil.PeerProc
 	ucxAddr, tcpAddr string
-	pingOff          uint64
+	pingOff, dataOff uint64
 }
 
 func startRemotePeer(mode, tls string, shm bool) (*remotePeer, error) {
@@ -829,14 +833,17 @@ func startRemotePeer(mode, tls string, shm bool) (*remotePeer, error) {
 		return nil, fmt.Errorf("remote peer: %w", err)
 	}
 	rp := &remotePeer{p: p}
-	if len(p.Addr) != 3 {
+	if len(p.Addr) != 4 {
 		rp.stop()
-		return nil, fmt.Errorf("remote peer: ADDR %q, want the UCX address, the socket's and the ping offset", p.Addr)
+		return nil, fmt.Errorf("remote peer: ADDR %q, want the UCX address, the socket's, the ping and the data offsets", p.Addr)
 	}
 	rp.ucxAddr, rp.tcpAddr = p.Addr[0], p.Addr[1]
-	if rp.pingOff, err = strconv.ParseUint(p.Addr[2], 10, 64); err != nil {
+	if rp.pingOff, err = strconv.ParseUint(p.Addr[2], 10, 64); err == nil {
+		rp.dataOff, err = strconv.ParseUint(p.Addr[3], 10, 64)
+	}
+	if err != nil {
 		rp.stop()
-		return nil, fmt.Errorf("remote peer: ping offset: %w", err)
+		return nil, fmt.Errorf("remote peer: offsets: %w", err)
 	}
 	return rp, nil
 }
@@ -853,8 +860,10 @@ func (rp *remotePeer) stop() {
 }
 
 // remotePeerMain is the peer process (-remote-peer): passive (its progress
-// goroutine polls the worker, as ucx_perftest's responder does) or pong
-// (ModePoll; answers each ping with a put back).
+// goroutine polls the worker, as ucx_perftest's responder does), pong
+// (ModePoll; answers each ping with a put back) or notify (the default
+// mode with the backend's progress goroutine; answers each 64 KiB hop with
+// its own: answerNotify).
 func remotePeerMain(mode string) int {
 	shm := os.Getenv("HCOMM_BENCH_SHM") == "true"
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
@@ -866,14 +875,18 @@ func remotePeerMain(mode string) int {
 	// leaves the CPUs to ucx_perftest and the socket, which run meanwhile
 	// (a peer spinning throughout took one of this machine's two CPUs from
 	// them). Shared memory needs no target progress: never "spin".
-	b, err := ucx.New(ucx.Config{Listen: net.JoinHostPort(remoteHost(), "0"), SharedMemory: shm, CallerProgress: true, Logger: log})
+	notify := mode == "notify"
+	b, err := ucx.New(ucx.Config{Listen: net.JoinHostPort(remoteHost(), "0"), SharedMemory: shm, CallerProgress: !notify, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "remote peer:", err)
 		return 1
 	}
 	cfg := engine.Config{Backend: b, PoolSize: remotePool, QueueDepth: 64, Mode: engine.ModePoll}
-	if mode == "pong" {
+	switch mode {
+	case "pong":
 		cfg.PoolSize = 1 << 20
+	case "notify":
+		cfg.PoolSize, cfg.Mode = notifyPoolLen, engine.ModeReaper
 	}
 	eng, err := engine.Open(cfg)
 	if err != nil {
@@ -898,6 +911,14 @@ func remotePeerMain(mode string) int {
 	ping, _ := eng.Alloc(64)
 	pong, _ := eng.Alloc(64)
 	pingOff, _ := b.Offset(ping.Addr())
+	// The notify peer's hop: ping is its flag.
+	h, err := newNotifyHop(eng, b, false)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "remote peer:", err)
+		return 1
+	}
+	h.flag = ping
+	dataOff, _ := b.Offset(h.data.Addr())
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "remote peer:", err)
@@ -905,7 +926,7 @@ func remotePeerMain(mode string) int {
 	}
 	defer l.Close()
 	go serveSocket(l)
-	if err := testutil.Announce(os.Stdout, b.Addr(), l.Addr(), pingOff); err != nil {
+	if err := testutil.Announce(os.Stdout, b.Addr(), l.Addr(), pingOff, dataOff); err != nil {
 		return 1
 	}
 	in := bufio.NewScanner(os.Stdin)
@@ -914,6 +935,13 @@ func remotePeerMain(mode string) int {
 		if len(f) == 1 && (f[0] == "spin" || f[0] == "idle") && mode == "passive" {
 			spinning.Store(f[0] == "spin")
 			fmt.Println("OK")
+		}
+		if len(f) == 5 && f[0] == "notify" && notify {
+			fmt.Println("OK")
+			if err := answerNotify(eng, b, h, f[1:]); err != nil {
+				fmt.Fprintln(os.Stderr, "remote peer:", err)
+				return 1
+			}
 		}
 		if len(f) == 3 && f[0] == "pong" && mode == "pong" {
 			off, _ := strconv.ParseUint(f[1], 10, 64)
@@ -1037,7 +1065,18 @@ func printRemote(w io.Writer, rows []*remoteRow, o *options) {
 			fmt.Fprintf(w, "       ucx_perftest: %s\n", firstLine(r.ptErr))
 		}
 	}
+	for _, r := range rows {
+		if r.op != "notified put" || len(r.eng) == 0 {
+			continue
+		}
+		for _, q := range rows {
+			if q.tls == r.tls && q.op == "put+flag" && len(q.eng) > 0 {
+				fmt.Fprintf(w, "%-4s notified put ÷ put+flag (64 KiB hop): %.2f (%.2f)\n", r.tls, figures.Median(r.eng)/figures.Median(q.eng), figures.Median(r.engT)/figures.Median(q.engT))
+			}
+		}
+	}
 	fmt.Fprintln(w, "ratios are engine ÷ baseline, overall (typical): for MiB/s above 1 is better, for µs below 1 is better")
+	fmt.Fprintln(w, "notified put: a 64 KiB put and a notification in one batch, the peer waiting in WaitNotification; put+flag: the put, Wait, then an 8-byte put to a flag the peer polls; ucx_perftest beside both: ucp_am_lat, 64 KiB")
 }
 
 // submitRounds submits the batch ts (len batch) again and again until n
