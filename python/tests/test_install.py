@@ -59,6 +59,73 @@ def test_pip_install_offline(tmp_path, python, isolation):
     assert os.path.exists(os.path.join(site, "hcomm", "data.py"))
 
 
+def _install_commands():
+    """{command: [documents]}: the lines of the sh blocks of README.md,
+    python/README.md and docs/python.md that install ./python with pip
+    (comments cut off)."""
+    out = {}
+    for doc in ("README.md", os.path.join("python", "README.md"), os.path.join("docs", "python.md")):
+        with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
+            block = False
+            for line in f:
+                if line.startswith("```"):
+                    block = line.strip() == "```sh"
+                    continue
+                if block and "pip" in line and "./python" in line:
+                    out.setdefault(line.split(" #")[0].strip(), []).append(doc)
+    return out
+
+
+@pytest.mark.parametrize("python", _interpreters())
+@pytest.mark.parametrize("command", sorted(_install_commands()))
+def test_documented_install_command(tmp_path, command, python):
+    """The install command the READMEs and docs/python.md give, run as a
+    user runs it from the repository's root with `python3` (and its `pip`)
+    the interpreter at hand: it installs a package that interpreter can
+    import, and the interpreter's numpy stays visible (Debian's python3
+    refuses pip outside a venv, PEP 668, and its numpy and torch are
+    system packages). The bare `pip` (the interpreter's own) runs with
+    --dry-run, so that the test never installs outside tmp_path."""
+    real = subprocess.run([python, "-c", "import sys; print(sys.executable)"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(real, bindir / "python3")
+    for pip in ("pip", "pip3"):
+        shim = bindir / pip
+        shim.write_text(f'#!/bin/sh\n[ "$1" = install ] && {{ shift; set -- install --dry-run "$@"; }}\n'
+                        f'exec {real} -m pip "$@"\n')
+        shim.chmod(0o755)
+    work = tmp_path / "repo"
+    work.mkdir()
+    shutil.copytree(os.path.join(ROOT, "python"), work / "python",
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
+    env.update(PATH=f"{bindir}:{env.get('PATH', '/usr/bin:/bin')}", PIP_NO_INDEX="1",
+               PIP_DISABLE_PIP_VERSION_CHECK="1")
+    r = subprocess.run(["sh", "-ec", command], cwd=work, env=env, capture_output=True, text=True)
+    docs = ", ".join(_install_commands()[command])
+    assert r.returncode == 0, f"{docs}: `{command}` with {real}: exit status {r.returncode}\n{r.stderr[-1500:]}"
+    venvs = [os.path.dirname(os.path.join(d, "pyvenv.cfg")) for d, _, fs in os.walk(work) if "pyvenv.cfg" in fs]
+    if not venvs:  # a bare pip: it would install into the interpreter itself (and did not refuse to)
+        assert f"Would install hcomm-{hcomm_version()}" in r.stdout, \
+            f"{docs}: `{command}` with {real} installs no hcomm:\n{r.stdout[-1500:]}"
+        return
+    code = "import sys, hcomm; print(hcomm.__file__, hcomm.__version__, sys.base_prefix)"
+    want_base = subprocess.run([real, "-c", "import sys; print(sys.base_prefix)"], check=True, capture_output=True,
+                               text=True).stdout.strip()
+    has_numpy = subprocess.run([real, "-c", "import numpy"], capture_output=True).returncode == 0
+    for v in venvs:
+        py = os.path.join(v, "bin", "python")
+        out = subprocess.run([py, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
+        assert out.returncode == 0, f"{docs}: `{command}` with {real}: {py} cannot import hcomm:\n{out.stderr}"
+        path, version, base = out.stdout.split()
+        assert path.startswith(v) and version == hcomm_version() and base == want_base, out.stdout
+        if has_numpy:
+            r = subprocess.run([py, "-c", "import numpy"], capture_output=True, text=True, cwd=tmp_path, env=env)
+            assert r.returncode == 0, f"{docs}: `{command}`: {real} has numpy, its venv does not see it"
+
+
 def hcomm_version():
     import hcomm
 
