@@ -16,7 +16,9 @@ fresh child process (its CPU time and peak RSS its own, workers included):
 All read the records in the same order (shards shuffled, records shuffled
 within shards, one seed) in batches of --batch, and touch every batch (one
 byte of each record summed). Before each run the shards' pages are dropped
-from the page cache (posix_fadvise DONTNEED), so every run reads the disk.
+from the page cache (posix_fadvise DONTNEED), so every run reads the disk;
+how much of the shards is still resident after the drop is measured
+(mincore, fincore's RES) and printed per run ("cached before").
 Reported per mode: the median of the runs of samples/s and GiB/s, CPU
 seconds (user + system, the child and its workers) per GiB read, and the
 memory, sampled every 20 ms during the epoch by this parent process (not by the
@@ -74,6 +76,39 @@ def drop_cache(paths):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
+
+
+def resident_bytes(paths):
+    """Bytes of paths in the page cache now: mincore(2) over a mapping of
+    each file (what fincore(1) reports as RES), counted in pages."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for p in paths:
+        size = os.path.getsize(p)
+        if size == 0:
+            continue
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            addr = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+            if addr is None or addr == ctypes.c_void_p(-1).value:
+                raise OSError(ctypes.get_errno(), f"mmap {p}")
+            try:
+                vec = (ctypes.c_ubyte * (-(-size // page)))()
+                if libc.mincore(addr, size, vec) != 0:
+                    raise OSError(ctypes.get_errno(), f"mincore {p}")
+                total += sum(b & 1 for b in bytes(vec)) * page
+            finally:
+                libc.munmap(addr, size)
+        finally:
+            os.close(fd)
+    return total
 
 
 _STATUS = ("VmRSS", "RssAnon", "RssFile", "RssShmem", "HugetlbPages", "VmHWM")
@@ -262,6 +297,7 @@ def main(argv=None):
     for rep in range(a.reps):
         for m in modes:
             drop_cache(paths)
+            cached = resident_bytes(paths)
             p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", m, "--dir", a.dir,
                                   "--record-kib", str(a.record_kib), "--batch", str(a.batch), "--seed", str(a.seed)]
                                  + " ".join(given).split(),
@@ -296,6 +332,7 @@ def main(argv=None):
                 raise SystemExit(f"{m}: no result line\n{stderr}")
             r = json.loads(stdout.strip().splitlines()[-1])
             r["rss_kib"], r["pss_kib"], r["at_peak"], r["procs"] = mem.rss, mem.pss, mem.at_peak, mem.procs
+            r["cached"] = cached
             b = r["before"]
             r["own_kib"] = mem.rss - b["VmRSS"] - b["HugetlbPages"]
             if r["records"] * rs != total:
@@ -307,12 +344,17 @@ def main(argv=None):
                   f"peak RSS {r['rss_kib'] / 1024:6.1f} MiB (epoch's own {r['own_kib'] / 1024:5.1f}; "
                   f"anon {r['at_peak']['RssAnon'] / 1024:.1f}, file {r['at_peak']['RssFile'] / 1024:.1f}, "
                   f"shmem {r['at_peak']['RssShmem'] / 1024:.1f}, hugetlb {r['at_peak']['HugetlbPages'] / 1024:.1f}; "
-                  f"{r['procs']} processes)  peak PSS {r['pss_kib'] / 1024:6.1f} MiB"
+                  f"{r['procs']} processes)  peak PSS {r['pss_kib'] / 1024:6.1f} MiB  "
+                  f"cached before {cached / total:.1%}"
                   + (f"  pool {r['pool'] >> 20} MiB (prefetch {r['settings'][0]}, keep {r['settings'][1]})"
                      if r["pool"] else ""), flush=True)
     if len(set(checks.values())) != 1:
         raise SystemExit(f"the modes read different bytes: checksums {checks}")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    worst = max(r["cached"] for rs_ in runs.values() for r in rs_)
+    print(f"page cache after each drop: at most {worst / total:.2%} of the shards resident (mincore, {worst >> 10} KiB)"
+          + ("" if worst <= total // 100 else
+             ": WARNING: the cache was not dropped, the DataLoader's reads were partly from memory"))
     gib = total / (1 << 30)
     med = {m: {"sps": statistics.median(r["records"] / r["wall"] for r in runs[m]),
                "gibs": statistics.median(total / r["wall"] / (1 << 30) for r in runs[m]),

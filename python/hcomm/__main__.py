@@ -1,5 +1,5 @@
 """python -m hcomm info: what this machine offers hcomm (library version,
-targets that open, hugepages reserved, io_uring features)."""
+targets that open, the hugetlb pool, io_uring features)."""
 
 import ctypes
 import os
@@ -39,19 +39,24 @@ def io_uring_features() -> Dict[str, object]:
     return {"available": True, "features": names, "bits": hex(bits)}
 
 
-def hugepages() -> Dict[str, object]:
-    """Reserved hugepages per size (/sys/kernel/mm/hugepages), free ones,
-    and the transparent-hugepage mode."""
+def hugepages(base: str = "/sys/kernel/mm/hugepages") -> Dict[str, object]:
+    """The hugetlb pool per page size, in the kernel's terms (base: the
+    sysfs directory): total (nr_hugepages, /proc/meminfo's HugePages_Total
+    for the default size), free (free_hugepages, HugePages_Free), reserved
+    (resv_hugepages, HugePages_Rsvd: promised to mappings, not yet faulted
+    in) and surplus (surplus_hugepages, HugePages_Surp); then the
+    transparent-hugepage mode."""
     out: Dict[str, object] = {}
-    base = "/sys/kernel/mm/hugepages"
+    files = (("total", "nr_hugepages"), ("free", "free_hugepages"), ("reserved", "resv_hugepages"),
+             ("surplus", "surplus_hugepages"))
     try:
         for d in sorted(os.listdir(base)):
             size = d.split("-")[1]
-            with open(os.path.join(base, d, "nr_hugepages")) as f:
-                total = int(f.read())
-            with open(os.path.join(base, d, "free_hugepages")) as f:
-                free = int(f.read())
-            out[size] = {"reserved": total, "free": free}
+            counts = {}
+            for key, name in files:
+                with open(os.path.join(base, d, name)) as f:
+                    counts[key] = int(f.read())
+            out[size] = counts
     except OSError as e:
         out["error"] = str(e)
     try:

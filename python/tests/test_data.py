@@ -162,6 +162,45 @@ def test_truncated_and_unreadable(shards):
     L.close()
 
 
+@pytest.mark.parametrize("bad,exc,why", [
+    ("truncated", hcomm.InvalidArgument, "truncated"),
+    ("directory", hcomm.InvalidArgument, "not a regular file"),
+    ("missing", hcomm.NoDevice, ""),
+    ("npy", hcomm.InvalidArgument, "not an .npy file"),
+])
+def test_bad_shard_stop_or_go_on(shards, bad, exc, why):
+    """Each kind of bad shard: on_error="raise" stops with an error naming
+    it, on_error="skip" goes on without it (the others read in full)."""
+    d, recs = shards
+    good = [d / f"shard-{i}.bin" for i in range(5)]
+    path = d / ("bad.npy" if bad == "npy" else "bad.bin")
+    if bad == "truncated":
+        path.write_bytes(b"x" * (2 * RS - 1))
+    elif bad == "directory":
+        path.mkdir()
+    elif bad == "npy":
+        path.write_bytes(b"not numpy" * 100)
+    files = good[:2] + [path] + good[2:]
+    kw = {} if bad == "npy" else {"record_size": RS}
+    if bad == "npy":  # .npy shards all: the good ones as arrays
+        files = []
+        for i, g in enumerate(good):
+            np.save(d / f"g{i}.npy", np.fromfile(g, np.uint8).reshape(-1, RS))
+            files.append(d / f"g{i}.npy")
+        files.insert(2, path)
+    with pytest.raises(exc, match=f"{path.name}.*{why}") as e:
+        data.Loader(files, **kw)
+    assert e.value.path == str(path)
+    with data.Loader(files, on_error="skip", batch_size=7, return_ids=True, **kw) as L:
+        assert [p for p, _ in L.skipped] == [str(path)] and isinstance(L.skipped[0][1], exc)
+        assert L.records == len(recs)
+        seen = []
+        for x, ids in L:
+            assert np.array_equal(np.asarray(x).reshape(len(ids), RS), recs[ids])
+            seen += ids.tolist()
+        assert sorted(seen) == list(range(len(recs)))
+
+
 def _fds():
     return len(os.listdir("/proc/self/fd"))
 
@@ -210,6 +249,35 @@ def test_numpy_torch_dlpack(shards):
             assert np.array_equal(t.numpy(), recs[ids.numpy()])
             seen += ids.tolist()
         assert sorted(seen) == list(range(len(recs)))
+
+
+def test_torch_batches_are_pool_memory(shards):
+    """format="torch" batches are tensors over the loader's pool block (batch
+    i in slot i mod (keep + 1 + prefetch)), alone and through torch's
+    DataLoader, not copies of it; debug mode sees a torch batch held too
+    long as it sees a NumPy one."""
+    d, recs = shards
+    torch = pytest.importorskip("torch", reason="python3-torch not installed")
+    with data.Loader(d, record_size=RS, batch_size=4, return_ids=True, format="torch", epochs=2) as L:
+        slots = L.keep + 1 + L.prefetch
+        for via_dataloader in (False, True):
+            it = torch.utils.data.DataLoader(L.torch_dataset(), batch_size=None) if via_dataloader else L
+            n = 0
+            for t, ids in it:
+                want = L._base + (n % slots) * L._slot_bytes
+                assert t.data_ptr() == want, f"batch {n} at {t.data_ptr():#x}, not in its pool slot at {want:#x}"
+                assert torch.from_dlpack(t).data_ptr() == want
+                assert np.array_equal(t.numpy(), recs[ids.numpy()])
+                n += 1
+            assert n == len(L)
+            del t
+    with data.Loader(d, record_size=RS, batch_size=4, keep=1, debug=True, format="torch") as L:
+        it = iter(L)
+        first = next(it)[1:2]  # a view of a view
+        next(it)
+        with pytest.raises(hcomm.Busy, match="batch 0.*keep=1"):
+            next(it)
+        del first
 
 
 def test_lifetime_rule_debug(shards):
@@ -278,6 +346,30 @@ def test_info_and_help():
     assert "memory: ok" in out and "read files (hcomm.data): ok" in out
     assert "lifetime rule" in data.__doc__ and "memory_budget" in data.Loader.__doc__
     assert os.path.exists(os.path.join(os.path.dirname(hcomm.__file__), "py.typed"))
+
+
+def test_info_hugepages_in_the_kernels_terms(tmp_path):
+    """python -m hcomm info's hugepage counts are the kernel's, under its
+    names: total nr_hugepages, reserved resv_hugepages (HugePages_Rsvd,
+    not the pool's size), as /proc/meminfo has them for the default size."""
+    from hcomm import __main__ as m
+
+    d = tmp_path / "hugepages-2048kB"
+    d.mkdir()
+    for name, v in (("nr_hugepages", 8), ("free_hugepages", 5), ("resv_hugepages", 2), ("surplus_hugepages", 1)):
+        (d / name).write_text(f"{v}\n")
+    assert m.hugepages(str(tmp_path))["2048kB"] == {"total": 8, "free": 5, "reserved": 2, "surplus": 1}
+    meminfo = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            meminfo[k] = int(v.split()[0])
+    size = f"{meminfo['Hugepagesize']}kB"
+    got = m.hugepages()
+    if size not in got:
+        pytest.skip(f"no /sys/kernel/mm/hugepages/hugepages-{size}: {got}")
+    assert got[size] == {"total": meminfo["HugePages_Total"], "free": meminfo["HugePages_Free"],
+                         "reserved": meminfo["HugePages_Rsvd"], "surplus": meminfo["HugePages_Surp"]}
 
 
 def test_train_loader_example_runs():
