@@ -6,7 +6,8 @@ Writes --gib GiB of --record-kib KiB records (8 shards) once under --dir,
 then runs one epoch per mode, the modes taking turns --reps times, each in a
 fresh child process (its CPU time and peak RSS its own, workers included):
 
-  hcomm        hcomm.data.Loader(format="torch"): O_DIRECT reads into pool memory, with the
+  hcomm        hcomm.data.Loader(format="torch"): O_DIRECT reads into pool memory (the run's
+               line says in how many of its shard opens O_DIRECT was granted), with the
                loader's own defaults (prefetch 1, keep 1: a pool of keep + 1 + prefetch = 3
                batches) unless --prefetch or --keep is given
   dataloader0  torch DataLoader(num_workers=0) over a Dataset that reads each record with
@@ -208,7 +209,7 @@ def child(mode, paths, rs, batch, seed, prefetch, keep):
     order_loader.close()
     before = status_kib()
     before["pss"] = pss_kib()
-    pool, settings = 0, None
+    pool, settings, opened = 0, None, None
     kw = {k: v for k, v in (("prefetch", prefetch), ("keep", keep)) if v is not None}
     print("epoch", flush=True)  # the parent samples the memory from here to "done"
     t0, c0 = time.perf_counter(), os.times()
@@ -221,6 +222,7 @@ def child(mode, paths, rs, batch, seed, prefetch, keep):
             for x in L:
                 check += int(x[:, 1].sum())
                 n += x.shape[0]
+            opened = (L.stats["opened_direct"], L.stats["opened"])
     else:
         starts = np.cumsum([0] + per)
 
@@ -252,7 +254,7 @@ def child(mode, paths, rs, batch, seed, prefetch, keep):
     cpu = (c1.user - c0.user) + (c1.system - c0.system) + (c1.children_user - c0.children_user) + \
         (c1.children_system - c0.children_system)
     print(json.dumps({"mode": mode, "records": n, "wall": wall, "cpu": cpu, "check": check, "before": before,
-                      "pool": pool, "settings": settings, "hwm_kib": status_kib()["VmHWM"]}))
+                      "pool": pool, "settings": settings, "opened": opened, "hwm_kib": status_kib()["VmHWM"]}))
 
 
 def main(argv=None):
@@ -346,7 +348,8 @@ def main(argv=None):
                   f"shmem {r['at_peak']['RssShmem'] / 1024:.1f}, hugetlb {r['at_peak']['HugetlbPages'] / 1024:.1f}; "
                   f"{r['procs']} processes)  peak PSS {r['pss_kib'] / 1024:6.1f} MiB  "
                   f"cached before {cached / total:.1%}"
-                  + (f"  pool {r['pool'] >> 20} MiB (prefetch {r['settings'][0]}, keep {r['settings'][1]})"
+                  + (f"  pool {r['pool'] >> 20} MiB (prefetch {r['settings'][0]}, keep {r['settings'][1]}), "
+                     f"O_DIRECT in {r['opened'][0]} of {r['opened'][1]} shard opens"
                      if r["pool"] else ""), flush=True)
     if len(set(checks.values())) != 1:
         raise SystemExit(f"the modes read different bytes: checksums {checks}")

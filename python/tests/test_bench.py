@@ -4,6 +4,7 @@ dataset (its numbers are printed, never asserted)."""
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -59,3 +60,17 @@ def test_bench_runs(tmp_path):
     for want in ("| hcomm |", "| dataloader0 |", "| dataloader2 |", "hcomm vs the best DataLoader",
                  "page cache after each drop: at most"):
         assert want in out.stdout, f"no {want!r} in:\n{out.stdout}"
+    m = re.search(r"O_DIRECT in (\d+) of (\d+) shard opens", out.stdout)
+    assert m and int(m.group(2)) == 8, out.stdout  # 8 shards, each opened once in the epoch
+    if _direct_ok(tmp_path):
+        assert m.group(1) == m.group(2), f"{tmp_path} has O_DIRECT, the loader did not use it:\n{out.stdout}"
+
+
+def _direct_ok(d):
+    try:
+        fd = os.open(os.path.join(d, ".probe"), os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o600)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(os.path.join(d, ".probe"))
+    return True
