@@ -77,18 +77,24 @@ struct note_msg {
 	uint64_t off, len;
 };
 
-// take_notes waits for count notifications (60 s each) and answers "ok"
-// when each came once, in order (seq and i counting up from the first),
-// with the bytes of its put already in blk when it was taken; otherwise
-// what was wrong. Before and after: none pending (HCOMM_ETIMEDOUT at once
-// and after 10 ms).
+// take_notes checks that no notification is pending (HCOMM_ETIMEDOUT at
+// once) and answers "ready" — the initiator sends only after that, so a
+// notification here before it would be a stray one — then waits for
+// count notifications (60 s each) and answers "ok" when each came once, in
+// order (seq and i counting up from the first), with the bytes of its put
+// already in blk when it was taken, and none after the last (10 ms);
+// otherwise "bad" and what was wrong.
 static void take_notes(hcomm_handle_t h, const unsigned char *blk, uint64_t off, unsigned count) {
 	char err[256] = "";
 	hcomm_notification_t n;
 	int rc = hcomm_wait_notification(h, &n, 0);
 	if (rc != HCOMM_ETIMEDOUT) {
-		snprintf(err, sizeof err, "wait(0) with none pending: %d", rc);
+		printf("bad wait(0) with none pending: %d\n", rc);
+		fflush(stdout);
+		return;
 	}
+	printf("ready\n");
+	fflush(stdout);
 	uint64_t seq0 = 0;
 	for (unsigned k = 0; k < count && !err[0]; k++) {
 		memset(&n, 0xee, sizeof n);
@@ -404,6 +410,15 @@ static void notify(hcomm_handle_t h, uint32_t peer, struct peer *p) {
 	CHECK(src != NULL && msgs != NULL, "alloc: errno %d", errno);
 	fprintf(p->in, "notes %d\n", N);
 	fflush(p->in);
+	char answer[256];
+	// The peer first checks that nothing is pending: nothing is sent
+	// before it says so.
+	if (fgets(answer, sizeof answer, p->out) == NULL || strcmp(answer, "ready\n") != 0) {
+		CHECK(0, "peer before the notifications: %s", answer);
+		hcomm_free_host_mem(h, src);
+		hcomm_free_host_mem(h, msgs);
+		return;
+	}
 	struct counter cnt = {0};
 	hcomm_transfer_t ts[2 * N];
 	for (int i = 0; i < N; i++) {
@@ -422,7 +437,6 @@ static void notify(hcomm_handle_t h, uint32_t peer, struct peer *p) {
 			CHECK_RC(hcomm_wait_completion_timeout(h, ts[k].id, 60000), HCOMM_OK);
 		}
 	}
-	char answer[256];
 	CHECK(fgets(answer, sizeof answer, p->out) != NULL && strcmp(answer, "ok\n") == 0, "peer took notifications: %s", answer);
 	for (int i = 0; i < 2000 && atomic_load(&cnt.calls) < N; i++) {
 		usleep(1000); // callbacks run after the ID's result is published
