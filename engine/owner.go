@@ -49,6 +49,20 @@ func (e *Engine) kick(own int) {
 		if e.inRound.Load() {
 			return
 		}
+	} else if e.inCallback.Load() {
+		// Callbacks are running (a pipeline's next transfers, submitted
+		// from its completions): their batch's holder drains once when
+		// they are done — the owner flag it takes right after them
+		// (cycle, runCallbacks), whose unlock drains for dirty — so the
+		// submissions of one batch of callbacks are one doorbell per
+		// backend, not one each. complete clears inCallback before
+		// that unlock looks at dirty: one of the two sees the other.
+		// Callbacks are short (they must not block), so another
+		// goroutine's submission held back meanwhile waits that long.
+		e.dirty.Store(1)
+		if e.inCallback.Load() {
+			return
+		}
 	}
 	if e.owner.CompareAndSwap(0, 1) {
 		// Group commit: when other submitters were active a moment ago

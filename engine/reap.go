@@ -145,6 +145,13 @@ func (e *Engine) complete(batch []backend.Completion) {
 		}
 		if inCallback {
 			e.inCallback.Store(false)
+			// What the callbacks submitted waits for a drain (kick):
+			// a cycle takes the owner flag after us and its unlock
+			// drains; elsewhere (Close's callbacks) drain here.
+			if !e.cycling && e.dirty.Load() != 0 {
+				e.lock()
+				e.unlock()
+			}
 		}
 	}()
 	for i, c := range batch {

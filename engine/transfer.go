@@ -78,7 +78,9 @@ type Transfer struct {
 	// Callback, when not nil, runs exactly once when the transfer ends —
 	// success, device error, timeout or cancellation — on the reaper
 	// goroutine (ModeReaper) or in Poll (ModePoll). It must not block: it
-	// delays every other completion. It may Submit.
+	// delays every other completion. It may Submit: what the callbacks of
+	// one batch of completions submit starts when they have all run, with
+	// one doorbell per backend.
 	Callback func(Result)
 	// User is any value the caller wants back in the Result (a
 	// non-capturing Callback plus User avoids allocating a closure per
