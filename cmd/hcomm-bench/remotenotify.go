@@ -50,7 +50,7 @@ const (
 
 // notifyRounds is how many timed round trips one repetition makes.
 func notifyRounds(quick bool, tls string) int {
-	n := 1000 // tcp and shm: a few hundred µs a hop
+	n := 500 // tcp and shm: a few hundred µs a hop
 	if tls == "rc" {
 		n = 200 // soft-RoCE under TCG: milliseconds
 	}
