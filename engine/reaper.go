@@ -267,10 +267,12 @@ func (e *Engine) reaperSleep(r *reaperState) {
 		if !e.sleeping.CompareAndSwap(sleepIdle, state) {
 			return // woken meanwhile (the eventfd holds the wake-up too)
 		}
-		if state == sleepBlind && e.waiters.Load() != 0 {
-			// A goroutine is parked, counting on our cycles to notify
-			// it (it may have parked after the reaping waiter left):
-			// watch the completion signal after all (rouseReaper).
+		if state == sleepBlind && e.reapingWaiters.Load() == 0 {
+			// Sleeping blind is for while a waiter reaps (it hands
+			// back when it leaves or parks); none does now — it left,
+			// or parked counting on our cycles (rouseReaper), or the
+			// flag's holder is not a waiter: watch the completion
+			// signal after all.
 			if !e.sleeping.CompareAndSwap(sleepBlind, sleepBusy) {
 				return // woken meanwhile
 			}
@@ -344,9 +346,9 @@ func (e *Engine) sleepLazy(t *time.Timer, d time.Duration) bool {
 		e.sleeping.Store(awake)
 		return true
 	}
-	if e.waiters.Load() != 0 {
-		// A goroutine parked since our caller looked: it counts on our
-		// cycles (rouseReaper).
+	if e.waiters.Load() != 0 && e.reapingWaiters.Load() == 0 {
+		// A goroutine parked since our caller looked and nobody reaps
+		// for it: it counts on our cycles (rouseReaper).
 		e.sleeping.Store(awake)
 		return false
 	}

@@ -119,18 +119,39 @@ func (e *Engine) waitReleased(ctx context.Context, target uint64) error {
 // signal, completes something (notify). A waiter never spins while the
 // reaper reaps, so a busy engine does not burn two threads on two CPUs.
 func (e *Engine) waitFor(ctx context.Context, cond func() bool) error {
-	var since time.Time
-	if e.cfg.Mode == ModeReaper {
-		e.reapingWaiters.Add(1)
-		defer e.reapingWaiters.Add(-1)
+	if e.cfg.Mode != ModeReaper {
+		return e.waitLoop(ctx, cond)
 	}
+	e.reapingWaiters.Add(1)
+	defer e.handBack() // also when a callback it ran panics
+	return e.waitLoop(ctx, cond)
+}
+
+// handBack: a waiter leaving (it stops counting in reapingWaiters) hands
+// the reaping back to a reaper that went to sleep without watching
+// completions while it reaped — blind, with work still to come; or lazy,
+// with goroutines parked and nobody else reaping for them, which would
+// otherwise wait for its timer. Pairs with the reaper's look at those
+// counts after it publishes such a sleep (reaperSleep, sleepLazy).
+func (e *Engine) handBack() {
+	e.reapingWaiters.Add(-1)
+	switch e.sleeping.Load() {
+	case sleepBlind:
+		if e.pending() {
+			e.wakeReaper(false)
+		}
+	case sleepLazy:
+		if e.waiters.Load() != 0 && e.reapingWaiters.Load() == 0 {
+			e.rouseReaper()
+		}
+	}
+}
+
+// waitLoop is waitFor's loop.
+func (e *Engine) waitLoop(ctx context.Context, cond func() bool) error {
+	var since time.Time
 	for i := 0; ; i++ {
 		if cond() {
-			// The reaper went to sleep without watching completions
-			// while we reaped: hand back to it what is still to come.
-			if e.sleeping.Load() == sleepBlind && e.pending() {
-				e.wakeReaper(false)
-			}
 			return nil
 		}
 		if e.closing.Load() && e.isClosed() {
@@ -216,7 +237,9 @@ func (e *Engine) cycleThenWait(cond func() bool) (n int, waited bool) {
 func (e *Engine) park(ctx context.Context, cond func() bool) {
 	e.waiters.Add(1)
 	defer e.waiters.Add(-1)
-	e.rouseReaper()
+	if e.reapingWaiters.Load() == 0 {
+		e.rouseReaper() // nobody else reaps for us
+	}
 	e.waitMu.Lock()
 	ch := e.waitCh
 	e.waitMu.Unlock()
@@ -230,16 +253,19 @@ func (e *Engine) park(ctx context.Context, cond func() bool) {
 	}
 }
 
-// rouseReaper: a goroutine about to park (waiters already counts it) hands
-// the reaping back to a reaper that sleeps without watching the backend's
-// completion signal — blind (it went to sleep while a waiter reaped, and
-// that waiter parks rather than leaving) or lazy (it stood aside) — which
-// would otherwise notice the completion the parked goroutine waits for
-// only at its timeout (up to tick, 10 ms: a blocked SubmitContext loop on
-// backend/nvme fell to a hundred I/Os a second). Pairs with the reaper's
-// look at waiters after it publishes such a sleep (reaperSleep,
+// rouseReaper: a goroutine about to park (waiters already counts it, and
+// no other waiter reaps for it) hands the reaping back to a reaper that
+// sleeps without watching the backend's completion signal — blind (it
+// went to sleep while a waiter reaped, and that waiter parks rather than
+// leaving) or lazy (it stood aside) — which would otherwise notice the
+// completion the parked goroutine waits for only at its timeout (up to
+// tick, 10 ms: a blocked SubmitContext loop on backend/nvme fell to a
+// hundred I/Os a second). Pairs with the reaper's look at waiters and
+// reapingWaiters after it publishes such a sleep (reaperSleep,
 // sleepLazy): sequentially consistent atomics on both sides, so one of
 // the two sees the other. Nothing when the reaper is awake or watches.
+// While another waiter reaps, its cycles notify the parked one, and it
+// hands back when it parks or leaves (handBack).
 func (e *Engine) rouseReaper() {
 	switch e.sleeping.Load() {
 	case sleepBlind:
