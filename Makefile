@@ -224,15 +224,17 @@ test-vm: deps-vm
 # backend/ucx over RDMA verbs on soft-RoCE in the x86 guest (rxe0 on a
 # virtio-net device that reaches no network): a cgo test binary with its
 # shared libraries; TestTransport fails when UCX chose anything but rc/ud.
+# Run with -v, so that the log names the transport and device of each lane
+# UCX chose (TestTransport) even when every test passes.
 VM_RDMA_ENV = HCOMM_VM_RDMA=1 HCOMM_VM_TIMEOUT=900 HCOMM_VM_GOTIMEOUT=14m HCOMM_VM_CGO=1 HCOMM_UCX_TLS=rc_verbs,ud_verbs HCOMM_UCX_IP=10.0.2.15 UCX_NET_DEVICES=rxe0:1,lo UCX_IB_GID_INDEX=0
 
 test-vm-rdma: deps-vm
-	$(VM_RDMA_ENV) tests/vm/run.sh ./backend/ucx
+	$(VM_RDMA_ENV) HCOMM_VM_GOFLAGS=-v tests/vm/run.sh ./backend/ucx
 
 # The same with -short (10^4 transfers instead of 10^5 in the exactly-once
 # and notification tests: 2 minutes instead of 7 under TCG), part of make test.
 test-vm-rdma-short: deps-vm
-	$(VM_RDMA_ENV) HCOMM_VM_GOFLAGS=-short tests/vm/run.sh ./backend/ucx
+	$(VM_RDMA_ENV) HCOMM_VM_GOFLAGS='-short -v' tests/vm/run.sh ./backend/ucx
 
 # hcomm-bench's remote scenario over the same rxe device in that guest: the
 # engine, ucx_perftest (ucp_put_bw, ucp_get, ucp_put_lat) and a TCP socket
