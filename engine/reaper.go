@@ -95,7 +95,7 @@ func (e *Engine) startCompletions() {
 // without a wake-up per submission.
 func (e *Engine) reaper(ready chan<- struct{}) {
 	defer close(e.done)
-	r := &reaperState{sl: e.newSleeper(), bw: e.batchWaiter, last: time.Now(), lazy: lazyMin, lazyTimer: time.NewTimer(time.Hour)}
+	r := &reaperState{sl: e.newSleeper(), bw: e.batchWaiter, last: time.Now(), lazy: e.lazyFirst(), lazyTimer: time.NewTimer(time.Hour)}
 	r.lazyTimer.Stop()
 	close(ready)
 	defer func() { r.sl.close() }()
@@ -194,7 +194,7 @@ func (e *Engine) standBesideWaiters(r *reaperState) bool {
 	if r.standSince.IsZero() {
 		r.standSince = time.Now()
 	} else if time.Since(r.standSince) >= e.cfg.Spin && e.waiters.Load() == 0 {
-		e.sleepLazy(r.lazyTimer, lazyMin)
+		e.sleepLazy(r.lazyTimer, e.lazyFirst())
 		return true
 	}
 	runtime.Gosched()
@@ -218,7 +218,7 @@ func (e *Engine) standAsideWaiters(r *reaperState, busy, ok bool) bool {
 	if now := e.waiterCycles.Load(); now != r.seen {
 		r.lazy = min(2*r.lazy, r.tick)
 	} else {
-		r.lazy = lazyMin
+		r.lazy = e.lazyFirst()
 	}
 	return true
 }
@@ -346,9 +346,9 @@ func (e *Engine) sleepLazy(t *time.Timer, d time.Duration) bool {
 		e.sleeping.Store(awake)
 		return true
 	}
-	if e.waiters.Load() != 0 && e.reapingWaiters.Load() == 0 {
-		// A goroutine parked since our caller looked and nobody reaps
-		// for it: it counts on our cycles (rouseReaper).
+	if e.strandedLazy() {
+		// Since our caller looked, the waiters left or parked: nobody
+		// reaps what is to come (handBack, rouseReaper).
 		e.sleeping.Store(awake)
 		return false
 	}
@@ -364,6 +364,15 @@ func (e *Engine) sleepLazy(t *time.Timer, d time.Duration) bool {
 
 // lazyMin is the reaper's first blind sleep while waiters reap.
 const lazyMin = time.Millisecond
+
+// lazyFirst is lazyMin, or tick's test override (a lazy sleep that
+// nothing cuts short then shows as a hang too).
+func (e *Engine) lazyFirst() time.Duration {
+	if o := e.tickOverride.Load(); o > 0 {
+		return time.Duration(o)
+	}
+	return lazyMin
+}
 
 // reaperCycle runs one cycle on the reaper goroutine unless another
 // goroutine (a waiter reaping for itself) holds the reaping flag; ok says

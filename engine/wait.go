@@ -141,10 +141,24 @@ func (e *Engine) handBack() {
 			e.wakeReaper(false)
 		}
 	case sleepLazy:
-		if e.waiters.Load() != 0 && e.reapingWaiters.Load() == 0 {
+		if e.strandedLazy() {
 			e.rouseReaper()
 		}
 	}
+}
+
+// strandedLazy: a reaper asleep lazily (not watching completions) would
+// leave something to its timer — no waiter reaps, and a goroutine is
+// parked, or (on a backend without batched waits, whose waiters do not
+// block in it for a batch) transfers are in flight: their callbacks, which
+// may be what the leaving waiter's caller waits for next (a feeder fed by
+// callbacks), would wait for the timer. Checked by a leaving waiter
+// (handBack) and by the reaper after it publishes the sleep (sleepLazy).
+func (e *Engine) strandedLazy() bool {
+	if e.reapingWaiters.Load() != 0 {
+		return false
+	}
+	return e.waiters.Load() != 0 || e.batchWaiter == nil && e.released.Load() < e.reserved()
 }
 
 // waitLoop is waitFor's loop.

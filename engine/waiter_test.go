@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,5 +226,41 @@ func TestParkedWaiterRousesReaper(t *testing.T) {
 				t.Fatalf("only %d rounds in 5 s", rounds)
 			}
 		})
+	}
+}
+
+// TestWaiterLeavesLazyReaper: a goroutine waits for the middle one of a
+// row of transfers that complete one after another, reaping (each cycle
+// finds one, so it never parks); the reaper stands beside it and then
+// sleeps lazily without watching the device. When the waiter leaves with
+// the rest of the row in flight, it hands the reaping back: otherwise
+// their callbacks wait for the reaper's timer (1 ms, which the test
+// stretches to an hour: a missed hand-off is a hang).
+func TestWaiterLeavesLazyReaper(t *testing.T) {
+	m, err := mock.New(mock.Config{Logger: quiet()})
+	must(t, err)
+	t.Cleanup(func() { m.Close() })
+	must(t, m.InjectFault(mock.Fault{Kind: mock.FaultLatency, Rate: 1, Latency: 200 * time.Microsecond}))
+	e := open(t, engine.Config{Backend: hdmaBE(t, m, hdmadev.Config{CPUThreshold: -1})})
+	e.SetReaperTick(time.Hour)
+	b := alloc(t, e, 4096)
+	for round := range 20 {
+		const n = 16
+		var ran atomic.Int32
+		ids := make([]engine.ID, n)
+		for i := range ids {
+			id, err := e.Submit(engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(0), Len: 4096,
+				Callback: func(engine.Result) { ran.Add(1) }})
+			must(t, err)
+			ids[i] = id
+		}
+		must(t, e.Wait(ctxT(t, 10*time.Second), ids[n/2]))
+		deadline := time.Now().Add(5 * time.Second)
+		for ran.Load() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: %d of %d callbacks ran in 5 s after the waiter left (the reaper asleep without watching the device)", round, ran.Load(), n)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
 	}
 }
