@@ -39,7 +39,7 @@ build: deps-build
 
 # The README's test command. Everything CI runs hangs off this target
 # (.ci/run is this with HCOMM_REQUIRE_PRIVILEGED=1).
-test: deps-test check-generate check-lib-deps lint-vet lint-arm64 test-unit test-engine test-soak capi-test python-test test-vm test-vm-rdma-short test-vm-arm64
+test: deps-test check-generate check-lib-deps lint-vet lint-arm64 test-unit test-engine test-soak capi-test python-test test-vm test-vm-arm64
 
 # A throwaway module that imports engine and backend/uringfile lists neither
 # gonum nor Prometheus in its module graph (scripts/check-lib-deps.sh).
@@ -218,8 +218,13 @@ VM_PKGS_ARM64 ?= ./engine ./trace ./cmd/hcomm-trace ./ring/... ./hugepage/... ./
 ARCH ?= amd64
 VM_ARCH = $(if $(filter arm64,$(ARCH)),arm64,amd64)
 
+# On x86, test-vm then boots the soft-RoCE guest too (test-vm-rdma-short:
+# backend/ucx over rc_verbs on rxe0); VM_RDMA=0 leaves it out.
+VM_RDMA ?= 1
+
 test-vm: deps-vm
 	$(if $(filter arm64,$(VM_ARCH)),HCOMM_STRESS_ITEMS=10000000) HCOMM_VM_ARCH=$(VM_ARCH) tests/vm/run.sh $(if $(filter arm64,$(VM_ARCH)),$(VM_PKGS_ARM64),$(VM_PKGS))
+	$(if $(and $(filter amd64,$(VM_ARCH)),$(filter 1,$(VM_RDMA))),$(MAKE) test-vm-rdma-short)
 
 # backend/ucx over RDMA verbs on soft-RoCE in the x86 guest (rxe0 on a
 # virtio-net device that reaches no network): a cgo test binary with its
