@@ -252,10 +252,10 @@ func engineNotifyLat(ctx context.Context, tls string, shm, notified bool, rounds
 		}
 		t0 = now
 		if err := h.send(ctx, i); err != nil {
-			return 0, 0, fmt.Errorf("round %d: %w", i, err)
+			return 0, 0, fmt.Errorf("round %d: %w%s", i, err, peerFailure(b))
 		}
 		if err := h.recv(ctx, i); err != nil {
-			return 0, 0, fmt.Errorf("round %d: %w", i, err)
+			return 0, 0, fmt.Errorf("round %d: %w%s", i, err, peerFailure(b))
 		}
 	}
 	el := time.Since(start)
@@ -263,6 +263,18 @@ func engineNotifyLat(ctx context.Context, tls string, shm, notified bool, rounds
 		return 0, 0, err
 	}
 	return float64(el.Nanoseconds()) / float64(rounds) / 2 / 1000, figures.Median(rtts) / 2 / 1000, nil
+}
+
+// peerFailure says why b's peers failed, if any did ("" otherwise): a
+// hop that times out waiting for the other side's is better told with it.
+func peerFailure(b *ucx.Backend) string {
+	var s string
+	for _, p := range b.Peers() {
+		if p.Failed != nil {
+			s += fmt.Sprintf("; peer %d failed: %v", p.Index, p.Failed)
+		}
+	}
+	return s
 }
 
 // answerNotify is the notify peer's side (remotePeerMain): f is the
@@ -289,7 +301,7 @@ func answerNotify(eng *engine.Engine, b *ucx.Backend, h *notifyHop, f []string) 
 	h.peer = 0 // the initiator connected: this backend's peer 0
 	for i := uint64(1); i <= n; i++ {
 		if err := h.recv(ctx, i); err != nil {
-			return fmt.Errorf("round %d: %w", i, err)
+			return fmt.Errorf("round %d: %w%s", i, err, peerFailure(b))
 		}
 		for {
 			err := h.send(ctx, i)
@@ -299,7 +311,7 @@ func answerNotify(eng *engine.Engine, b *ucx.Backend, h *notifyHop, f []string) 
 			// The first hop can arrive before the initiator's hello is
 			// taken in here.
 			if !errors.Is(err, ucx.ErrNoPeer) || i != 1 || ctx.Err() != nil {
-				return fmt.Errorf("round %d: %w", i, err)
+				return fmt.Errorf("round %d: %w%s", i, err, peerFailure(b))
 			}
 			time.Sleep(100 * time.Microsecond)
 		}
