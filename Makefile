@@ -291,9 +291,9 @@ bench-hcomm: deps-bench
 # one's charts in docs/bench/ (*.svg, *.png) and its JSON also as docs/bench/run.json; then
 # every goal over the runs (hcomm-bench -runs: each run's value, the range, how many runs met
 # it) on stdout and in docs/bench/runs.md. A goal is reproducible when it is met in every run.
-# LOCK=FILE holds flock(1) on FILE for each run, not across them. A full run takes about 18
-# minutes on a quiet 2-vCPU machine (its -timeout: 20), BENCH_FLAGS=-quick about 7 (8); the
-# target fails if a run did (a scenario not finished, a failure), not for a missed goal.
+# LOCK=FILE holds flock(1) on FILE for each run, not across them. Each run stays within its
+# -timeout (20 minutes; BENCH_FLAGS=-quick: 8, and such a run took 138-152 s on the 2-vCPU VM);
+# the target fails if a run did (a scenario not finished, a failure), not for a missed goal.
 # Run it on a quiet machine (load < 0.5).
 RUNS ?= 3
 bench-report: deps-bench
