@@ -144,12 +144,12 @@ type Engine struct {
 	// would spin stands back instead of taking completions from them.
 	reapingWaiters atomic.Int32
 	lazyWake       chan struct{} // wakes a reaper in sleepLazy (Close, rouseReaper)
-	// tickOverride, when positive, replaces tick and lazyMin (tests: a
-	// sleep that ends only at its timeout then shows as a hang, not as a
-	// delay).
-	tickOverride atomic.Int64
-	wakeFd       int                  // eventfd that wakes the reaper
-	batch        []backend.Completion // the cycle's completions (reaper/Poll private)
+	// tickOverride and lazyOverride, when positive, replace tick and
+	// lazyMin (tests: a sleep that ends only at its timeout then shows as
+	// a hang, not as a delay).
+	tickOverride, lazyOverride atomic.Int64
+	wakeFd                     int                  // eventfd that wakes the reaper
+	batch                      []backend.Completion // the cycle's completions (reaper/Poll private)
 	// A callback panicked: the rest of its batch, delivered first by the
 	// next cycle (reaper/Poll private, as batch). pendBuf is its array.
 	pend, pendBuf  []backend.Completion

@@ -29,10 +29,13 @@ func (e *Engine) ReaperStandsAside() bool { return e.sleeping.Load() == sleepLaz
 func (e *Engine) LastYield() time.Time { return e.yieldAt }
 
 // SetReaperTick makes d the reaper's timeout while transfers are
-// outstanding (and a batched wait's) and its first lazy sleep, in place of
-// tick and lazyMin: with an hour, a completion that only such a timeout
-// would notice shows as a hang.
+// outstanding (and a batched wait's), in place of tick: with an hour, a
+// completion that only that timeout would notice shows as a hang.
 func (e *Engine) SetReaperTick(d time.Duration) {
 	e.tickOverride.Store(int64(d))
 	e.sleepStale.Store(true) // the reaper re-reads its timeouts
 }
+
+// SetReaperLazy makes d the reaper's first lazy sleep beside waiters, in
+// place of lazyMin.
+func (e *Engine) SetReaperLazy(d time.Duration) { e.lazyOverride.Store(int64(d)) }

@@ -365,10 +365,10 @@ func (e *Engine) sleepLazy(t *time.Timer, d time.Duration) bool {
 // lazyMin is the reaper's first blind sleep while waiters reap.
 const lazyMin = time.Millisecond
 
-// lazyFirst is lazyMin, or tick's test override (a lazy sleep that
-// nothing cuts short then shows as a hang too).
+// lazyFirst is lazyMin, or its test override (a lazy sleep that nothing
+// cuts short then shows as a hang).
 func (e *Engine) lazyFirst() time.Duration {
-	if o := e.tickOverride.Load(); o > 0 {
+	if o := e.lazyOverride.Load(); o > 0 {
 		return time.Duration(o)
 	}
 	return lazyMin

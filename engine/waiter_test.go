@@ -230,8 +230,8 @@ func TestParkedWaiterRousesReaper(t *testing.T) {
 }
 
 // TestWaiterLeavesLazyReaper: a goroutine waits for the middle one of a
-// row of transfers that complete one after another, reaping (each cycle
-// finds one, so it never parks); the reaper stands beside it and then
+// row of transfers that complete one after another, reaping (it finds one
+// within every Spin, so it never parks); the reaper stands beside it and then
 // sleeps lazily without watching the device. When the waiter leaves with
 // the rest of the row in flight, it hands the reaping back: otherwise
 // their callbacks wait for the reaper's timer (1 ms, which the test
@@ -241,8 +241,12 @@ func TestWaiterLeavesLazyReaper(t *testing.T) {
 	must(t, err)
 	t.Cleanup(func() { m.Close() })
 	must(t, m.InjectFault(mock.Fault{Kind: mock.FaultLatency, Rate: 1, Latency: 200 * time.Microsecond}))
-	e := open(t, engine.Config{Backend: hdmaBE(t, m, hdmadev.Config{CPUThreshold: -1})})
-	e.SetReaperTick(time.Hour)
+	// Spin longer than a transfer takes (the device model's timer makes
+	// 200 µs about 1–2 ms): the waiter makes progress within every Spin
+	// and never parks, while the reaper, standing beside it for a Spin,
+	// goes to sleep.
+	e := open(t, engine.Config{Spin: 5 * time.Millisecond, Backend: hdmaBE(t, m, hdmadev.Config{CPUThreshold: -1})})
+	e.SetReaperLazy(time.Hour)
 	b := alloc(t, e, 4096)
 	for round := range 20 {
 		const n = 16
