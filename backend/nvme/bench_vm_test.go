@@ -28,7 +28,8 @@ import (
 
 // TestVMBench is `make bench-vm`: 4 KiB random reads and writes at queue
 // depth 32 on QEMU's NVMe controller, through the engine on this backend
-// (three ways, engineVariants), through the userspace driver directly
+// (five ways, engineVariants: three with the default deferred doorbell,
+// two with a doorbell at every Flush), through the userspace driver directly
 // (polled and MSI-X), and then through the guest kernel's nvme driver
 // (io_uring with O_DIRECT and registered buffers; pread/pwrite with
 // O_DIRECT from 32 threads). It prints IOPS; CPU per I/O as the whole
@@ -138,7 +139,11 @@ func TestVMBench(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := nvme.New(dev, nvme.Config{CloseDevice: true})
+			cfg := nvme.Config{CloseDevice: true}
+			if v.ringEvery {
+				cfg.DeferDoorbell = -1
+			}
+			b, err := nvme.New(dev, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -534,15 +539,22 @@ func TestVMBench(t *testing.T) {
 
 // engineVariant is one way of driving the engine in TestVMBench.
 type engineVariant struct {
-	name     string
-	spin     time.Duration // Config.Spin
-	resubmit bool          // callbacks submit the next transfer
+	name      string
+	spin      time.Duration // Config.Spin
+	resubmit  bool          // callbacks submit the next transfer
+	ringEvery bool          // nvme.Config.DeferDoorbell -1: the SQ doorbell at every Flush
 }
 
+// engineVariants: the backend's default (the SQ doorbell deferred to the
+// next Reap while nvme.DefaultDeferDoorbell commands are at the
+// controller) three ways, and two of them again with a doorbell at every
+// Flush, beside them in the same run.
 var engineVariants = []engineVariant{
 	{name: "callbacks → channel → SubmitContext"},
 	{name: "callbacks → channel → SubmitContext, Spin off", spin: -1},
 	{name: "callbacks submit", resubmit: true},
+	{name: "callbacks → channel → SubmitContext, doorbell at every Flush", ringEvery: true},
+	{name: "callbacks submit, doorbell at every Flush", resubmit: true, ringEvery: true},
 }
 
 // benchOps are the operations of a row set: reads and writes, or reads

@@ -11,7 +11,11 @@
 // One I/O queue pair serves the engine: Forward writes one submission entry
 // (PRP list in the command slot's own page when the transfer spans more
 // than two pages), Flush rings the tail doorbell once per batch, Reap takes
-// completions by phase tag and rings the head doorbell once. The readiness
+// completions by phase tag and rings the head doorbell once. While
+// Config.DeferDoorbell commands or more are at the controller, Flush leaves
+// the tail doorbell to the next Reap, which rings once for every command
+// forwarded since (a transfer submitted per call then costs no MMIO store
+// of its own). The readiness
 // fd is the queue's MSI-X eventfd (Config.Polled: none, the engine polls).
 // Every pool arena is DMA-mapped into the controller's IOMMU domain once
 // (MapArena), so a transfer maps nothing.

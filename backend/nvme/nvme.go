@@ -17,6 +17,11 @@ import (
 // DefaultTimeout is Config.Timeout's default.
 const DefaultTimeout = 10 * time.Second
 
+// DefaultDeferDoorbell is Config.DeferDoorbell's default: below it (a few
+// synchronous submitters) every Flush rings at once, so that a command is
+// never held back behind one or two others.
+const DefaultDeferDoorbell = 4
+
 // Config configures the backend.
 type Config struct {
 	// NSID is the namespace (default 1).
@@ -30,6 +35,17 @@ type Config struct {
 	Timeout time.Duration
 	// CloseDevice makes the backend close the device when it closes.
 	CloseDevice bool
+	// DeferDoorbell is the fewest commands in flight at the controller
+	// (rung and not yet reaped) for which Flush leaves the submission
+	// queue's tail doorbell to the next Reap, which rings it before it
+	// looks for completions: while the controller has that much work, the
+	// commands submitted one at a time between two completion passes go
+	// out with one MMIO store rather than one each (SPDK's
+	// delay_cmd_submit). A completion of one of those in flight wakes the
+	// engine (the MSI-X eventfd, or its poll), so the deferred ones wait
+	// at most one completion pass. Default (0): DefaultDeferDoorbell;
+	// negative: ring at every Flush.
+	DeferDoorbell int
 	// Logger receives recovery events (default: the engine's).
 	Logger *slog.Logger
 }
@@ -61,12 +77,18 @@ type Backend struct {
 
 	arenas [backend.MaxArenas]*hugepage.Arena
 
-	lens    []uint32 // by CID: the bytes of the command in that slot
-	cpl     []drv.Completion
-	queued  int
-	stalled bool      // a timeout or a failed doorbell: reset before forwarding
-	nextTry time.Time // after a failed reset
-	errs    [8 << 8]error
+	lens []uint32 // by CID: the bytes of the command in that slot
+	cpl  []drv.Completion
+	// queued: forwarded since the last Flush; unrung: forwarded and not
+	// yet rung (Flush deferred the doorbell, or no Flush yet); deferred:
+	// Flush left unrung commands for Reap to ring.
+	queued, unrung int
+	deferred       bool
+	// deferredRings counts the doorbells Flush left to Reap (Deferred).
+	deferredRings uint64
+	stalled       bool      // a timeout or a failed doorbell: reset before forwarding
+	nextTry       time.Time // after a failed reset
+	errs          [8 << 8]error
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -79,6 +101,9 @@ func New(dev vfio.Device, cfg Config) (*Backend, error) {
 	}
 	if cfg.NSID == 0 {
 		cfg.NSID = 1
+	}
+	if cfg.DeferDoorbell == 0 {
+		cfg.DeferDoorbell = DefaultDeferDoorbell
 	}
 	switch {
 	case dev == nil:
@@ -125,6 +150,9 @@ func (b *Backend) Attach(env backend.Env) (err error) {
 	b.lens = make([]uint32, b.q.Depth())
 	b.cpl = make([]drv.Completion, b.q.Depth())
 	features := []string{"doorbell-per-batch", "prp-lists"}
+	if b.cfg.DeferDoorbell > 0 {
+		features = append(features, "deferred-doorbell")
+	}
 	if b.cfg.Polled {
 		features = append(features, "polled")
 	} else {
@@ -237,15 +265,42 @@ func (b *Backend) Forward(tag uint64, op *backend.Op, last bool) bool {
 	}
 	b.lens[cid] = op.Len
 	b.queued++
+	b.unrung++
 	return true
 }
 
-// Flush implements backend.Backend: one 32-bit MMIO store of the SQ tail.
+// Flush implements backend.Backend: one 32-bit MMIO store of the SQ tail —
+// or none while Config.DeferDoorbell commands or more are in flight at the
+// controller: the next Reap rings for everything forwarded until then.
 func (b *Backend) Flush() {
 	if b.queued == 0 {
 		return
 	}
 	b.queued = 0
+	if deferRing(b.q.Outstanding()-b.unrung, b.cfg.DeferDoorbell) {
+		b.deferred = true
+		b.deferredRings++
+		return
+	}
+	b.ring()
+}
+
+// deferRing says whether Flush may leave the doorbell to the next Reap with
+// atController commands rung and not yet reaped: only while at least
+// threshold (≥ 1) are, so that a completion is sure to come and bring
+// the Reap that rings — never with the controller idle.
+func deferRing(atController, threshold int) bool {
+	return threshold > 0 && atController >= threshold
+}
+
+// ring stores the SQ tail: the commands forwarded so far go to the
+// controller.
+func (b *Backend) ring() {
+	b.deferred = false
+	if b.unrung == 0 {
+		return
+	}
+	b.unrung = 0
 	if err := b.q.Ring(); err != nil {
 		b.log.Warn("nvme: doorbell failed", "err", err)
 		b.stalled = true
@@ -254,9 +309,17 @@ func (b *Backend) Flush() {
 	b.ctr.Doorbells++
 }
 
-// Reap implements backend.Backend: completions by phase tag, one CQ head
-// store per batch.
+// Deferred is how many Flushes left their doorbell to the next Reap
+// (Config.DeferDoorbell); owner only, like the engine's counters.
+func (b *Backend) Deferred() uint64 { return b.deferredRings }
+
+// Reap implements backend.Backend: a doorbell Flush deferred first (the
+// controller starts on it while the completions are read), then
+// completions by phase tag, one CQ head store per batch.
 func (b *Backend) Reap(out []backend.Completion) int {
+	if b.deferred {
+		b.ring()
+	}
 	n, err := b.q.Reap(b.cpl[:min(len(out), len(b.cpl))])
 	if err != nil {
 		b.log.Warn("nvme: completion doorbell failed", "err", err)
@@ -294,6 +357,8 @@ func (b *Backend) Check() {
 		return
 	}
 	inFlight := b.q.Outstanding()
+	// A reset fails every command the queue holds, rung or not.
+	b.unrung, b.queued, b.deferred = 0, 0, false
 	if err := b.c.Reset(); err != nil {
 		b.log.Warn("nvme: controller reset failed; retrying in 100ms", "device", b.desc.Device, "err", err)
 		b.nextTry = time.Now().Add(100 * time.Millisecond)
@@ -320,6 +385,7 @@ func (b *Backend) ReadyFD() (int, bool) {
 // canceled.
 func (b *Backend) Cancel(out []backend.Completion) int {
 	if b.q.Outstanding() > 0 {
+		b.unrung, b.queued, b.deferred = 0, 0, false
 		if err := b.c.Reset(); err != nil {
 			b.log.Warn("nvme: close: controller reset", "device", b.desc.Device, "err", err)
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hcomm-go/hcomm/backend"
 	"github.com/hcomm-go/hcomm/engine"
+	"github.com/hcomm-go/hcomm/vfio"
 	drv "github.com/hcomm-go/hcomm/vfio/nvme"
 )
 
@@ -119,3 +120,48 @@ func TestErrAndCompletion(t *testing.T) {
 		})
 	}
 }
+
+// TestDeferRing: Flush leaves the doorbell to the next Reap only while at
+// least the threshold of commands are at the controller (one of them
+// completing brings that Reap), never with the controller idle, never
+// when deferral is off.
+func TestDeferRing(t *testing.T) {
+	tests := []struct {
+		name                    string
+		atController, threshold int
+		want                    bool
+	}{
+		{"controller idle", 0, 1, false},
+		{"controller idle, default threshold", 0, DefaultDeferDoorbell, false},
+		{"below the threshold", DefaultDeferDoorbell - 1, DefaultDeferDoorbell, false},
+		{"at the threshold", DefaultDeferDoorbell, DefaultDeferDoorbell, true},
+		{"queue full", 32, DefaultDeferDoorbell, true},
+		{"one in flight, threshold 1", 1, 1, true},
+		{"deferral off", 32, -1, false},
+		{"threshold 0 (never after New's default)", 32, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := deferRing(tt.atController, tt.threshold); got != tt.want {
+				t.Fatalf("deferRing(%d, %d) = %v, want %v", tt.atController, tt.threshold, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestNewDeferDefault: a zero DeferDoorbell becomes the default, a
+// negative one stays (off).
+func TestNewDeferDefault(t *testing.T) {
+	for _, tt := range []struct{ in, want int }{{0, DefaultDeferDoorbell}, {-1, -1}, {8, 8}} {
+		b, err := New(fakeDevice{}, Config{DeferDoorbell: tt.in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.cfg.DeferDoorbell != tt.want {
+			t.Errorf("DeferDoorbell %d: %d, want %d", tt.in, b.cfg.DeferDoorbell, tt.want)
+		}
+	}
+}
+
+// fakeDevice is a non-nil vfio.Device for New, which only keeps it.
+type fakeDevice struct{ vfio.Device }

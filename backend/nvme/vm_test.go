@@ -302,3 +302,154 @@ func TestVMStallRecovery(t *testing.T) {
 	t.Logf("%d commands never rung: after the %v timeout Check reset the controller, each completed once as a timeout; the queue works after (doorbells %d, recoveries %d)",
 		n, 5*time.Millisecond, ctr.Doorbells, ctr.Recoveries)
 }
+
+// TestVMDeferredDoorbell: callbacks that submit the next write of their
+// chain, 32 chains, as an application pipeline does. With the doorbell
+// deferred (the default) Flushes at 32 in flight leave it to the next Reap,
+// and every write still completes exactly once with its bytes on the
+// namespace (read back and compared); with DeferDoorbell -1 every Flush
+// rings.
+func TestVMDeferredDoorbell(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		deferAt int
+		spin    time.Duration
+	}{
+		{"deferred", 0, 0},
+		{"deferred, reaper spin off", 0, -1},
+		{"ring at every Flush", -1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const (
+				chains = 32
+				rounds = 24
+				bs     = 4096
+			)
+			addr := vfiotest.FindDevice(t, 0x1b36, 0x0010)
+			dev, err := vfio.OpenPCI(addr)
+			if err != nil {
+				t.Fatalf("open %s: %v", addr, err)
+			}
+			b, err := nvme.New(dev, nvme.Config{CloseDevice: true, DeferDoorbell: tc.deferAt})
+			if err != nil {
+				dev.Close()
+				t.Fatal(err)
+			}
+			// Room beside the 32 in flight: a callback runs before its
+			// transfer's queue slot is released.
+			eng, err := engine.Open(engine.Config{Backend: b, PoolSize: 4 << 20, QueueDepth: 4 * chains, Alignment: bs, Spin: tc.spin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			closed := false
+			defer func() {
+				if !closed {
+					eng.Close()
+				}
+			}()
+			blocks := make([]engine.Block, chains)
+			for i := range blocks {
+				if blocks[i], err = eng.Alloc(bs); err != nil {
+					t.Fatal(err)
+				}
+				fill(blocks[i].Bytes(), uint64(1000+i))
+			}
+			// Chain c's round r writes its block at ((r*chains)+c)*bs.
+			counts := make([]int, chains*rounds)
+			errs := make(chan error, chains*rounds)
+			retry := make(chan engine.Transfer, chains)
+			done := make(chan struct{}, chains)
+			var cb func(engine.Result)
+			write := func(k uint64) engine.Transfer {
+				return engine.Transfer{Src: engine.Host(blocks[k%chains]), Dst: engine.DeviceAt(k * bs), Len: bs, User: k, Callback: cb}
+			}
+			cb = func(r engine.Result) {
+				counts[r.User]++
+				if r.Err != nil {
+					errs <- r.Err
+				}
+				next := r.User + chains
+				if next >= chains*rounds {
+					done <- struct{}{}
+					return
+				}
+				if _, err := eng.Submit(write(next)); errors.Is(err, engine.ErrQueueFull) {
+					retry <- write(next)
+				} else if err != nil {
+					errs <- err
+					done <- struct{}{}
+				}
+			}
+			before := eng.Stats()
+			for c := range uint64(chains) {
+				if _, err := eng.Submit(write(c)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			for left := chains; left > 0; {
+				select {
+				case tr := <-retry:
+					if _, err := eng.SubmitContext(ctx, tr); err != nil {
+						t.Fatal(err)
+					}
+				case <-done:
+					left--
+				case err := <-errs:
+					t.Fatal(err)
+				case <-ctx.Done():
+					t.Fatalf("%d of %d chains not done", left, chains)
+				}
+			}
+			st := eng.Stats()
+			// Read every write back, 32 at a time, and compare.
+			back := make([]engine.Block, chains)
+			for i := range back {
+				if back[i], err = eng.Alloc(bs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ids := make([]engine.ID, chains)
+			for r := range uint64(rounds) {
+				batch := make([]engine.Transfer, chains)
+				for c := range uint64(chains) {
+					batch[c] = engine.Transfer{Src: engine.DeviceAt((r*chains + c) * bs), Dst: engine.Host(back[c]), Len: bs}
+				}
+				if k, err := eng.SubmitBatchContext(ctx, batch, ids); err != nil || k != chains {
+					t.Fatalf("read back: %d of %d, %v", k, chains, err)
+				}
+				for c, id := range ids {
+					if err := eng.Wait(ctx, id); err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(back[c].Bytes(), blocks[c].Bytes()) {
+						t.Fatalf("write %d (chain %d, round %d): the namespace holds other bytes", r*chains+uint64(c), c, r)
+					}
+				}
+			}
+			closed = true
+			if err := eng.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for k, c := range counts {
+				if c != 1 {
+					t.Fatalf("write %d: %d callbacks", k, c)
+				}
+			}
+			n, bells, deferred := uint64(chains*rounds), st.Doorbells-before.Doorbells, b.Deferred()
+			t.Logf("%d writes from callbacks, %d chains: %d SQ doorbells; Flushes deferred to Reap over the test: %d", n, chains, bells, deferred)
+			if tc.deferAt < 0 {
+				if deferred != 0 {
+					t.Fatalf("DeferDoorbell -1: %d Flushes deferred", deferred)
+				}
+				return
+			}
+			// 32 chains keep DefaultDeferDoorbell or more at the
+			// controller at some Flush.
+			if deferred == 0 {
+				t.Fatalf("deferred doorbell: %d doorbells for %d writes, no Flush deferred", bells, n)
+			}
+		})
+	}
+}
