@@ -305,7 +305,7 @@ func TestVMStallRecovery(t *testing.T) {
 
 // TestVMDeferredDoorbell: callbacks that submit the next write of their
 // chain, 32 chains, as an application pipeline does. With the doorbell
-// deferred (the default) Flushes at 32 in flight leave it to the next Reap,
+// deferred (DeferDoorbell 4) Flushes at 32 in flight leave it to the next Reap,
 // and every write still completes exactly once with its bytes on the
 // namespace (read back and compared); with DeferDoorbell -1 every Flush
 // rings.
@@ -315,8 +315,8 @@ func TestVMDeferredDoorbell(t *testing.T) {
 		deferAt int
 		spin    time.Duration
 	}{
-		{"deferred", 0, 0},
-		{"deferred, reaper spin off", 0, -1},
+		{"deferred", nvme.DefaultDeferDoorbell, 0},
+		{"deferred, reaper spin off", nvme.DefaultDeferDoorbell, -1},
 		{"ring at every Flush", -1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -445,8 +445,7 @@ func TestVMDeferredDoorbell(t *testing.T) {
 				}
 				return
 			}
-			// 32 chains keep DefaultDeferDoorbell or more at the
-			// controller at some Flush.
+			// 32 chains keep 4 or more at the controller at some Flush.
 			if deferred == 0 {
 				t.Fatalf("deferred doorbell: %d doorbells for %d writes, no Flush deferred", bells, n)
 			}
