@@ -59,7 +59,9 @@ static int reg_merge(hc_be *be, hc_reg **add, uint32_t n) {
 	return UCS_OK;
 }
 
-static hc_reg *reg_new(hc_be *be, uint64_t addr, uint64_t len, ucs_status_t *st) {
+// reg_map is a new registration of [addr, addr+len): one ucp_mem_map of
+// its own, no key yet, no reference.
+static hc_reg *reg_map(hc_be *be, uint64_t addr, uint64_t len, ucs_status_t *st) {
 	hc_reg *r = calloc(1, sizeof(*r));
 	if (r == NULL) {
 		*st = UCS_ERR_NO_MEMORY;
@@ -77,7 +79,14 @@ static hc_reg *reg_new(hc_be *be, uint64_t addr, uint64_t len, ucs_status_t *st)
 	}
 	r->addr = addr;
 	r->len = len;
-	be->nreg_maps++;
+	return r;
+}
+
+// reg_new is reg_map for the cache (counted in nreg_maps).
+static hc_reg *reg_new(hc_be *be, uint64_t addr, uint64_t len, ucs_status_t *st) {
+	hc_reg *r = reg_map(be, addr, len, st);
+	if (r != NULL)
+		be->nreg_maps++;
 	return r;
 }
 
@@ -231,28 +240,14 @@ void hc_reg_destroy(hc_be *be) {
 // grow yardstick). Not counted in nreg_maps. hc_reg_uncached_free releases
 // it (the key, ucp_mem_unmap, UCX's own cache of the range).
 hc_reg *hc_reg_uncached(hc_be *be, uint64_t addr, uint64_t len, ucs_status_t *st) {
-	hc_reg *r = calloc(1, sizeof(*r));
-	if (r == NULL) {
-		*st = UCS_ERR_NO_MEMORY;
+	hc_reg *r = reg_map(be, addr, len, st);
+	if (r == NULL)
 		return NULL;
-	}
-	ucp_mem_map_params_t mp = {
-		.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
-		.address = (void *)(uintptr_t)addr,
-		.length = len,
-	};
-	if ((*st = ucp_mem_map(be->ctx, &mp, &r->memh)) != UCS_OK) {
-		free(r);
-		return NULL;
-	}
 	if ((*st = ucp_rkey_pack(be->ctx, r->memh, &r->rkey, &r->rkeylen)) != UCS_OK) {
-		ucp_mem_unmap(be->ctx, r->memh);
-		hc_forget(addr, len);
-		free(r);
+		r->rkey = NULL; // not packed: reg_free releases no key
+		reg_free(be, r);
 		return NULL;
 	}
-	r->addr = addr;
-	r->len = len;
 	r->refs = 1;
 	return r;
 }
