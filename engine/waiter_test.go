@@ -229,9 +229,9 @@ func TestParkedWaiterRousesReaper(t *testing.T) {
 	}
 }
 
-// TestWaiterLeavesLazyReaper: a goroutine waits for the middle one of a
-// row of transfers that complete one after another, reaping (it finds one
-// within every Spin, so it never parks); the reaper stands beside it and then
+// TestWaiterLeavesLazyReaper: a goroutine waits for one late in a row of
+// transfers that complete one after another, reaping (it finds one within
+// every Spin, so it never parks); the reaper stands beside it and then
 // sleeps lazily without watching the device. When the waiter leaves with
 // the rest of the row in flight, it hands the reaping back: otherwise
 // their callbacks wait for the reaper's timer (1 ms, which the test
@@ -241,15 +241,16 @@ func TestWaiterLeavesLazyReaper(t *testing.T) {
 	must(t, err)
 	t.Cleanup(func() { m.Close() })
 	must(t, m.InjectFault(mock.Fault{Kind: mock.FaultLatency, Rate: 1, Latency: 200 * time.Microsecond}))
-	// Spin longer than a transfer takes (the device model's timer makes
-	// 200 µs about 1–2 ms): the waiter makes progress within every Spin
-	// and never parks, while the reaper, standing beside it for a Spin,
-	// goes to sleep.
-	e := open(t, engine.Config{Spin: 5 * time.Millisecond, Backend: hdmaBE(t, m, hdmadev.Config{CPUThreshold: -1})})
+	// Spin far longer than a transfer takes (the device model's timer
+	// makes 200 µs about 1–2 ms, a few more under TCG): the waiter makes
+	// progress within every Spin and never parks; it waits for the 48th
+	// of 64, longer than a Spin, so the reaper, standing beside it for a
+	// Spin, goes to sleep meanwhile.
+	e := open(t, engine.Config{Spin: 20 * time.Millisecond, Backend: hdmaBE(t, m, hdmadev.Config{CPUThreshold: -1})})
 	e.SetReaperLazy(time.Hour)
 	b := alloc(t, e, 4096)
-	for round := range 20 {
-		const n = 16
+	for round := range 10 {
+		const n = 64
 		var ran atomic.Int32
 		ids := make([]engine.ID, n)
 		for i := range ids {
@@ -258,7 +259,7 @@ func TestWaiterLeavesLazyReaper(t *testing.T) {
 			must(t, err)
 			ids[i] = id
 		}
-		must(t, e.Wait(ctxT(t, 10*time.Second), ids[n/2]))
+		must(t, e.Wait(ctxT(t, 60*time.Second), ids[3*n/4]))
 		deadline := time.Now().Add(5 * time.Second)
 		for ran.Load() < n {
 			if time.Now().After(deadline) {
