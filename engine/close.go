@@ -211,10 +211,7 @@ func (e *Engine) stopCompletions(ctx context.Context) bool {
 	if e.cfg.Mode == ModeReaper {
 		e.sleeping.Store(sleepIdle) // make sure the wake-up goes through
 		e.wakeReaper(false)
-		select { // a reaper in sleepLazy waits on this channel
-		case e.lazyWake <- struct{}{}:
-		default:
-		}
+		e.wakeLazy() // a reaper in sleepLazy waits on lazyWake
 		return e.waitStopped(ctx, func() bool {
 			select {
 			case <-e.done:

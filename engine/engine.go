@@ -143,7 +143,7 @@ type Engine struct {
 	// (not parked), in reaper mode: while there are any, a reaper that
 	// would spin stands back instead of taking completions from them.
 	reapingWaiters atomic.Int32
-	lazyWake       chan struct{} // wakes a reaper in sleepLazy (Close, rouseReaper)
+	lazyWake       chan struct{} // wakes a reaper in sleepLazy (wakeLazy)
 	// tickOverride and lazyOverride, when positive, replace tick and
 	// lazyMin (tests: a sleep that ends only at its timeout then shows as
 	// a hang, not as a delay).

@@ -130,9 +130,9 @@ func (e *Engine) waitFor(ctx context.Context, cond func() bool) error {
 // handBack: a waiter leaving (it stops counting in reapingWaiters) hands
 // the reaping back to a reaper that went to sleep without watching
 // completions while it reaped — blind, with work still to come; or lazy,
-// with goroutines parked and nobody else reaping for them, which would
-// otherwise wait for its timer. Pairs with the reaper's look at those
-// counts after it publishes such a sleep (reaperSleep, sleepLazy).
+// when that sleep would strand something (strandedLazy). Pairs with the
+// reaper's look at those counts after it publishes such a sleep
+// (reaperSleep, sleepLazy).
 func (e *Engine) handBack() {
 	e.reapingWaiters.Add(-1)
 	switch e.sleeping.Load() {
@@ -287,7 +287,8 @@ func (e *Engine) park(ctx context.Context, cond func() bool) {
 // no other waiter reaps for it) hands the reaping back to a reaper that
 // sleeps without watching the backend's completion signal — blind (it
 // went to sleep while a waiter reaped, and that waiter parks rather than
-// leaving) or lazy (it stood aside) — which would otherwise notice the
+// leaving) or, on a batch-waited backend, lazy (it stood aside) — which
+// would otherwise notice the
 // completion the parked goroutine waits for only at its timeout (up to
 // tick, 10 ms: a blocked SubmitContext loop on backend/nvme fell to a
 // hundred I/Os a second). Pairs with the reaper's look at waiters and
