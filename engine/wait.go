@@ -170,11 +170,22 @@ func (e *Engine) strandedLazy() bool {
 		// Standing aside (up to tick), while a goroutine is parked.
 		return e.waiters.Load() != 0
 	}
-	// More than one: a lone transfer between the frontier and the
-	// reservations is, in a synchronous loop, the one the leaving waiter
-	// has just seen done (its slot is marked before the frontier moves);
-	// rousing the reaper for it costs a wake-up per transfer.
-	return e.reserved()-e.released.Load() > 1
+	// Anything not done between the frontier and the reservations. A
+	// lone transfer there whose slot is marked done is, in a synchronous
+	// loop, the one the leaving waiter has just seen done (its slot is
+	// marked before the frontier moves): rousing the reaper for it would
+	// cost a wake-up per transfer. A lone one not done is somebody
+	// else's (or the transfer of a waiter whose ctx ended): its callback
+	// must not wait for the lazy timer.
+	h := e.released.Load()
+	switch n := e.reserved() - h; {
+	case n == 0:
+		return false
+	case n > 1:
+		return true
+	default:
+		return e.slots[h&e.mask].state.Load()&^stateFailed != (h+1)<<1|1
+	}
 }
 
 // waitLoop is waitFor's loop.
