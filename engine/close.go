@@ -74,7 +74,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		// drain on (the panic goes up at the end).
 	}
 	if !e.stopCompletions(ctx) {
-		e.goStuck(fmt.Errorf("engine: shutdown: a callback was still running when the context ended; the engine finishes closing when it returns: %w", ctxErr(ctx)))
+		e.goStuck(fmt.Errorf("engine: shutdown: a callback was still running when the context ended; the engine finishes closing when it returns: %w: %w", ErrCloseInBackground, ctxErr(ctx)))
 		go func() {
 			e.stopCompletions(context.Background())
 			e.finishClose(ctx, drainErr)
@@ -125,8 +125,8 @@ func (e *Engine) finishClose(ctx context.Context, drainErr error) error {
 		// The backend could not take these back (the kernel still holds
 		// file I/O): their callbacks have run with ErrCanceled, but the
 		// memory they read or write must stay mapped until they end.
-		stuck := fmt.Errorf("engine: shutdown: the backends (%s) still hold %d transfers they could not cancel (canceled for the caller); the pool is released when they end: %w",
-			e.memberNames(), held, ctxErr(ctx))
+		stuck := fmt.Errorf("engine: shutdown: the backends (%s) still hold %d transfers they could not cancel (canceled for the caller); the pool is released when they end: %w: %w",
+			e.memberNames(), held, ErrCloseInBackground, ctxErr(ctx))
 		e.log.Warn("engine: close: transfers the backends could not cancel", "backends", e.memberNames(), "held", held)
 		select {
 		case <-e.stuckCh: // already returned (a blocked callback)

@@ -79,7 +79,8 @@
 //
 // Sentinel errors for errors.Is: ErrBadConfig (every invalid Config field,
 // named with its allowed range), ErrClosed, ErrNotSupported (wraps
-// errors.ErrUnsupported), ErrQueueFull,
+// errors.ErrUnsupported), ErrCloseInBackground (Shutdown's context ended
+// before the engine had closed), ErrQueueFull,
 // ErrBadTransfer, ErrForeignBlock, ErrFreedBlock, ErrOutOfBounds, ErrBusy
 // (Unregister of caller memory that transfers in flight use: Register),
 // ErrAlignment, ErrStaleID, ErrUnknownID; completion errors (Result.Err,

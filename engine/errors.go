@@ -22,6 +22,14 @@ var (
 	// ErrNotSupported: the backend or this machine cannot do what was
 	// asked. It wraps errors.ErrUnsupported.
 	ErrNotSupported = errs.ErrNotSupported
+	// ErrCloseInBackground: Shutdown returned when its context ended
+	// before the engine had closed — a callback was still running, or the
+	// backends still held transfers they could not take back. Every
+	// transfer was canceled for the caller (each callback runs once); the
+	// engine finishes closing when that callback returns or those
+	// transfers end, and a later Shutdown waits for it. The error also
+	// wraps the context's.
+	ErrCloseInBackground = errors.New("engine: shutdown goes on in the background")
 
 	// Submission.
 	ErrQueueFull    = errors.New("engine: queue full")

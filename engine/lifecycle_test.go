@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -192,7 +193,20 @@ func TestCloseRaces(t *testing.T) {
 		}
 		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(2000))*time.Microsecond)
-		must(t, e.Shutdown(ctx))
+		if err := e.Shutdown(ctx); err != nil {
+			// Documented: a callback still running CallbackGrace after
+			// the budget (its thread descheduled on a loaded machine)
+			// makes Shutdown return while the engine closes in the
+			// background; a later Shutdown waits for that, and every
+			// check below still holds.
+			if !errors.Is(err, engine.ErrCloseInBackground) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("cycle %d: Shutdown: %v", cyc, err)
+			}
+			t.Logf("cycle %d: %v", cyc, err)
+			wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+			must(t, e.Shutdown(wctx))
+			wcancel()
+		}
 		cancel()
 		wg.Wait()
 		var n uint64

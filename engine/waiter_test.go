@@ -229,6 +229,33 @@ func TestParkedWaiterRousesReaper(t *testing.T) {
 	}
 }
 
+// TestParkBesideLazyReaper: a waiter that spins its Spin without progress
+// (the device takes ten times longer) parks while the reaper, having stood
+// beside it for a Spin, sleeps lazily without watching the device — a sleep
+// the test stretches to an hour. Parking does not wake such a reaper (that
+// cost the synchronous DMA path its p99 under load); the parked waiter
+// bounds its own park instead and reaps again, so each Wait ends within
+// milliseconds of its transfer, whatever the reaper's lazy sleep.
+func TestParkBesideLazyReaper(t *testing.T) {
+	m, err := mock.New(mock.Config{Logger: quiet()})
+	must(t, err)
+	t.Cleanup(func() { m.Close() })
+	must(t, m.InjectFault(mock.Fault{Kind: mock.FaultLatency, Rate: 1, Latency: 20 * time.Millisecond}))
+	e := open(t, engine.Config{Spin: 2 * time.Millisecond, Backend: hdmaBE(t, m, hdmadev.Config{CPUThreshold: -1})})
+	e.SetReaperLazy(time.Hour)
+	b := alloc(t, e, 4096)
+	for round := range 20 {
+		id, err := e.Submit(engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(0), Len: 4096})
+		must(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = e.Wait(ctx, id)
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: Wait: %v (a parked waiter left to a reaper asleep lazily)", round, err)
+		}
+	}
+}
+
 // TestWaiterLeavesLazyReaper: a goroutine waits for one late in a row of
 // transfers that complete one after another, reaping (it finds one within
 // every Spin, so it never parks); the reaper stands beside it and then
@@ -272,6 +299,10 @@ func TestWaiterLeavesLazyReaper(t *testing.T) {
 				}
 				time.Sleep(100 * time.Microsecond)
 			}
+			// The last callback has run; its slot is released just
+			// after (the frontier moves once the callback returned):
+			// the next round's 64 Submits need all of them.
+			must(t, e.Drain(ctxT(t, 10*time.Second)))
 		}
 	}
 }
