@@ -27,7 +27,7 @@ STATICCHECK_VERSION := v0.8.2
 
 all: build
 
-# make deps-GROUP: scripts/deps.sh GROUP (build generate vm test bench demo).
+# make deps-GROUP: scripts/deps.sh GROUP (build generate vm python pybench test bench demo).
 DEPS := scripts/deps.sh
 deps-%:
 	@$(DEPS) $*
@@ -109,7 +109,7 @@ fuzz: deps-build
 # The Python package's argument checks fuzzed (PY_FUZZ, run by
 # python/tests/run.sh fuzz against bin/capi/libhcomm.so for FUZZTIME).
 PY_FUZZ ?= python/tests/fuzz_args.py
-fuzz-python: capi
+fuzz-python: deps-python capi
 	@if [ -f $(PY_FUZZ) ]; then \
 		PYTHON=$(PYTHON) HCOMM_LIBRARY=$(abspath $(CAPI))/libhcomm.so FUZZTIME=$(FUZZTIME) python/tests/run.sh fuzz; \
 	else echo "fuzz-python: SKIPPED: no $(PY_FUZZ) in this tree"; fi
@@ -184,13 +184,13 @@ uninstall:
 # numpy or torch skip with the reason without them).
 PYTHON ?=
 
-python-test: capi
+python-test: deps-python capi
 	PYTHON=$(PYTHON) HCOMM_LIBRARY=$(abspath $(CAPI))/libhcomm.so python/tests/run.sh
 
 # hcomm.data's loader vs torch's DataLoader (num_workers 0 and 2) on 1 GiB of
 # 128 KiB records, side by side (python/bench/loader_bench.py, docs/python.md;
 # BENCH_ARGS="--gib 2 --reps 5").
-python-bench: capi
+python-bench: deps-pybench capi
 	PYTHON=$(PYTHON) HCOMM_LIBRARY=$(abspath $(CAPI))/libhcomm.so python/tests/run.sh bench
 
 bench-capi: capi

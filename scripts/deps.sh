@@ -2,7 +2,7 @@
 # deps.sh — the one list of Debian packages that building, testing,
 # benchmarking and the demo need, and the check that they are installed.
 #
-#   scripts/deps.sh GROUP...     (groups: build generate vm test bench demo)
+#   scripts/deps.sh GROUP...     (groups: build generate vm python pybench test bench demo)
 #
 # The Makefile's targets call it first (make test, make bench, make demo,
 # make generate, ...), and so does .ci/run. For each package of the groups
@@ -48,17 +48,22 @@ vm         optional  e2fsprogs        make test-vm's scratch disk; the ext4 test
 test       include   build
 test       include   generate
 test       include   vm
-test       required  python3-pytest   make python-test
-test       required  python3-venv     make python-test: the venv the package is installed into
-test       optional  python3-numpy    the Python package's numpy tests
-test       optional  python3-torch    the Python package's torch tests
+test       include   python
 test       optional  valgrind         make capi-test: the memcheck run of the C example
 test       optional  pkg-config       make capi-install-test: the pkg-config build
 test       optional  binutils         make capi-install-test: nm -D of the exported symbols
 test       optional  strace           cmd/hcomm-trace's test against strace
 test       optional  dmsetup          tests/soak: the device-mapper I/O error test
 test       optional  mount            the ext4 tests (mount, umount, losetup, fsfreeze)
+python     required  python3-venv     make python-test: the venv the package is installed into
+python     required  python3-pytest   make python-test
+python     optional  python3-numpy    the Python package's numpy tests; make fuzz-python
+python     optional  python3-torch    the Python package's torch tests
+pybench    required  python3-venv     make python-bench: the venv the package is installed into
+pybench    required  python3-numpy    make python-bench: the DataLoader side reads with NumPy
+pybench    required  python3-torch    make python-bench: torch's DataLoader, the loader's tensors
 bench      include   build
+bench      include   pybench
 bench      optional  fio              hcomm-bench: the fio rows
 bench      optional  ucx-utils        hcomm-bench: ucx_perftest, the remote rows' yardstick
 bench      optional  strace           hcomm-bench: the system-call counts
@@ -66,7 +71,7 @@ bench      optional  liburing-dev     make bench-uring-nop: the C liburing side
 EOF
 }
 
-[ $# -gt 0 ] || { echo "usage: scripts/deps.sh GROUP... (build generate vm test bench demo)" >&2; exit 64; }
+[ $# -gt 0 ] || { echo "usage: scripts/deps.sh GROUP... (build generate vm python pybench test bench demo)" >&2; exit 64; }
 
 # rows GROUP: the need/package/reason rows of GROUP, includes expanded.
 rows() {
@@ -85,9 +90,9 @@ declare -A need_of what_of
 order=()
 for g in "$@"; do
 	case $g in
-	build | generate | vm | test | bench) ;;
+	build | generate | vm | python | pybench | test | bench) ;;
 	demo) continue ;; # the demo is pure Go: it needs only the Go toolchain
-	*) echo "deps.sh: unknown group $g (build generate vm test bench demo)" >&2; exit 64 ;;
+	*) echo "deps.sh: unknown group $g (build generate vm python pybench test bench demo)" >&2; exit 64 ;;
 	esac
 	while IFS=$'\t' read -r need pkg what; do
 		if [ -z "${need_of[$pkg]:-}" ]; then
