@@ -1,6 +1,10 @@
 """A training loop fed by hcomm.data's loader and by torch's DataLoader.
 
-    python examples/train_loader.py [--records 16384] [--epochs 2] [--quick]
+    python python/examples/train_loader.py [--records 16384] [--epochs 2] [--quick]
+
+(from the repository root, with the interpreter hcomm is installed in and
+numpy and torch importable: venv/bin/python after the install of
+docs/python.md; HCOMM_LIBRARY=bin/capi/libhcomm.so without make install)
 
 Generates a small synthetic dataset (no download): shards of fixed-size
 records, 1024 float32 each (4 KiB, so O_DIRECT reads): 1023 features and,
@@ -19,8 +23,13 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-import torch
+try:
+    import numpy as np
+    import torch
+except ImportError as e:
+    sys.exit(f"train_loader.py needs numpy and torch in this interpreter ({sys.executable}): {e}\n"
+             f"Debian: apt-get install python3-numpy python3-torch, then a venv of /usr/bin/python3 made with "
+             f"--system-site-packages (docs/python.md, Install); another CPython: pip install numpy torch")
 
 from hcomm import data
 

@@ -1,5 +1,6 @@
 """python -m hcomm info: what this machine offers hcomm (library version,
-targets that open, the hugetlb pool, io_uring features)."""
+targets that open, the hugetlb pool, io_uring features, and whether this
+interpreter has numpy and torch)."""
 
 import ctypes
 import os
@@ -123,13 +124,35 @@ def info(out=sys.stdout, library: Optional[str] = None) -> int:
         print(f"  {k}: {v}", file=out)
     print("hugepages:", file=out)
     for k, v in hugepages().items():
+        if isinstance(v, dict):
+            v = ", ".join(f"{name} {n}" for name, n in v.items())
         print(f"  {k}: {v}", file=out)
     u = io_uring_features()
     if u["available"]:
         print(f"io_uring: features {' '.join(u['features'])} ({u['bits']})", file=out)
     else:
         print(f"io_uring: unavailable: {u['why']}", file=out)
+    print(f"python: {sys.version.split()[0]} ({sys.executable})", file=out)
+    for k, v in optional_modules().items():
+        print(f"  {k}: {v}", file=out)
     return 0
+
+
+def optional_modules() -> Dict[str, str]:
+    """numpy and torch, which NumPy arrays, torch tensors and hcomm.data's
+    batches need: the version this interpreter imports, or why it cannot."""
+    import importlib
+
+    res: Dict[str, str] = {}
+    for name in ("numpy", "torch"):
+        try:
+            mod = importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001 - an import may fail in any way; say how
+            res[name] = f"not importable ({type(e).__name__}: {e}): install it into this interpreter " \
+                        f"(Debian's python3: apt-get install python3-{name})"
+        else:
+            res[name] = f"{getattr(mod, '__version__', '?')} ({os.path.dirname(mod.__file__ or '')})"
+    return res
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -344,6 +344,19 @@ def test_info_and_help():
     out = subprocess.run([sys.executable, "-m", "hcomm", "info"], capture_output=True, text=True, check=True).stdout
     assert f"library: {hcomm.__version__}" in out and "io_uring:" in out and "hugepages:" in out
     assert "memory: ok" in out and "read files (hcomm.data): ok" in out
+    assert f"python: {sys.version.split()[0]} ({sys.executable})" in out
+    for name in ("numpy", "torch"):  # the version imported, or why not
+        try:
+            mod = __import__(name)
+        except ImportError:
+            assert f"  {name}: not importable (" in out, out
+        else:
+            assert f"  {name}: {mod.__version__} (" in out, out
+    from hcomm import __main__ as m
+
+    for size, counts in m.hugepages().items():  # the kernel's counts, one line per page size
+        if isinstance(counts, dict):
+            assert f"  {size}: " + ", ".join(f"{k} {v}" for k, v in counts.items()) in out, out
     assert "lifetime rule" in data.__doc__ and "memory_budget" in data.Loader.__doc__
     assert os.path.exists(os.path.join(os.path.dirname(hcomm.__file__), "py.typed"))
 
