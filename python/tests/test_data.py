@@ -88,6 +88,10 @@ def test_order_by_seed(shards):
     a, b, c = order(1), order(1), order(2)
     assert a == b, "the same seed gave another order"
     assert a != c, "another seed gave the same order"
+    # Eight seeds, eight orders (45 records: 45! of them).
+    firsts = [tuple(i for ids in order(seed, epochs=1) for i in ids) for seed in range(8)]
+    assert len(set(firsts)) == 8, "two seeds gave the same order"
+    assert firsts[1] == tuple(i for ids in a[:len(a) // 2] for i in ids), "epoch 0 depends on epochs"
     half = len(a) // 2
     assert a[:half] != a[half:], "two epochs in the same order"
     flat = [i for ids in a[:half] for i in ids]
@@ -125,8 +129,14 @@ def test_memory_budget(shards):
     slot = 4 * RS
     L = data.Loader(d, record_size=RS, batch_size=4, prefetch=8, keep=1, memory_budget=5 * slot, epochs=2)
     assert L.prefetch == 3, "the budget did not lower prefetch"
-    for _ in L:
+    lo = None
+    for x in L:
         assert L.stats["max_bytes_in_flight"] <= 5 * slot
+        # Not only the loader's own count: every batch it hands out lies in
+        # the budget's bytes of pool, one block of them.
+        lo = L._base if lo is None else lo
+        assert L._base == lo and lo <= x.ctypes.data and x.ctypes.data + x.nbytes <= lo + 5 * slot, \
+            f"batch at {x.ctypes.data:#x}+{x.nbytes} outside the budget's {5 * slot} bytes from {lo:#x}"
     assert 0 < L.stats["max_bytes_in_flight"] <= L.memory_budget == 5 * slot
     L.close()
     with pytest.raises(hcomm.InvalidArgument, match="memory_budget"):
@@ -160,6 +170,59 @@ def test_truncated_and_unreadable(shards):
         for _ in L:
             pass
     L.close()
+
+
+_UNREADABLE = r"""
+import os, sys
+import numpy as np
+import hcomm
+from hcomm import data
+
+d, rs = sys.argv[1], int(sys.argv[2])
+bad = os.path.join(d, "shard-3.bin")
+try:
+    open(bad, "rb").close()
+except PermissionError:
+    pass
+else:
+    sys.exit("shard-3.bin is readable here: the test cannot take its permission away")
+try:
+    data.Loader(d, record_size=rs)
+except hcomm.PermissionDenied as e:
+    assert e.path == bad and "shard-3.bin" in str(e) and "permission denied" in str(e), (e.path, str(e))
+else:
+    sys.exit("an unreadable shard raised nothing")
+want = np.concatenate([np.fromfile(os.path.join(d, f"shard-{i}.bin"), np.uint8).reshape(-1, rs)
+                       for i in range(5) if i != 3])
+with data.Loader(d, record_size=rs, on_error="skip", batch_size=6, return_ids=True) as L:
+    assert [p for p, _ in L.skipped] == [bad] and isinstance(L.skipped[0][1], hcomm.PermissionDenied), L.skipped
+    got = np.zeros_like(want)
+    n = 0
+    for x, ids in L:
+        got[ids] = x
+        n += len(ids)
+    assert n == L.records == len(want) and np.array_equal(got, want), "the readable shards not read in full"
+print("ok")
+"""
+
+
+def test_unreadable_shard(shards):
+    """A shard this process may not read (mode 000, and as root without
+    CAP_DAC_OVERRIDE: setpriv drops it for a child process) raises
+    PermissionDenied naming it, or with on_error="skip" is left out while
+    every other record is read."""
+    d, _ = shards
+    os.chmod(d / "shard-3.bin", 0)
+    cmd = [sys.executable, "-c", _UNREADABLE, str(d), str(RS)]
+    if os.geteuid() == 0:
+        import shutil
+
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("root reads any file, and there is no setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+        cmd = [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-all"] + cmd
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr
 
 
 @pytest.mark.parametrize("bad,exc,why", [
@@ -205,6 +268,16 @@ def _fds():
     return len(os.listdir("/proc/self/fd"))
 
 
+def _mapped(addr):
+    """Whether addr lies in a mapping of this process (/proc/self/maps)."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+            if lo <= addr < hi:
+                return True
+    return False
+
+
 def test_close_mid_epoch_releases_everything(shards):
     d, _ = shards
     torch = pytest.importorskip("torch", reason="python3-torch not installed")
@@ -219,8 +292,12 @@ def test_close_mid_epoch_releases_everything(shards):
     for _ in range(3):
         t = next(it)
     assert _fds() > fds, "no shard open mid-epoch?"
+    base = L._base
+    assert _mapped(base), "the pool block is not mapped mid-epoch?"
     L.close()
     assert L.closed and _fds() == fds, "a descriptor left open by close"
+    assert not _mapped(base), f"the pool at {base:#x} still mapped after close"
+    assert hcomm.pending() == 0
     with pytest.raises(hcomm.BadHandle, match="closed during the iteration"):
         next(it)
     del t, it
