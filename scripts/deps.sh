@@ -59,6 +59,7 @@ python     required  python3-venv     make python-test: the venv the package is 
 python     required  python3-pytest   make python-test
 python     optional  python3-numpy    the Python package's numpy tests; make fuzz-python
 python     optional  python3-torch    the Python package's torch tests
+python     optional  python3-mypy     the Python package's type-checker test (its hints through py.typed)
 pybench    required  python3-venv     make python-bench: the venv the package is installed into
 pybench    required  python3-numpy    make python-bench: the DataLoader side reads with NumPy
 pybench    required  python3-torch    make python-bench: torch's DataLoader, the loader's tensors

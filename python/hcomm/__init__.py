@@ -22,6 +22,8 @@ See docs/python.md. The library is found through Engine(library=...),
 $HCOMM_LIBRARY, pkg-config (make install), or the dynamic loader.
 """
 
+from typing import Optional
+
 from . import _lib
 from ._dlpack import live as _dlpack_live
 from ._engine import (DEV_ADDR_BASE, NOTIFY_MAX, PAGE_SIZE, REMOTE_ADDR_BASE, DeviceBuffer, Engine, HostBuffer,
@@ -35,7 +37,7 @@ from .errors import (BY_CODE, BadAddress, BadHandle, Busy, CallbackError, Cancel
 __version__ = "0.1.0"
 
 
-def library_version(library=None):
+def library_version(library: Optional[str] = None) -> str:
     """The loaded libhcomm's version (hcomm_version()); equals __version__."""
     return _lib.load(library).hcomm_version(None, None, None).decode()
 

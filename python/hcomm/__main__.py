@@ -6,7 +6,7 @@ import ctypes
 import os
 import sys
 import tempfile
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 # io_uring_params.features bits (include/uapi/linux/io_uring.h), in order.
 _FEATURES = ["single_mmap", "nodrop", "submit_stable", "rw_cur_pos", "cur_personality", "fast_poll", "poll_32bits",
@@ -15,7 +15,7 @@ _FEATURES = ["single_mmap", "nodrop", "submit_stable", "rw_cur_pos", "cur_person
 _SYS_IO_URING_SETUP = {"x86_64": 425, "aarch64": 425}
 
 
-def io_uring_features() -> Dict[str, object]:
+def io_uring_features() -> Dict[str, Any]:
     """io_uring_setup(2) with 4 entries, then close: the kernel's feature
     bits by name, or why io_uring is unavailable."""
     machine = os.uname().machine
@@ -40,14 +40,14 @@ def io_uring_features() -> Dict[str, object]:
     return {"available": True, "features": names, "bits": hex(bits)}
 
 
-def hugepages(base: str = "/sys/kernel/mm/hugepages") -> Dict[str, object]:
+def hugepages(base: str = "/sys/kernel/mm/hugepages") -> Dict[str, Any]:
     """The hugetlb pool per page size, in the kernel's terms (base: the
     sysfs directory): total (nr_hugepages, /proc/meminfo's HugePages_Total
     for the default size), free (free_hugepages, HugePages_Free), reserved
     (resv_hugepages, HugePages_Rsvd: promised to mappings, not yet faulted
     in) and surplus (surplus_hugepages, HugePages_Surp); then the
     transparent-hugepage mode."""
-    out: Dict[str, object] = {}
+    out: Dict[str, Any] = {}
     files = (("total", "nr_hugepages"), ("free", "free_hugepages"), ("reserved", "resv_hugepages"),
              ("surplus", "surplus_hugepages"))
     try:
@@ -75,7 +75,7 @@ def backends(library: Optional[str] = None) -> Dict[str, str]:
 
     res: Dict[str, str] = {}
 
-    def tryopen(name: str, **kw: object) -> None:
+    def tryopen(name: str, **kw: Any) -> None:
         try:
             hcomm.Engine(pool_size=1 << 20, library=library, **kw).close()
             res[name] = "ok"
@@ -124,9 +124,8 @@ def info(out=sys.stdout, library: Optional[str] = None) -> int:
         print(f"  {k}: {v}", file=out)
     print("hugepages:", file=out)
     for k, v in hugepages().items():
-        if isinstance(v, dict):
-            v = ", ".join(f"{name} {n}" for name, n in v.items())
-        print(f"  {k}: {v}", file=out)
+        line = ", ".join(f"{name} {n}" for name, n in v.items()) if isinstance(v, dict) else v
+        print(f"  {k}: {line}", file=out)
     u = io_uring_features()
     if u["available"]:
         print(f"io_uring: features {' '.join(u['features'])} ({u['bits']})", file=out)

@@ -39,7 +39,7 @@ class DLManagedTensor(ctypes.Structure):
 _deleter_t = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
 DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _deleter_t)]
 
-_live = {}  # address of the DLManagedTensor -> (tensor, shape, owner)
+_live: dict = {}  # address of the DLManagedTensor -> (tensor, shape, owner)
 _NAME = b"dltensor"
 _USED = b"used_dltensor"
 

@@ -13,6 +13,8 @@ import sys
 import threading
 import time
 
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
 from . import _args, _dlpack, _lib
 from .errors import CallbackError, HcommError, InvalidArgument, error_for
 
@@ -47,19 +49,22 @@ class _Memory:
     """What host buffers, registrations and device buffers share: an address
     (.ptr), a length (.nbytes) and views of a part of it."""
 
-    def view(self, offset=0, nbytes=None):
+    ptr: int
+    nbytes: int
+
+    def view(self, offset: int = 0, nbytes: Optional[int] = None) -> "Region":
         """A Region: nbytes (default: the rest) from offset, for transfers."""
         offset = _args.integer(offset, "view: offset")
-        nbytes = self.nbytes - offset if nbytes is None else _args.integer(nbytes, "view: nbytes")
-        if nbytes <= 0 or offset + nbytes > self.nbytes:
-            raise InvalidArgument(f"hcomm: view({offset}, {nbytes}) of {self.nbytes} bytes")
-        return Region(self, offset, nbytes)
+        n = self.nbytes - offset if nbytes is None else _args.integer(nbytes, "view: nbytes")
+        if n <= 0 or offset + n > self.nbytes:
+            raise InvalidArgument(f"hcomm: view({offset}, {n}) of {self.nbytes} bytes")
+        return Region(self, offset, n)
 
 
 class Region(_Memory):
     """nbytes of a buffer from offset (buf.view(offset, n))."""
 
-    def __init__(self, base, offset, nbytes):
+    def __init__(self, base: "_Memory", offset: int, nbytes: int):
         self.base, self.offset, self.nbytes = base, offset, nbytes
         self.ptr = base.ptr + offset
 
@@ -76,29 +81,32 @@ class HostBuffer(_Memory):
     is valid until buf.free() or the engine's close(): using one afterwards
     reads unmapped memory (the process faults)."""
 
-    def __dlpack__(self, stream=None):
+    _eng: "Engine"
+    _freed: bool
+
+    def __dlpack__(self, stream: Any = None) -> Any:
         if stream is not None and not (isinstance(stream, int) and stream == -1):
             # BufferError: what the DLPack protocol's consumers expect.
             raise BufferError(f"hcomm host memory is CPU memory: no stream ({stream!r})")
         self._alive()
         return _dlpack.capsule(self, self.ptr, self.nbytes)
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> Tuple[int, int]:
         return (_dlpack.kDLCPU, 0)
 
     @property
-    def __array_interface__(self):
+    def __array_interface__(self) -> Dict[str, Any]:
         self._alive()
         return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.ptr, False), "version": 3}
 
-    def memoryview(self):
+    def memoryview(self) -> memoryview:
         """A memoryview of unsigned bytes over the buffer (no copy). memoryview(buf)
         works too, but ctypes gives it the format "<B", which supports no
         indexing; this one is "B"."""
         self._alive()
-        return memoryview(self).cast("B")
+        return memoryview(self).cast("B")  # type: ignore[arg-type]  # a ctypes array
 
-    def numpy(self, dtype="uint8"):
+    def numpy(self, dtype: Any = "uint8") -> Any:
         """A NumPy array over the buffer (no copy)."""
         import numpy
 
@@ -109,9 +117,9 @@ class HostBuffer(_Memory):
             raise InvalidArgument(f"hcomm: numpy: dtype {dtype!r}: {e}") from None
         if dt.itemsize == 0 or dt.hasobject or self.nbytes % dt.itemsize:
             raise InvalidArgument(f"hcomm: numpy: dtype {dt}: {self.nbytes} bytes are not a whole number of it")
-        return numpy.frombuffer(self, dtype=dt)
+        return numpy.frombuffer(self, dtype=dt)  # type: ignore[call-overload]  # a ctypes array
 
-    def free(self):
+    def free(self) -> None:
         """Gives the memory back to the pool (not while a transfer uses it)."""
         self._eng._free_host(self)
 
@@ -134,24 +142,25 @@ def _host_buffer(eng, ptr, n):
 class DeviceBuffer(_Memory):
     """Device memory (Engine.alloc_dev): a device address, not host-addressable."""
 
-    def __init__(self, eng, ptr, n):
+    def __init__(self, eng: "Engine", ptr: int, n: int):
         self._eng, self.ptr, self.nbytes, self._freed = eng, ptr, n, False
 
     def __len__(self):
         return self.nbytes
 
     @property
-    def offset(self):
+    def offset(self) -> int:
         """The device-memory offset (for a file target: the file offset)."""
         return (self.ptr - DEV_ADDR_BASE) & ((1 << TARGET_SHIFT) - 1)
 
     @property
-    def target(self):
+    def target(self) -> int:
         """The target whose device memory or file space this is (0: the
         engine's first; Engine.add_target's index otherwise)."""
         return (self.ptr - DEV_ADDR_BASE) >> TARGET_SHIFT
 
-    def free(self):
+    def free(self) -> None:
+        """Gives the device memory back (not while a transfer uses it)."""
         self._eng._free_dev(self)
 
 
@@ -159,14 +168,15 @@ class Registration(_Memory):
     """Caller memory registered with the engine (Engine.register): transfers
     read and write obj's own bytes. obj stays referenced until unregister."""
 
-    def __init__(self, eng, obj, ptr, n):
+    def __init__(self, eng: "Engine", obj: Any, ptr: int, n: int):
         self._eng, self.obj, self.ptr, self.nbytes = eng, obj, ptr, n
         self.registered = True
 
     def __len__(self):
         return self.nbytes
 
-    def unregister(self):
+    def unregister(self) -> None:
+        """Engine.unregister(self): Busy while a transfer that uses it is in flight."""
         self._eng.unregister(self)
 
 
@@ -175,10 +185,10 @@ class Peer:
     peer.at(offset, nbytes), usable as src (a get) or dst (a put) with host
     memory at the other end."""
 
-    def __init__(self, eng, pid, addr):
+    def __init__(self, eng: "Engine", pid: int, addr: str):
         self._eng, self.id, self.addr = eng, pid, addr
 
-    def at(self, offset, nbytes):
+    def at(self, offset: int, nbytes: int) -> "RemoteRegion":
         """nbytes of the peer's window from offset (a RemoteRegion). The
         range is checked against the window when a transfer is submitted
         (BadAddress when it leaves it)."""
@@ -187,7 +197,7 @@ class Peer:
         return RemoteRegion(self, offset, nbytes)
 
     @property
-    def notification(self):
+    def notification(self) -> "NotifyAddress":
         """The peer's notification address (a NotifyAddress), a transfer's
         destination: at most NOTIFY_MAX (256) bytes of host memory sent
         there are a message the peer's application takes with
@@ -196,7 +206,7 @@ class Peer:
         send one)."""
         return NotifyAddress(self)
 
-    def disconnect(self):
+    def disconnect(self) -> None:
         """Closes the connection: transfers in flight to it fail with
         PeerGone, later ones are refused with it."""
         _check(self._eng._lib, self._eng._lib.hcomm_disconnect(self._eng._handle(), self.id))
@@ -208,7 +218,7 @@ class Peer:
 class RemoteRegion(_Memory):
     """nbytes of a peer's window from offset (Peer.at)."""
 
-    def __init__(self, peer, offset, nbytes):
+    def __init__(self, peer: Peer, offset: int, nbytes: int):
         self.peer, self.offset, self.nbytes = peer, offset, nbytes
         self.ptr = REMOTE_ADDR_BASE | peer.id << REMOTE_PEER_SHIFT | offset
 
@@ -220,7 +230,7 @@ class NotifyAddress(_Memory):
     """A peer's notification address (Peer.notification): the destination
     of a notification, at most NOTIFY_MAX bytes from host memory."""
 
-    def __init__(self, peer):
+    def __init__(self, peer: Peer):
         self.peer, self.nbytes = peer, NOTIFY_MAX
         self.ptr = NOTIFY_ADDR_BASE | peer.id << REMOTE_PEER_SHIFT
 
@@ -240,9 +250,20 @@ class Notification(tuple):
     def __new__(cls, peer, seq, msg):
         return tuple.__new__(cls, (peer, seq, msg))
 
-    peer = property(lambda self: self[0])
-    seq = property(lambda self: self[1])
-    msg = property(lambda self: self[2])
+    @property
+    def peer(self) -> int:
+        """This engine's ID of the sender."""
+        return self[0]
+
+    @property
+    def seq(self) -> int:
+        """The notification's number among the sender's to this engine (from 0)."""
+        return self[1]
+
+    @property
+    def msg(self) -> bytes:
+        """The message."""
+        return self[2]
 
     def __repr__(self):
         return f"Notification(peer={self[0]}, seq={self[1]}, msg={self[2]!r})"
@@ -277,7 +298,7 @@ def _address_of(obj):
     return ctypes.addressof(ctypes.c_char.from_buffer(mv)), mv.nbytes
 
 
-def empty(nbytes, dtype="uint8"):
+def empty(nbytes: int, dtype: Any = "uint8") -> Any:
     """A NumPy array of nbytes (rounded up to whole pages) in fresh
     page-aligned memory, ready for Engine.register (torch.from_numpy shares
     it). The memory lives as long as the array."""
@@ -306,12 +327,15 @@ class Transfer(concurrent.futures.Future):
     the number of bytes moved, or the HcommError of its failure. await it in
     asyncio. result(timeout) waits in hcomm_wait_completion_timeout."""
 
-    def __init__(self, eng, nbytes, callback):
+    def __init__(self, eng: "Engine", nbytes: int, callback: Optional[Callable[["Transfer"], Any]]):
         super().__init__()
         self._eng, self.nbytes, self._cb, self.id = eng, nbytes, callback, 0
         self.set_running_or_notify_cancel()
 
-    def result(self, timeout=None):
+    def result(self, timeout: Optional[float] = None) -> int:
+        """The bytes moved, waiting at most timeout seconds (None: no limit)
+        in hcomm_wait_completion_timeout; the transfer's HcommError if it
+        failed, concurrent.futures.TimeoutError if it is not done by then."""
         ms = _args.timeout_ms(timeout)
         timeout = _args.seconds(timeout)
         if not self.done() and self.id and self._eng._h is not None:
@@ -323,8 +347,9 @@ class Transfer(concurrent.futures.Future):
         # reused: the future holds the result anyway).
         return super().result(timeout)
 
-    def cancel(self):
-        return False  # a submitted transfer runs to its end
+    def cancel(self) -> bool:
+        """False: a submitted transfer runs to its end."""
+        return False
 
     def __await__(self):
         return asyncio.wrap_future(self).__await__()
@@ -341,11 +366,13 @@ class NotificationFuture(concurrent.futures.Future):
     await) withdraws it, and a notification that came as it was cancelled
     goes to the next waiter: none is lost, none taken twice."""
 
-    def __init__(self, notifier):
+    def __init__(self, notifier: "_Notifier"):
         super().__init__()
         self._notifier = notifier
 
-    def cancel(self):
+    def cancel(self) -> bool:
+        """Withdraws this future's place (True), or False once it has its
+        notification: that one then goes to the next waiter."""
         return self._notifier.withdraw(self)
 
     def __await__(self):
@@ -542,8 +569,8 @@ class Engine:
     $HCOMM_LIBRARY, pkg-config, the loader's search).
     """
 
-    def __init__(self, pool_size=256 << 20, queue_depth=64, align=64, target="mock", path=None,
-                 dev_mem_size=0, library=None, shm=False):
+    def __init__(self, pool_size: int = 256 << 20, queue_depth: int = 64, align: int = 64, target: str = "mock",
+                 path: Optional[str] = None, dev_mem_size: int = 0, library: Optional[str] = None, shm: bool = False):
         self._h = None
         self._lib = lib = _lib.load(library)
         _args.choice(target, TARGETS, "target")
@@ -556,19 +583,19 @@ class Engine:
         h = _lib.handle_t()
         _check(lib, lib.hcomm_init(ctypes.byref(h), ctypes.byref(cfg)))
         self._h = h.value
-        self._host = {}  # ptr -> HostBuffer
-        self._dev = {}
-        self._regs = {}  # ptr -> Registration
-        self.callback_errors = []
+        self._host: Dict[int, HostBuffer] = {}  # ptr -> HostBuffer
+        self._dev: Dict[int, DeviceBuffer] = {}
+        self._regs: Dict[int, Registration] = {}  # ptr -> Registration
+        self.callback_errors: List[BaseException] = []
         self._target = target
-        self._notifier = None
+        self._notifier: Optional[_Notifier] = None
         self._notifier_lock = threading.Lock()
 
     # context manager
-    def __enter__(self):
+    def __enter__(self) -> "Engine":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     def _handle(self):
@@ -577,7 +604,7 @@ class Engine:
         return self._h
 
     # memory
-    def alloc(self, nbytes):
+    def alloc(self, nbytes: int) -> HostBuffer:
         """nbytes of pool memory (a HostBuffer)."""
         nbytes = _args.integer(nbytes, "alloc: nbytes")
         h = self._handle()
@@ -611,7 +638,7 @@ class Engine:
         b._freed = True
         self._host.pop(b.ptr, None)
 
-    def alloc_dev(self, nbytes, target=0):
+    def alloc_dev(self, nbytes: int, target: int = 0) -> DeviceBuffer:
         """nbytes of device memory, or of a file target's file space (a
         DeviceBuffer), of target (0: the engine's first; an index
         add_target returned)."""
@@ -637,7 +664,7 @@ class Engine:
         d._freed = True
         self._dev.pop(d.ptr, None)
 
-    def register(self, obj):
+    def register(self, obj: Any) -> Registration:
         """Registers obj's memory (a NumPy array, a CPU tensor, an mmap) so
         that transfers use it in place. It must be page aligned and whole
         pages long (hcomm.empty makes such arrays). Unregister before the
@@ -649,7 +676,7 @@ class Engine:
         self._regs[ptr] = r
         return r
 
-    def unregister(self, reg):
+    def unregister(self, reg: Registration) -> None:
         """Busy (nothing changed) while a transfer that uses it is in flight."""
         self._mine(reg, "unregister", (Registration,))
         _check(self._lib, self._lib.hcomm_unregister_host_mem(self._handle(), reg.ptr))
@@ -662,7 +689,7 @@ class Engine:
         if not hasattr(self._lib, fn) or getattr(self._lib, fn).argtypes is None:
             raise error_for(-95, f"hcomm: {fn}: the loaded libhcomm ({self._lib.path}) predates it")
 
-    def add_target(self, target, path=None, dev_mem_size=0):
+    def add_target(self, target: str, path: Optional[str] = None, dev_mem_size: int = 0) -> int:
         """Adds a target to this engine ("mock", "file", "vfio" or
         "memory"; path and dev_mem_size as for Engine()) and returns its
         index: the whole pool is usable with it at once, alloc_dev(n,
@@ -678,7 +705,8 @@ class Engine:
         _check(self._lib, self._lib.hcomm_add_target(self._handle(), ctypes.byref(tc), ctypes.byref(idx)))
         return idx.value
 
-    def copy(self, dst, src, nbytes=None, chunk=0, depth=0, callback=None):
+    def copy(self, dst: _Memory, src: _Memory, nbytes: Optional[int] = None, chunk: int = 0, depth: int = 0,
+             callback: Optional[Callable[["Transfer"], Any]] = None) -> "Transfer":
         """Copies nbytes (default: the smaller length) from src to dst, two
         DeviceBuffers (usually of two targets: a file into device memory,
         device memory out to a file), streamed through the engine's pool in
@@ -707,7 +735,7 @@ class Engine:
         return fut
 
     # remote target
-    def connect(self, addr, timeout=None):
+    def connect(self, addr: str, timeout: Optional[float] = None) -> Peer:
         """Connects to the engine listening at addr ("ip:port", its
         listen_addr) and returns a Peer. InvalidArgument for a malformed
         address, ConnectFailed when nothing listens there, TransferTimeout
@@ -720,14 +748,14 @@ class Engine:
         return Peer(self, pid.value, addr)
 
     @property
-    def listen_addr(self):
+    def listen_addr(self) -> str:
         """The address peers connect to ("127.0.0.1:40123"), "" without a
         listener."""
         buf = ctypes.create_string_buffer(128)
         _check(self._lib, self._lib.hcomm_listen_addr(self._handle(), buf, len(buf)))
         return buf.value.decode()
 
-    def remote_offset(self, mem):
+    def remote_offset(self, mem: _Memory) -> int:
         """Where host memory mem (a HostBuffer, a Registration or a view of
         one) lies in the window this engine exports: a peer that connects
         from now on reaches it at peer.at(offset, n)."""
@@ -749,7 +777,8 @@ class Engine:
         t.callback, t.user_data = _on_complete, key
         return fut, key
 
-    def submit(self, src, dst, nbytes=None, callback=None, notify=None):
+    def submit(self, src: _Memory, dst: _Memory, nbytes: Optional[int] = None,
+               callback: Optional[Callable[["Transfer"], Any]] = None, notify: Any = None) -> "Transfer":
         """Moves nbytes (default: the smaller length) from src to dst
         (HostBuffer, DeviceBuffer, Registration or a view of one, or a
         peer's RemoteRegion) and
@@ -777,7 +806,7 @@ class Engine:
         fut.id = t.id
         return fut
 
-    def submit_batch(self, transfers):
+    def submit_batch(self, transfers: Sequence[Sequence[Any]]) -> List["Transfer"]:
         """Submits [(src, dst[, nbytes[, callback]]), ...] with one
         doorbell per queue_depth; returns their futures. All are checked
         first: one invalid entry and none is submitted. QueueFull when the
@@ -819,7 +848,7 @@ class Engine:
             try:
                 _check(self._lib, rc)
             except HcommError as e:
-                e.submitted = [f for f in futs if f.id]
+                e.submitted = [f for f in futs if f.id]  # type: ignore[attr-defined]
                 raise
         return futs
 
@@ -871,7 +900,7 @@ class Engine:
             except HcommError:
                 pass  # the engine closed meanwhile
 
-    def notify(self, peer, msg, callback=None):
+    def notify(self, peer: Peer, msg: Any, callback: Optional[Callable[["Transfer"], Any]] = None) -> "Transfer":
         """Sends a notification to peer (a Peer of this engine): msg, 1 to
         NOTIFY_MAX (256) bytes (bytes-like, copied into the pool; or host
         memory of this engine, which must not change until it completes).
@@ -946,14 +975,14 @@ class Engine:
                 self._notifier = _Notifier(self._lib, h)
             return self._notifier
 
-    def notification_future(self):
+    def notification_future(self) -> NotificationFuture:
         """The next notification as a NotificationFuture (a
         concurrent.futures.Future, awaitable): result() is a Notification,
         BadHandle if the engine closes first. Futures get notifications in
         the order they were made; cancel() one you will not read."""
         return self._notes().future()
 
-    def wait_notification(self, timeout=None):
+    def wait_notification(self, timeout: Optional[float] = None) -> Notification:
         """Takes the next notification (a Notification: .peer, .seq, .msg),
         from any peer, in order per peer, waiting at most timeout seconds
         (None: no limit; 0: just look). concurrent.futures.TimeoutError
@@ -981,7 +1010,7 @@ class Engine:
             notes.abandon(fut)
             raise
 
-    async def next_notification(self, timeout=None):
+    async def next_notification(self, timeout: Optional[float] = None) -> Notification:
         """In asyncio: the next notification (as wait_notification), without
         blocking the event loop; asyncio.TimeoutError (TimeoutError) after
         timeout seconds. A cancelled or timed-out await loses no
@@ -993,7 +1022,7 @@ class Engine:
             return await fut
         return await asyncio.wait_for(fut, wait)
 
-    def close(self, timeout=None):
+    def close(self, timeout: Optional[float] = None) -> None:
         """Finalizes the engine: waits for transfers in flight (at most
         timeout seconds, then cancels the rest: their futures get
         Canceled), runs every callback, frees all memory. Raises
@@ -1029,7 +1058,8 @@ class Engine:
                 pass
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
+        """Whether close() has run."""
         return self._h is None
 
 
@@ -1037,7 +1067,7 @@ class Engine:
 # the transfer's (engine, future) in _pending. ctypes takes the GIL for it
 # (it runs on an engine thread); the library's calls release it, so a thread
 # waiting in hcomm_wait_completion or hcomm_finalize never blocks it.
-_pending = {}
+_pending: Dict[int, Any] = {}
 _keys = itertools.count(1)
 _pending_lock = threading.Lock()
 
@@ -1050,6 +1080,6 @@ def _on_complete(tid, status, user_data):
         entry[0]._complete(entry[1], status)
 
 
-def pending():
+def pending() -> int:
     """Transfers submitted and not yet completed, over all engines (tests)."""
     return len(_pending)

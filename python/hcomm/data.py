@@ -167,18 +167,21 @@ class DeviceBatch:
 
     @property
     def target(self) -> int:
+        """The device target's index in its engine."""
         base = self.device.base
         assert isinstance(base, DeviceBuffer)
         return base.target
 
     @property
     def offset(self) -> int:
+        """The device-memory offset of the batch's first byte."""
         base = self.device.base
         assert isinstance(base, DeviceBuffer)
         return base.offset + self.device.offset
 
     @property
     def nbytes(self) -> int:
+        """The batch's bytes."""
         return self.device.nbytes
 
     def __repr__(self) -> str:
@@ -361,6 +364,8 @@ class Loader:
         self.stats = {"batches": 0, "records": 0, "bytes": 0, "reads": 0, "max_bytes_in_flight": 0,
                       "opened": 0, "opened_direct": 0, "device_copies": 0}
 
+        self._descr: Optional[str]
+        self._shape: Optional[Tuple[int, ...]]
         if record_size is not None:
             self._descr = _descr(dtype)
             item = _itemsize(self._descr)
@@ -426,10 +431,12 @@ class Loader:
             f.close()
         if self._npy:
             return self._probe_npy(path, size, first)
-        if size % self.record_size:
+        rs = self.record_size
+        assert rs is not None
+        if size % rs:
             raise InvalidArgument(f"hcomm.data: shard {path}: {size} bytes is not a whole number of "
-                                  f"{self.record_size}-byte records ({size % self.record_size} bytes over: truncated?)")
-        return Shard(path, 0, size // self.record_size, size, first)
+                                  f"{rs}-byte records ({size % rs} bytes over: truncated?)")
+        return Shard(path, 0, size // rs, size, first)
 
     def _probe_npy(self, path: str, size: int, first: int) -> Shard:
         try:
@@ -564,9 +571,9 @@ class Loader:
             left[s] -= 1
             if left[s] == 0:
                 del left[s]
-                f = self._files_open.pop(s, None)
-                if f is not None:
-                    f.close()
+                done = self._files_open.pop(s) if s in self._files_open else None
+                if done is not None:
+                    done.close()
 
     def _view(self, b: _Batch) -> Any:
         rs = self.record_size
@@ -576,6 +583,7 @@ class Loader:
         if self.debug:
             b.mem = weakref.ref(mem)
         shape = (n,) + tuple(self._shape or ())
+        data: Any
         if self.format == "torch":
             import torch
 
@@ -789,6 +797,7 @@ class Loader:
 
     @property
     def closed(self) -> bool:
+        """Whether close() has run."""
         return self._closed
 
     def __enter__(self) -> "Loader":
