@@ -172,6 +172,32 @@ def test_truncated_and_unreadable(shards):
     L.close()
 
 
+def test_read_error_names_the_shard(tmp_path):
+    """A shard shrunk while it is open: the read past its new end fails
+    (DeviceError) naming the file, the iteration ends, and close leaves
+    nothing open."""
+    rng = np.random.default_rng(5)
+    for i in range(2):
+        rng.integers(0, 256, size=(64, RS), dtype=np.uint8).tofile(tmp_path / f"s{i}.bin")
+    for _ in range(2):  # warm up: the library's own first-use descriptors
+        with data.Loader(tmp_path, record_size=RS, batch_size=4) as L:
+            next(iter(L))
+    gc.collect()
+    fds = _fds()
+    L = data.Loader(tmp_path, record_size=RS, batch_size=4)
+    it = iter(L)
+    next(it)
+    assert list(L._files_open) == [0], "s0.bin is not the one open"
+    os.truncate(tmp_path / "s0.bin", 10 * RS)
+    with pytest.raises(hcomm.DeviceError, match="s0.bin.*read failed") as e:
+        for _ in it:
+            pass
+    assert e.value.path == str(tmp_path / "s0.bin")
+    assert not L._files_open, "a shard left open after the failed read"
+    L.close()
+    assert _fds() == fds
+
+
 _UNREADABLE = r"""
 import os, sys
 import numpy as np
