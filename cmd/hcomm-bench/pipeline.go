@@ -13,7 +13,16 @@ package main
 //     memfd, descriptor and doorbell, blocking read of the completion
 //     eventfd);
 //   - fio: fio's sequential read of the same file, same block size and
-//     queue depth, io_uring, O_DIRECT — the disk's ceiling.
+//     queue depth, io_uring, O_DIRECT — the disk's ceiling;
+//   - the device stage alone (host_to_device/engine): the engine of the
+//     first row, set up the same way, writing the same bytes from its pool
+//     blocks into device memory, pipeChunk transfers, pipeDepth in flight,
+//     each completion's block submitting the next chunk — the device
+//     model's ceiling. A pipeline runs at the speed of its slower stage:
+//     when the disk outruns the device model (a memmove on a goroutine,
+//     which a real device's DMA engine does in hardware), that is the
+//     device's, and the goal against the slower stage says how close the
+//     Copy comes to it.
 //
 // Host-side CPU is the process's CPU (getrusage, every thread) minus the
 // device model's own: the mock device is created inside pprof.Do with the
@@ -77,6 +86,14 @@ var pipeDevLabel = [2]string{"hcomm-bench", "device-model"}
 // pipeVariants are the rows, in the order each repetition runs them.
 var pipeVariants = []string{"file_to_device/engine", "file_to_device/traditional", "file_to_device/fio"}
 
+// pipeDeviceStage is the device stage alone; pipeSlowerStage names the
+// baseline of the goal against the slower stage: per repetition, the
+// lesser of fio's read and the device stage's bandwidth.
+const (
+	pipeDeviceStage = "host_to_device/engine"
+	pipeSlowerStage = "file_to_device/slower_stage"
+)
+
 // pipeSizeOverride replaces the file's size when > 0 (tests).
 var pipeSizeOverride int64
 
@@ -125,14 +142,18 @@ func init() {
 // pipe is one set-up path from the file into device memory.
 type pipe struct {
 	desc   string
-	dev    *mock.Device // the device model
+	dev    *mock.Device   // the device model
+	engine *engine.Engine // the engine rows' engine (nil: the traditional way)
 	devmem []byte
 	// move moves bytes [off, off+n) of the file to the same offsets of
 	// device memory.
 	move func(off, n int64) error
 	// poolPeak is the engine pool's highest use so far (nil: no pool).
 	poolPeak func() int64
-	close    func() error
+	// check verifies device memory after a move of [0, size) (nil: it
+	// holds the file, checkDevmem).
+	check func(size int64) error
+	close func() error
 }
 
 // labeledMock creates the device model with its worker goroutine labelled
@@ -176,6 +197,8 @@ func openPipe(variant, path string, size int64) (*pipe, error) {
 		p, err = openPipeEngine(m, f)
 	case "file_to_device/traditional":
 		p, err = openPipeTraditional(m, f)
+	case pipeDeviceStage:
+		p, err = openPipeDeviceStage(m, f, dm)
 	default:
 		err = fmt.Errorf("pipeline: no variant %q", variant)
 	}
@@ -222,7 +245,8 @@ func openPipeEngine(m *mock.Device, f *os.File) (*pipe, error) {
 	ts := e.Targets()
 	dev, file := ts[0], ts[1]
 	return &pipe{
-		desc: fmt.Sprintf("engine: one Copy file → device, %d KiB chunks, %d in flight, one engine (hdmadev + uringfile O_DIRECT), pool of %d MiB", pipeChunk>>10, pipeDepth, pipeChunk*pipeDepth>>20),
+		engine: e,
+		desc:   fmt.Sprintf("engine: one Copy file → device, %d KiB chunks, %d in flight, one engine (hdmadev + uringfile O_DIRECT), pool of %d MiB", pipeChunk>>10, pipeDepth, pipeChunk*pipeDepth>>20),
 		move: func(off, n int64) error {
 			c, err := e.Copy(context.Background(), engine.CopySpec{Src: file.FileAt(off), Dst: dev.DeviceAt(uint64(off)), Len: n, Chunk: pipeChunk, Depth: pipeDepth})
 			if err != nil {
@@ -237,6 +261,74 @@ func openPipeEngine(m *mock.Device, f *os.File) (*pipe, error) {
 			return e.Shutdown(ctx)
 		},
 	}, nil
+}
+
+// openPipeDeviceStage: the engine of openPipeEngine (the same backends,
+// pool and mode), its pipeDepth blocks filled once with the file's first
+// chunk before anything is timed, writing them into device memory chunk
+// by chunk: each completion's callback hands its block back to the
+// moving goroutine, which submits the next chunk from it — the hand-off
+// a Copy makes too. The file backend is there, idle, as in the Copy's
+// engine. Device memory then holds the first chunk's bytes in every chunk.
+func openPipeDeviceStage(m *mock.Device, f *os.File, dm []byte) (*pipe, error) {
+	p, err := openPipeEngine(m, f)
+	if err != nil {
+		return nil, err
+	}
+	e := p.engine
+	blocks := make([]engine.Block, pipeDepth)
+	for i := range blocks {
+		if blocks[i], err = e.Alloc(pipeChunk); err != nil {
+			p.close()
+			return nil, fmt.Errorf("pipeline: device stage: block %d of %d: %w", i, pipeDepth, err)
+		}
+		pipePattern(blocks[i].Bytes(), 0)
+	}
+	dev := e.Targets()[0]
+	done := make(chan engine.Result, pipeDepth)
+	cb := func(r engine.Result) { done <- r }
+	ctx := context.Background()
+	p.desc = fmt.Sprintf("the device stage alone: the same engine writing %d KiB from each of its %d pool blocks into device memory per transfer, %d in flight, each completion's block submitting the next chunk", pipeChunk>>10, pipeDepth, pipeDepth)
+	p.move = func(off, n int64) error {
+		next, end, inflight := off, off+n, 0
+		submit := func(i int) error {
+			k := min(pipeChunk, end-next)
+			if _, err := e.SubmitContext(ctx, engine.Transfer{Src: engine.HostAt(blocks[i], 0), Dst: dev.DeviceAt(uint64(next)), Len: int(k), Callback: cb, User: uint64(i)}); err != nil {
+				return fmt.Errorf("pipeline: device stage at %d: %w", next, err)
+			}
+			next += k
+			inflight++
+			return nil
+		}
+		var failed error
+		for i := 0; i < pipeDepth && next < end; i++ {
+			if failed = submit(i); failed != nil {
+				break
+			}
+		}
+		for inflight > 0 {
+			r := <-done
+			inflight--
+			switch {
+			case r.Err != nil && failed == nil:
+				failed = fmt.Errorf("pipeline: device stage: %w", r.Err)
+			case failed == nil && next < end:
+				failed = submit(int(r.User))
+			}
+		}
+		return failed
+	}
+	p.check = func(size int64) error {
+		want := make([]byte, pipeChunk)
+		pipePattern(want, 0)
+		for off := int64(0); off < size; off += pipeChunk {
+			if !bytes.Equal(dm[off:off+pipeChunk], want) {
+				return fmt.Errorf("device stage: device memory at %d does not hold its block's bytes", off)
+			}
+		}
+		return nil
+	}
+	return p, nil
 }
 
 // openPipeTraditional: ReadAt into an aligned heap buffer, then the
@@ -363,7 +455,11 @@ func pipeOnce(path string, size int64, variant string) (pipeSample, string, erro
 	if err != nil {
 		return pipeSample{}, "", err
 	}
-	if err := checkDevmem(p.devmem, size); err != nil {
+	check := p.check
+	if check == nil {
+		check = func(size int64) error { return checkDevmem(p.devmem, size) }
+	}
+	if err := check(size); err != nil {
 		return pipeSample{}, "", err
 	}
 	gib := float64(size) / (1 << 30)
@@ -541,17 +637,31 @@ func runPipeline(o *options, out io.Writer, tables bool) ([]entry, []string, boo
 		o.logf("pipeline: %s", fioNote)
 	}
 	var s [2][]pipeSample
+	var stage []pipeSample // the device stage alone
 	var fioBW, fioCPU, fioSteal []float64
 	descs := map[string]string{}
 	var failed error
 	for rep := 0; rep < o.reps && failed == nil; rep++ {
 		// The engine and fio take turns going first: a disk whose speed
 		// drifts, or that recovers after a slow reader, favours neither.
-		order := []int{0, 1, 2}
+		// (Index 3: the device stage alone, beside the engine's copy.)
+		order := []int{0, 3, 1, 2}
 		if rep%2 == 1 {
-			order = []int{2, 1, 0}
+			order = []int{2, 1, 3, 0}
 		}
 		for _, i := range order {
+			if i == 3 {
+				o.logf("pipeline: %s, repetition %d", pipeDeviceStage, rep+1)
+				x, desc, err := pipeOnce(path, size, pipeDeviceStage)
+				if err != nil {
+					failed = fmt.Errorf("%s: %w", pipeDeviceStage, err)
+					break
+				}
+				descs[pipeDeviceStage] = desc
+				stage = append(stage, x)
+				o.logf("pipeline: %s, repetition %d: %.3f GiB/s, host %.3f CPU-s/GiB, device model %.3f CPU-s/GiB", pipeDeviceStage, rep+1, x.gibps, x.hostCPU, x.devCPU)
+				continue
+			}
 			v := pipeVariants[i]
 			if i == 2 {
 				if ferr != nil {
@@ -604,8 +714,10 @@ func runPipeline(o *options, out io.Writer, tables bool) ([]entry, []string, boo
 		}
 	}
 	es := pipeEntries(s, fioBW, fioCPU, fioSteal, fioNote, copies, copyNote)
+	es = append(es, pipeStageEntries(s[0], stage, fioBW)...)
 	if tables {
 		printPipeline(out, size, fs, s, fioBW, fioCPU, fioNote, copies, descs)
+		printPipeStage(out, stage, fioBW, descs[pipeDeviceStage])
 	}
 	// Device memory → a peer process's pool, one engine against two.
 	rs, rdescs, rerr := runPipeRemote(o)
@@ -674,6 +786,48 @@ func pipeEntries(s [2][]pipeSample, fioBW, fioCPU, fioSteal []float64, fioNote s
 		c.Runs = 0
 	}
 	return append(es, c)
+}
+
+// pipeStageEntries: the device stage alone (its bandwidth beside fio's),
+// and the Copy against the slower of its two stages, repetition by
+// repetition (the lesser of fio's read and the device stage alone in the
+// same repetition).
+func pipeStageEntries(eng, stage []pipeSample, fioBW []float64) []entry {
+	bw := func(x pipeSample) float64 { return x.gibps }
+	sbw := pipeField(stage, bw)
+	slower := make([]float64, 0, len(sbw))
+	for i := range min(len(sbw), len(fioBW)) {
+		slower = append(slower, min(sbw[i], fioBW[i]))
+	}
+	return []entry{
+		pairEntry(pipeDeviceStage, pipeVariants[2], "bandwidth", "GiB/s", "higher", sbw, fioBW,
+			"the device stage alone (the same engine writing pool blocks into the device model, 1 MiB × 8) against fio's read of the file: above 1, the disk is the slower stage"),
+		pairEntry(pipeDeviceStage, "", "device_model_cpu_per_gib", "CPU-s/GiB", "lower", pipeField(stage, func(x pipeSample) float64 { return x.devCPU }), nil,
+			"the device model's worker while the device stage ran alone"),
+		pairEntry(pipeVariants[0], pipeSlowerStage, "bandwidth", "GiB/s", "higher", pipeField(eng, bw), slower,
+			"baseline: per repetition, the lesser of fio's sequential read of the file and the device stage alone — the most a pipeline of the two can move"),
+	}
+}
+
+// printPipeStage prints the device stage's row and the slower stage.
+func printPipeStage(w io.Writer, stage []pipeSample, fioBW []float64, desc string) {
+	if len(stage) == 0 {
+		return
+	}
+	st := newStat(pipeField(stage, func(x pipeSample) float64 { return x.gibps }))
+	dv := newStat(pipeField(stage, func(x pipeSample) float64 { return x.devCPU }))
+	fmt.Fprintf(w, "   %-28s %.3f [%.3f–%.3f] GiB/s; device model %.3f [%.3f–%.3f] CPU-s/GiB\n", pipeDeviceStage, st.Median, st.Min, st.Max, dv.Median, dv.Min, dv.Max)
+	slowerDisk := 0
+	for i := range min(len(stage), len(fioBW)) {
+		if fioBW[i] <= stage[i].gibps {
+			slowerDisk++
+		}
+	}
+	reps := min(len(stage), len(fioBW))
+	fmt.Fprintf(w, "   the slower stage, per repetition: the disk (fio's read) in %d, the device stage in %d\n", slowerDisk, reps-slowerDisk)
+	if desc != "" {
+		fmt.Fprintf(w, "   %s\n", desc)
+	}
 }
 
 func printPipeline(w io.Writer, size int64, fs string, s [2][]pipeSample, fioBW, fioCPU []float64, fioNote string, copies [2]*float64, descs map[string]string) {
@@ -865,6 +1019,19 @@ func pipelineGoals() []goalSpec {
 			Amend: func(g *goal, _ goalSpec, es entries) {
 				if e := es.find(ref{"pipeline", eng, fio, "steal"}); e != nil && e.Engine != nil && e.Baseline != nil {
 					g.Detail = fmt.Sprintf("CPU stolen by the hypervisor: %.2f [%.2f–%.2f] CPUs during the engine's copies, %.2f [%.2f–%.2f] during fio's", *e.Engine, *e.EngineMin, *e.EngineMax, *e.Baseline, *e.BaselineMin, *e.BaselineMax)
+				}
+				// A pipeline cannot outrun its slower stage: when the
+				// device model is slower than the disk, say so.
+				if e := es.find(ref{"pipeline", pipeDeviceStage, fio, "bandwidth"}); e != nil && e.Ratio != nil && *e.Ratio < 1 {
+					g.Detail = strings.TrimPrefix(g.Detail+fmt.Sprintf("; the device stage alone is the slower stage (%.3g× fio's read): see pipeline.file_to_device.bw_vs_slower_stage", *e.Ratio), "; ")
+				}
+			}},
+		{ID: "pipeline.file_to_device.bw_vs_slower_stage", Group: "pipeline", Scenario: "pipeline",
+			What: "file → device, one Copy (1 MiB × 8): bandwidth ÷ the slower of its stages alone (fio's read of the file; the device stage: the same engine writing pool blocks into the device model), per repetition", Unit: "×", Limit: limit{"≥", 0.9},
+			Ref: ref{"pipeline", eng, pipeSlowerStage, "bandwidth"},
+			Amend: func(g *goal, _ goalSpec, es entries) {
+				if e := es.find(ref{"pipeline", pipeDeviceStage, fio, "bandwidth"}); e != nil && e.Engine != nil && e.Baseline != nil {
+					g.Detail = fmt.Sprintf("the device stage alone %.3g [%.3g–%.3g] GiB/s, fio's read %.3g [%.3g–%.3g] GiB/s", *e.Engine, *e.EngineMin, *e.EngineMax, *e.Baseline, *e.BaselineMin, *e.BaselineMax)
 				}
 			}},
 		{ID: "pipeline.file_to_device.cpu_per_gib_vs_traditional", Group: "pipeline", Scenario: "pipeline",

@@ -132,12 +132,16 @@ func TestPipelineEntriesAndGoals(t *testing.T) {
 		{{gibps: 0.3, hostCPU: 1.0, devCPU: 0.3, rssBeyond: 15, privBeyond: 5}, {gibps: 0.35, hostCPU: 1.2, devCPU: 0.3, rssBeyond: 15, privBeyond: 5}},
 	}
 	es := pipeEntries(s, []float64{1, 1}, []float64{0.05, 0.06}, []float64{0.1, 0.2}, "fio", [2]*float64{ptr(0), ptr(1)}, [2]string{"a", "b"})
+	// The device stage alone faster than the disk in one repetition and
+	// slower in the other: the slower stage is 1 then 0.95 GiB/s.
+	es = append(es, pipeStageEntries(s[0], []pipeSample{{gibps: 3}, {gibps: 0.95}}, []float64{1, 1})...)
 	rs := [2][]pipeRemoteSample{{{gibps: 2.0, hostCPU: 0.5}, {gibps: 2.2, hostCPU: 0.52}}, {{gibps: 2.1, hostCPU: 0.5}, {gibps: 2.3, hostCPU: 0.49}}}
 	es = append(es, pipeRemoteEntries(rs, "")...)
 	want := map[string]string{
 		"pipeline.device_to_remote.bw_vs_two_engines":          "met",
 		"pipeline.device_to_remote.cpu_per_gib_vs_two_engines": "met",
 		"pipeline.file_to_device.bw_vs_fio":                    "met",
+		"pipeline.file_to_device.bw_vs_slower_stage":           "met",
 		"pipeline.file_to_device.cpu_per_gib_vs_traditional":   "met",
 		"pipeline.file_to_device.cpu_copies_per_byte":          "met",
 		"pipeline.file_to_device.pool_bytes":                   "met",
@@ -157,10 +161,14 @@ func TestPipelineEntriesAndGoals(t *testing.T) {
 	// A copy per byte misses; so does private memory beyond chunk × depth + 16 MiB.
 	s[0][0].privBeyond, s[0][1].privBeyond = 25, 26
 	es = pipeEntries(s, []float64{1, 1}, nil, nil, "fio", [2]*float64{ptr(0.5), ptr(1)}, [2]string{})
+	// The device stage alone at 1.2 GiB/s, the disk at 2: the Copy's
+	// 0.925 GiB/s is 0.77× the slower stage.
+	es = append(es, pipeStageEntries(s[0], []pipeSample{{gibps: 1.2}, {gibps: 1.2}}, []float64{2, 2})...)
 	// Device → peer: 0.8× the bandwidth, 1.2× the CPU.
 	rs[0][0], rs[0][1] = pipeRemoteSample{gibps: 1.6, hostCPU: 0.6}, pipeRemoteSample{gibps: 1.8, hostCPU: 0.6}
 	es = append(es, pipeRemoteEntries(rs, "")...)
 	missed := map[string]bool{"pipeline.file_to_device.cpu_copies_per_byte": true, "pipeline.file_to_device.private_beyond_device": true,
+		"pipeline.file_to_device.bw_vs_slower_stage":  true,
 		"pipeline.device_to_remote.bw_vs_two_engines": true, "pipeline.device_to_remote.cpu_per_gib_vs_two_engines": true}
 	for _, g := range goals(es, map[string]bool{"pipeline": true}, nil) {
 		if missed[g.ID] {
