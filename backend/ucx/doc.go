@@ -107,8 +107,10 @@
 // transport needs the target to progress), runs the watchdog
 // (Config.Timeout) and finishes transfers while the engine sleeps. It spins
 // for Config.Spin after an event (default: not at all), then arms the
-// workers (ucp_worker_arm) and sleeps in poll(2) on their event fds
-// (ucp_worker_get_efd); it never queues on the mutex behind the engine's
+// workers (ucp_worker_arm), progresses them once more (over RDMA verbs a
+// completion that arrived just before the arm raises no event), and
+// sleeps in poll(2) on their event fds (ucp_worker_get_efd) when that
+// found nothing; it never queues on the mutex behind the engine's
 // owner, which progresses the data worker itself. ReadyFD is an eventfd
 // written when completions wait, so an idle engine sleeps too.
 //

@@ -1539,13 +1539,34 @@ uint32_t hc_progress(hc_be *be, int ctl, int rounds) {
 	return ev | hc_notify_flush(be);
 }
 
-// hc_arm arms both workers' event fds (ucp_worker_arm): UCS_OK, or
-// UCS_ERR_BUSY when one has events to progress first.
+// hc_arm arms both workers' event fds (ucp_worker_arm) and then
+// progresses them once more: UCS_OK when that found nothing (the caller may
+// sleep on the fds), UCS_ERR_BUSY when there are events to progress first
+// (the arm failed, or the last look found some; what it found is reported
+// by the next hc_progress or hc_submit).
+//
+// The last look is what makes sleeping safe over RDMA verbs. ucp_worker_arm
+// arms a verbs interface's completion queues with ibv_req_notify_cq, which
+// raises an event only for a completion added after it. A completion added
+// between the caller's last ucp_worker_progress (which found the queue
+// empty) and the arm raises none on a device that does not report missed
+// completions — rxe (soft-RoCE) does not: the kernel's uverbs arms it
+// with IB_CQ_NEXT_COMP alone — and the caller would sleep on a message
+// already in its queue until some later event. Arming first and emptying
+// the queue after is the order ibv_get_cq_event(3) prescribes; UCX 1.13
+// does the reverse (uct_ib_iface_pre_arm, then ibv_req_notify_cq).
 int hc_arm(hc_be *be) {
 	ucs_status_t st = ucp_worker_arm(be->worker);
 	if (st == UCS_OK && be->dworker != be->worker)
 		st = ucp_worker_arm(be->dworker);
-	return st;
+	if (st != UCS_OK)
+		return st;
+	be->nprogress++;
+	if (ucp_worker_progress(be->dworker) != 0)
+		return UCS_ERR_BUSY;
+	if (be->worker != be->dworker && ucp_worker_progress(be->worker) != 0)
+		return UCS_ERR_BUSY;
+	return UCS_OK;
 }
 
 static uint64_t now_ns(void) {

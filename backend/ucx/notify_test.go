@@ -267,3 +267,128 @@ func TestNotifyPeerKilled(t *testing.T) {
 		})
 	}
 }
+
+// TestNotifyWakes: a notification that reaches this side while its worker
+// is not armed — between the progress goroutine's last look at the worker
+// and its arming of it before it sleeps — still wakes it. The receiver
+// (CallerProgress: the test plays its progress goroutine) is armed and
+// rested; a first notification raises the armed worker's event, which the
+// next arm takes (the worker is then not armed); a second one is sent and
+// given time to land; then the worker is armed as before a sleep: the arm
+// must say that events wait, or leave an event fd readable — otherwise a
+// sleeper sleeps on a notification that is already there until some later
+// event. Over RDMA verbs on rxe (the soft-RoCE guest) neither happened
+// before hc_arm looked at the workers once more after arming them:
+// ibv_req_notify_cq signals only completions added after it.
+func TestNotifyWakes(t *testing.T) {
+	for _, tls := range transports {
+		t.Run(tls, func(t *testing.T) {
+			env, shm := ucxTLS(tls)
+			t.Setenv("UCX_TLS", env)
+			rb, err := New(Config{Listen: listenAddr(tls), CallerProgress: true, SharedMemory: shm})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { rb.Close() })
+			eng, sb := newEngine(t, tls, 16)
+			// settling progresses the receiver until stop is called.
+			settling := func() (stop func()) {
+				quit, done := make(chan struct{}), make(chan struct{})
+				go func() {
+					defer close(done)
+					for {
+						select {
+						case <-quit:
+							return
+						default:
+						}
+						rb.settle()
+						time.Sleep(time.Millisecond)
+					}
+				}()
+				return func() { close(quit); <-done }
+			}
+			stop := settling() // the handshake needs the receiver's progress
+			p := connect(t, sb, rb.Addr())
+			deadline := time.Now().Add(20 * time.Second)
+			for ps := rb.Peers(); len(ps) == 0 || !ps[0].Ready; ps = rb.Peers() {
+				if time.Now().After(deadline) {
+					t.Fatal("the receiver's peer never became ready")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			stop()
+			msgs, err := eng.Alloc(128)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			// send sends notification k and leaves it time to land.
+			send := func(k int) engine.ID {
+				t.Helper()
+				m := engine.HostAt(msgs, 8*(k%16))
+				binary.LittleEndian.PutUint64(msgs.Bytes()[8*(k%16):], uint64(k))
+				id, err := eng.Submit(engine.Transfer{Src: m, Dst: engine.Remote(p, Notify), Len: 8})
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Second) // it reaches the receiver, which does not look
+				return id
+			}
+			// take progresses the receiver until notification k is
+			// delivered and the sender has its acknowledgement.
+			take := func(k int, id engine.ID) {
+				t.Helper()
+				stop := settling()
+				defer stop()
+				select {
+				case n := <-rb.Notifications():
+					if got := binary.LittleEndian.Uint64(n.Msg()); got != uint64(k) {
+						t.Fatalf("notification %d carries %d, want %d", n.Seq, got, k)
+					}
+				case <-ctx.Done():
+					t.Fatalf("notification %d never arrived", k)
+				}
+				if err := eng.Wait(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 3 {
+				// Armed, nothing pending.
+				for k := 0; ; k++ {
+					rb.settle()
+					busy, _, err := rb.armLook()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !busy {
+						break
+					}
+					if k == 100 {
+						t.Fatal("the receiver's worker reports events after 100 rounds of progress")
+					}
+				}
+				// The first notification raises the armed worker's
+				// event; the arm after it takes that event and does not
+				// arm the worker.
+				id := send(2 * i)
+				take(2*i, id)
+				if _, _, err := rb.armLook(); err != nil {
+					t.Fatal(err)
+				}
+				rb.settle()
+				id = send(2*i + 1)
+				busy, ready, err := rb.armLook()
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("round %d: arm says events wait: %t; an event fd readable: %t", i, busy, ready)
+				if !busy && !ready {
+					t.Errorf("round %d: a notification that landed while the receiver's worker was not armed: the arm found no events and no event fd is readable — a progress goroutine would sleep on it", i)
+				}
+				take(2*i+1, id)
+			}
+		})
+	}
+}

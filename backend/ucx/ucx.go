@@ -722,6 +722,41 @@ func (b *Backend) progressLoop() {
 	}
 }
 
+// settle progresses both workers until a round reports nothing, acting on
+// what they report (tests: a CallerProgress backend brought to rest).
+func (b *Backend) settle() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := 0; i < 1000 && !b.closed && b.progress(true, C.HC_ROUNDS)&C.HC_EV_PROGRESS != 0; i++ {
+	}
+}
+
+// armLook is what the progress goroutine does before it sleeps, for tests:
+// hc_arm, then a look at the workers' event fds without waiting. busy: the
+// arm said that events wait (the goroutine progresses instead of
+// sleeping); ready: an event fd is readable (a sleeper would wake at once);
+// err: the arm failed otherwise.
+func (b *Backend) armLook() (busy, ready bool, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false, false, errBackendClosed
+	}
+	st := C.hc_arm(b.be)
+	if st != 0 && st != C.UCS_ERR_BUSY {
+		return false, false, ucxErr("ucp_worker_arm", st)
+	}
+	fds := []unix.PollFd{{Fd: int32(b.be.efd), Events: unix.POLLIN}}
+	if b.be.defd != b.be.efd {
+		fds = append(fds, unix.PollFd{Fd: int32(b.be.defd), Events: unix.POLLIN})
+	}
+	n, err := unix.Poll(fds, 0)
+	if err != nil {
+		return false, false, fmt.Errorf("ucx: poll the workers' event fds: %w", err)
+	}
+	return st == C.UCS_ERR_BUSY, n > 0, nil
+}
+
 // handshaking says that a peer's handshake is under way (connecting: our
 // hello or the peer's not yet through; under mu).
 func (b *Backend) handshaking() bool {
