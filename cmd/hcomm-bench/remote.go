@@ -830,7 +830,13 @@ type remotePeer struct {
 
 func startRemotePeer(mode, tls string, shm bool) (*remotePeer, error) {
 	c := exec.Command(os.Args[0], "-remote-peer="+mode)
-	c.Env = append(os.Environ(), "UCX_TLS="+tls, fmt.Sprintf("HCOMM_BENCH_SHM=%t", shm))
+	// UCX logs to standard output by default, where the peer announces its
+	// address: its log goes to standard error instead. Over rdmacm a
+	// listener on a free port logs an ERROR line when the port rdmacm
+	// picked is taken for tcp (then takes another): on standard output
+	// that line was read as the peer's announcement, and the measurement
+	// failed (the soft-RoCE guest, one notified repetition in a run).
+	c.Env = append(os.Environ(), "UCX_TLS="+tls, fmt.Sprintf("HCOMM_BENCH_SHM=%t", shm), "UCX_LOG_FILE=stderr")
 	p, err := testutil.LaunchPeer(c, 30*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("remote peer: %w", err)
