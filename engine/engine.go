@@ -193,8 +193,6 @@ type Engine struct {
 	lazyPending atomic.Bool
 	yieldAt     time.Time // last yield of Poll or waitBatch (under the reaping flag)
 	polls       uint64    // Polls that held the reaping flag (under it)
-
-	parkTimers sync.Pool // *time.Timer, stopped: bounded parks (park)
 }
 
 var engineSeq atomic.Uint64

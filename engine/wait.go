@@ -275,17 +275,11 @@ func (e *Engine) cycleThenWait(cond func() bool) (n int, waited bool) {
 // ends or the engine closes. The reaper is the one that wakes it: it
 // sleeps on the backend's completion signal (and, without one, is woken
 // by every submission), and a stall is noticed at its next timeout.
-//
-// Beside a device's reaper asleep lazily (rouseReaper leaves it asleep)
-// nobody watches the device until that sleep ends: the goroutine then
-// parks for at most lazyMin itself — the bound the reaper's own timer
-// sets — and goes back to reaping (waitLoop).
 func (e *Engine) park(ctx context.Context, cond func() bool) {
 	e.waiters.Add(1)
 	defer e.waiters.Add(-1)
-	lazyBeside := false
 	if e.reapingWaiters.Load() == 0 {
-		lazyBeside = e.rouseReaper() // nobody else reaps for us
+		e.rouseReaper() // nobody else reaps for us
 	}
 	e.waitMu.Lock()
 	ch := e.waitCh
@@ -293,34 +287,11 @@ func (e *Engine) park(ctx context.Context, cond func() bool) {
 	if cond() {
 		return
 	}
-	if lazyBeside {
-		t := e.parkTimer(lazyMin)
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-ctx.Done():
-		case <-e.closedCh:
-		}
-		t.Stop()
-		e.parkTimers.Put(t)
-		return
-	}
 	select {
 	case <-ch:
 	case <-ctx.Done():
 	case <-e.closedCh:
 	}
-}
-
-// parkTimer is a stopped timer from the engine's pool, reset to d (a
-// bounded park allocates nothing once the pool holds one per parked
-// goroutine).
-func (e *Engine) parkTimer(d time.Duration) *time.Timer {
-	if t, ok := e.parkTimers.Get().(*time.Timer); ok {
-		t.Reset(d)
-		return t
-	}
-	return time.NewTimer(d)
 }
 
 // rouseReaper: a goroutine about to park (waiters already counts it, and
@@ -337,10 +308,7 @@ func (e *Engine) parkTimer(d time.Duration) *time.Timer {
 // the two sees the other. Nothing when the reaper is awake or watches.
 // While another waiter reaps, its cycles notify the parked one, and it
 // hands back when it parks or leaves (handBack).
-//
-// It reports whether it left a reaper asleep lazily beside a device's
-// waiters (park then bounds its own wait by that sleep's length).
-func (e *Engine) rouseReaper() (lazyBeside bool) {
+func (e *Engine) rouseReaper() {
 	switch e.sleeping.Load() {
 	case sleepBlind:
 		e.wakeReaper(false)
@@ -353,11 +321,8 @@ func (e *Engine) rouseReaper() (lazyBeside bool) {
 		// took ~110 µs instead of ~3 µs (p99).
 		if e.batchWaiter != nil {
 			e.wakeLazy()
-			return false
 		}
-		return true
 	}
-	return false
 }
 
 // pending says whether anything is staged, in the backend or completed
