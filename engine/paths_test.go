@@ -117,7 +117,17 @@ func TestSeveralBackends(t *testing.T) {
 		if k, err := e.SubmitBatchContext(ctx, batch, nil); err != nil || k != len(batch) {
 			t.Fatalf("round %d: SubmitBatch: %d, %v", r, k, err)
 		}
-		must(t, e.Drain(ctx))
+		if err := e.Drain(ctx); err != nil {
+			// Say where it stopped: what each backend holds, which
+			// callbacks of the round did not run.
+			var missing []int
+			for i := range per {
+				if calls[r*per+i].Load() != 1 {
+					missing = append(missing, i)
+				}
+			}
+			t.Fatalf("round %d: Drain: %v; round's transfers without a callback (index %% 3: 0 device, 1 file, 2 memory): %v; stats %+v", r, err, missing, e.Stats())
+		}
 		// Read back what reached the device and the file; compare.
 		for i := range per {
 			if calls[r*per+i].Load() != 1 {
