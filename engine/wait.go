@@ -70,14 +70,12 @@ func (e *Engine) lookup(id ID) (done bool, res uint64, err error) {
 	}
 }
 
-// reserved is at least the staging ring's reservation counter when the
-// call began: every position below it was handed to a submitter. (Len,
-// then Head: the sum can only overshoot, by reservations made meanwhile —
-// positions that exist by then.)
-func (e *Engine) reserved() uint64 {
-	n := uint64(e.stage.Len())
-	return e.stage.Head() + n
-}
+// reserved is the staging ring's reservation counter: every position
+// below it was handed to a submitter. (It was Head + Len once: a release
+// between those two loads made the sum overshoot, and a Drain then waited
+// for positions nobody had reserved — until the next submission, or for
+// ever.)
+func (e *Engine) reserved() uint64 { return e.stage.Tail() }
 
 // Drain waits until every transfer submitted before the call has
 // completed and its callback has run, or ctx ends.

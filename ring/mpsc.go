@@ -72,6 +72,12 @@ func (r *MPSC) Len() int {
 // (slot = Head() % Cap()).
 func (r *MPSC) Head() uint64 { return r.head.Load() }
 
+// Tail is the free-running position after the newest reserved entry:
+// every position below it has been handed to a producer, committed or not.
+// (Head() + Len() is not that: entries released between its two loads
+// make the sum overshoot.)
+func (r *MPSC) Tail() uint64 { return r.tail.Load() }
+
 // Reserve reserves exactly k consecutive slots, or returns ErrFull (nothing
 // reserved) when fewer than k are free, or ErrBatchSize when k is not in
 // 1..Cap. Safe for any number of concurrent producers; lock-free (a failed
