@@ -71,10 +71,9 @@ func (e *Engine) lookup(id ID) (done bool, res uint64, err error) {
 }
 
 // reserved is the staging ring's reservation counter: every position
-// below it was handed to a submitter. (It was Head + Len once: a release
-// between those two loads made the sum overshoot, and a Drain then waited
-// for positions nobody had reserved — until the next submission, or for
-// ever.)
+// below it was handed to a submitter. (Not Head + Len: a release between
+// those two loads makes the sum overshoot, and a Drain would wait for
+// positions nobody reserved.)
 func (e *Engine) reserved() uint64 { return e.stage.Tail() }
 
 // Drain waits until every transfer submitted before the call has

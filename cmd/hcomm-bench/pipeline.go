@@ -650,20 +650,8 @@ func runPipeline(o *options, out io.Writer, tables bool) ([]entry, []string, boo
 			order = []int{2, 1, 3, 0}
 		}
 		for _, i := range order {
-			if i == 3 {
-				o.logf("pipeline: %s, repetition %d", pipeDeviceStage, rep+1)
-				x, desc, err := pipeOnce(path, size, pipeDeviceStage)
-				if err != nil {
-					failed = fmt.Errorf("%s: %w", pipeDeviceStage, err)
-					break
-				}
-				descs[pipeDeviceStage] = desc
-				stage = append(stage, x)
-				o.logf("pipeline: %s, repetition %d: %.3f GiB/s, host %.3f CPU-s/GiB, device model %.3f CPU-s/GiB", pipeDeviceStage, rep+1, x.gibps, x.hostCPU, x.devCPU)
-				continue
-			}
-			v := pipeVariants[i]
 			if i == 2 {
+				v := pipeVariants[2]
 				if ferr != nil {
 					continue
 				}
@@ -678,6 +666,10 @@ func runPipeline(o *options, out io.Writer, tables bool) ([]entry, []string, boo
 				o.logf("pipeline: %s, repetition %d: %.3f GiB/s (other processes %.2f CPUs, steal %.2f CPUs)", v, rep+1, bw, others, steal)
 				continue
 			}
+			v := pipeDeviceStage
+			if i < 2 {
+				v = pipeVariants[i]
+			}
 			o.logf("pipeline: %s, repetition %d", v, rep+1)
 			x, desc, err := pipeOnce(path, size, v)
 			if err != nil {
@@ -685,8 +677,12 @@ func runPipeline(o *options, out io.Writer, tables bool) ([]entry, []string, boo
 				break
 			}
 			descs[v] = desc
-			s[i] = append(s[i], x)
-			o.logf("pipeline: %s, repetition %d: %.3f GiB/s, host %.3f CPU-s/GiB (other processes %.2f CPUs, steal %.2f CPUs)", v, rep+1, x.gibps, x.hostCPU, x.others, x.steal)
+			if i < 2 {
+				s[i] = append(s[i], x)
+			} else {
+				stage = append(stage, x)
+			}
+			o.logf("pipeline: %s, repetition %d: %.3f GiB/s, host %.3f CPU-s/GiB, device model %.3f CPU-s/GiB (other processes %.2f CPUs, steal %.2f CPUs)", v, rep+1, x.gibps, x.hostCPU, x.devCPU, x.others, x.steal)
 		}
 	}
 	if failed != nil {
