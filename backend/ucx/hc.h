@@ -106,6 +106,18 @@ typedef struct hc_reg {
 	uint32_t refs;
 } hc_reg;
 
+// hc_refusal is a covering registration that was not made: the range,
+// the runs it would have joined, and why (a ucs_status_t from
+// ucp_mem_map, or UCS_ERR_IO_ERROR with errnum when the process's
+// mappings could not be read: then len is 0).
+#define HC_REFUSALS 8
+typedef struct hc_refusal {
+	uint64_t addr, len;
+	uint32_t runs;
+	int32_t status;
+	int32_t errnum;
+} hc_refusal;
+
 typedef struct hc_op {
 	hc_be *be;
 	uint64_t tag;
@@ -265,6 +277,16 @@ struct hc_be {
 	uint64_t reg_maxlen;
 	hc_reg *slot_reg[HC_MAX_ARENAS];
 	uint64_t nreg_maps, nreg_hits;
+	// Covering registrations (hc_reg_batch): reg_gap is the largest gap
+	// one bridges (0: none); the counters, and the last HC_REFUSALS
+	// covers that could not be made (refusal_n counts them all: entry
+	// i % HC_REFUSALS). reg_refuse (tests only) refuses every cover
+	// before UCX sees it, as a pinning failure would.
+	uint64_t reg_gap;
+	uint64_t ncovers, ncover_gaps, ncover_gapbytes;
+	hc_refusal refusals[HC_REFUSALS];
+	uint64_t refusal_n;
+	int reg_refuse;
 	// win_start[s]: arena s's offset in this side's window; win_end the
 	// next arena's. Offsets are never reused: an arena added later goes
 	// at the end, one removed leaves a hole.

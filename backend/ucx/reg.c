@@ -2,6 +2,9 @@
 // with the backend's mutex held, as hc.c's.
 #include "hc.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -147,19 +150,197 @@ static int span_cmp(const void *a, const void *b) {
 	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
+// reg_overlaps says whether a cached registration shares a byte with
+// [lo, hi).
+static int reg_overlaps(hc_be *be, uint64_t lo, uint64_t hi) {
+	uint32_t a = 0, b = be->nregs; // first entry starting at or after hi
+	while (a < b) {
+		uint32_t mid = a + (b - a) / 2;
+		if (be->regs[mid]->addr < hi)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	for (uint32_t i = a; i-- > 0;) {
+		hc_reg *r = be->regs[i];
+		if (r->addr + be->reg_maxlen <= lo)
+			break; // no earlier entry is long enough to reach
+		if (r->addr + r->len > lo)
+			return 1;
+	}
+	return 0;
+}
+
+// A mapping of the process (/proc/self/maps): one line, or contiguous
+// lines of the same permissions and backing, which the kernel keeps apart
+// only for flags (madvise, a registration's MADV_DONTFORK).
+typedef struct {
+	uint64_t lo, hi;
+} vma;
+
+// maps_read is the process's mappings, in address order, in *out (free
+// it). Returns how many, or -1 with errno set.
+static int64_t maps_read(vma **out) {
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t cap = 64 << 10, n = 0;
+	char *buf = malloc(cap);
+	for (;;) {
+		if (buf == NULL) {
+			close(fd);
+			errno = ENOMEM;
+			return -1;
+		}
+		if (cap - n < 4096) {
+			char *m = realloc(buf, cap * 2);
+			if (m == NULL)
+				free(buf);
+			buf = m;
+			cap *= 2;
+			continue;
+		}
+		ssize_t k = read(fd, buf + n, cap - n - 1);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			int e = errno;
+			free(buf);
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		if (k == 0)
+			break;
+		n += (size_t)k;
+	}
+	close(fd);
+	buf[n] = 0;
+	size_t lines = 0;
+	for (size_t i = 0; i < n; i++)
+		lines += buf[i] == '\n';
+	vma *v = malloc((lines + 1) * sizeof(*v));
+	if (v == NULL) {
+		free(buf);
+		errno = ENOMEM;
+		return -1;
+	}
+	int64_t nv = 0;
+	// The previous line's permissions, offset, device, inode and name.
+	char pperm[5] = "";
+	uint64_t poff = 0, pino = 0;
+	unsigned pmaj = 0, pmin = 0;
+	const char *pname = "";
+	size_t pnlen = 0;
+	for (char *line = buf; *line;) {
+		char *eol = strchr(line, '\n');
+		if (eol == NULL)
+			eol = line + strlen(line);
+		*eol = 0;
+		unsigned long long lo, hi, off, ino;
+		unsigned maj, min;
+		char perm[5];
+		int at = 0;
+		if (sscanf(line, "%llx-%llx %4s %llx %x:%x %llu %n", &lo, &hi, perm, &off, &maj, &min, &ino, &at) >= 7) {
+			const char *name = at > 0 ? line + at : "";
+			size_t nlen = strlen(name);
+			int same = nv > 0 && v[nv - 1].hi == lo && strcmp(perm, pperm) == 0 && maj == pmaj && min == pmin &&
+				   ino == pino && nlen == pnlen && memcmp(name, pname, nlen) == 0 &&
+				   (ino == 0 || poff + (v[nv - 1].hi - v[nv - 1].lo) == off);
+			if (same) {
+				v[nv - 1].hi = hi;
+				poff = off - (lo - v[nv - 1].lo); // the merged mapping's offset
+			} else {
+				v[nv].lo = lo;
+				v[nv].hi = hi;
+				nv++;
+				poff = off;
+			}
+			memcpy(pperm, perm, sizeof(perm));
+			pmaj = maj;
+			pmin = min;
+			pino = ino;
+			pname = name;
+			pnlen = nlen;
+		}
+		line = eol < buf + n ? eol + 1 : eol;
+	}
+	// pname points into buf: nothing reads it after the loop.
+	free(buf);
+	*out = v;
+	return nv;
+}
+
+// vma_of is the index of the mapping that contains [lo, hi), or -1.
+static int64_t vma_of(const vma *v, int64_t n, uint64_t lo, uint64_t hi) {
+	int64_t a = 0, b = n; // first mapping ending after lo
+	while (a < b) {
+		int64_t mid = a + (b - a) / 2;
+		if (v[mid].hi <= lo)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	return a < n && v[a].lo <= lo && hi <= v[a].hi ? a : -1;
+}
+
+// A run: regions of the batch that touch or overlap, sorted; its
+// registration (found in the cache, or new), and the group of runs a
+// covering registration would join (the first run's index).
+typedef struct {
+	uint64_t lo, hi;
+	uint32_t cnt; // regions in it
+	uint32_t group;
+	int64_t map; // its mapping (vma_of), -2 until looked up
+	hc_reg *r;
+	int hit; // r was cached
+} run_t;
+
+// bridgeable: may runs a (the last of a group that starts at first) and
+// a+1 be joined under the size policy (the gap at most reg_gap, the
+// group's gaps at most HC_COVER_SLACK of its regions' bytes; neither run
+// cached)? gaps and bytes are the group's so far.
+#define HC_COVER_SLACK 8 // gaps * 8 <= bytes: at most 12.5% more registered
+static int bridgeable(hc_be *be, const run_t *a, const run_t *b, uint64_t gaps, uint64_t bytes) {
+	if (be->reg_gap == 0 || a->r != NULL || b->r != NULL)
+		return 0;
+	uint64_t gap = b->lo - a->hi; // > 0: runs do not touch
+	return gap <= be->reg_gap && (gaps + gap) * HC_COVER_SLACK <= bytes + (b->hi - b->lo);
+}
+
+static void refusal(hc_be *be, uint64_t addr, uint64_t len, uint32_t runs, int32_t status, int32_t errnum) {
+	hc_refusal *f = &be->refusals[be->refusal_n++ % HC_REFUSALS];
+	f->addr = addr;
+	f->len = len;
+	f->runs = runs;
+	f->status = status;
+	f->errnum = errnum;
+}
+
 // hc_reg_batch registers n regions in one call: sorted, adjacent or
 // overlapping ones merged into runs, each run one ucp_mem_map unless a
 // cached registration already contains it; every region holds one
 // reference on its run's registration (hc_reg_release drops them). All or
 // nothing: on a failure no reference is taken and nothing new stays.
+//
+// Runs not cached that lie close together are registered as one covering
+// range, gaps included, when (docs/remote.md, "Covering registrations"):
+// each gap is at most reg_gap bytes; the group's gaps are at most an
+// eighth of its runs' bytes; the whole range lies in one mapping of the
+// process (/proc/self/maps, read once per call and only when some runs
+// pass the size test: so the gaps are memory the regions' own mapping
+// holds); and no cached registration touches the range (every region's
+// registration stays the one lookup finds). A cover UCX refuses is
+// recorded (be->refusals) and its runs registered one by one.
 int hc_reg_batch(hc_be *be, const uint64_t *addr, const uint64_t *len, uint32_t n) {
 	span *s = malloc((n ? n : 1) * sizeof(*s));
-	hc_reg **run = malloc((n ? n : 1) * sizeof(*run));   // each run's registration
-	uint32_t *cnt = malloc((n ? n : 1) * sizeof(*cnt)); // its regions
-	hc_reg **add = malloc((n ? n : 1) * sizeof(*add));  // the new ones, in order
+	run_t *run = malloc((n ? n : 1) * sizeof(*run));
+	hc_reg **add = malloc((n ? n : 1) * sizeof(*add)); // the new ones, in order
+	vma *maps = NULL;
+	int64_t nmaps = -1;
 	ucs_status_t st = UCS_OK;
 	uint32_t nrun = 0, nadd = 0;
-	if (s == NULL || run == NULL || cnt == NULL || add == NULL) {
+	if (s == NULL || run == NULL || add == NULL) {
 		st = UCS_ERR_NO_MEMORY;
 		goto out;
 	}
@@ -172,6 +353,7 @@ int hc_reg_batch(hc_be *be, const uint64_t *addr, const uint64_t *len, uint32_t 
 		s[i].len = len[i];
 	}
 	qsort(s, n, sizeof(*s), span_cmp);
+	int candidates = 0;
 	for (uint32_t i = 0; i < n;) {
 		uint64_t lo = s[i].addr, hi = s[i].addr + s[i].len;
 		uint32_t j = i + 1;
@@ -180,23 +362,91 @@ int hc_reg_batch(hc_be *be, const uint64_t *addr, const uint64_t *len, uint32_t 
 				hi = s[j].addr + s[j].len;
 			j++;
 		}
-		hc_reg *r = reg_find(be, lo, hi - lo);
-		if (r == NULL) {
-			r = reg_new(be, lo, hi - lo, &st);
-			if (r == NULL)
-				goto out;
-			add[nadd++] = r;
-		}
-		run[nrun] = r;
-		cnt[nrun++] = j - i;
+		run_t *r = &run[nrun];
+		r->lo = lo;
+		r->hi = hi;
+		r->cnt = j - i;
+		r->group = nrun;
+		r->map = -2;
+		r->r = reg_find(be, lo, hi - lo);
+		r->hit = r->r != NULL;
+		if (nrun > 0 && bridgeable(be, r - 1, r, 0, (r - 1)->hi - (r - 1)->lo))
+			candidates = 1;
+		nrun++;
 		i = j;
+	}
+	if (candidates) {
+		nmaps = maps_read(&maps);
+		if (nmaps < 0)
+			refusal(be, 0, 0, 0, UCS_ERR_IO_ERROR, errno);
+	}
+	// Groups: each run joins the previous run's group when the policy
+	// allows it (greedy, in address order).
+	if (nmaps >= 0) {
+		uint64_t gaps = 0, bytes = 0;
+		for (uint32_t k = 0; k < nrun; k++) {
+			run_t *r = &run[k];
+			if (k > 0 && bridgeable(be, r - 1, r, gaps, bytes)) {
+				run_t *g = &run[r[-1].group];
+				if (r[-1].map == -2)
+					r[-1].map = vma_of(maps, nmaps, r[-1].lo, r[-1].hi);
+				r->map = vma_of(maps, nmaps, r->lo, r->hi);
+				if (r->map >= 0 && r->map == r[-1].map && !reg_overlaps(be, g->lo, r->hi)) {
+					r->group = r[-1].group;
+					gaps += r->lo - r[-1].hi;
+					bytes += r->hi - r->lo;
+					continue;
+				}
+			}
+			gaps = 0;
+			bytes = r->hi - r->lo;
+		}
+	}
+	for (uint32_t k = 0; k < nrun;) {
+		uint32_t e = k + 1; // the group is [k, e)
+		while (e < nrun && run[e].group == k)
+			e++;
+		if (run[k].r != NULL) {
+			k = e;
+			continue;
+		}
+		if (e - k > 1) {
+			uint64_t lo = run[k].lo, hi = run[e - 1].hi;
+			hc_reg *c = NULL;
+			if (be->reg_refuse)
+				st = UCS_ERR_NO_RESOURCE;
+			else
+				c = reg_new(be, lo, hi - lo, &st);
+			if (c != NULL) {
+				add[nadd++] = c;
+				uint64_t gaps = 0;
+				for (uint32_t q = k; q < e; q++) {
+					run[q].r = c;
+					if (q > k)
+						gaps += run[q].lo - run[q - 1].hi;
+				}
+				be->ncovers++;
+				be->ncover_gaps += e - k - 1;
+				be->ncover_gapbytes += gaps;
+				k = e;
+				continue;
+			}
+			refusal(be, lo, hi - lo, e - k, st, 0);
+			st = UCS_OK;
+		}
+		for (; k < e; k++) {
+			run[k].r = reg_new(be, run[k].lo, run[k].hi - run[k].lo, &st);
+			if (run[k].r == NULL)
+				goto out;
+			add[nadd++] = run[k].r;
+		}
 	}
 	if ((st = reg_merge(be, add, nadd)) != UCS_OK)
 		goto out;
 	for (uint32_t k = 0; k < nrun; k++) {
-		if (run[k]->refs > 0)
-			be->nreg_hits += cnt[k];
-		run[k]->refs += cnt[k];
+		if (run[k].hit)
+			be->nreg_hits += run[k].cnt;
+		run[k].r->refs += run[k].cnt;
 	}
 	nadd = 0;
 out:
@@ -204,8 +454,8 @@ out:
 		reg_free(be, add[a]);
 	free(s);
 	free(run);
-	free(cnt);
 	free(add);
+	free(maps);
 	return st;
 }
 

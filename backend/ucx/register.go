@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"fmt"
+	"syscall"
 	"unsafe"
 
 	"github.com/hcomm-go/hcomm/backend"
@@ -22,6 +23,15 @@ import (
 // call. Each region holds one reference until UnregisterRegions; a
 // registration is unmapped (ucp_mem_unmap) with its last reference. All
 // or nothing: on an error nothing is registered.
+//
+// Runs that lie close together in one mapping of the process are
+// registered as one covering range, the gaps between them included, when
+// each gap is at most Config.RegisterGap and the gaps together at most an
+// eighth of the runs' bytes (docs/remote.md, "Covering registrations"):
+// one ucp_mem_map instead of one per run. The gaps are then registered
+// too (pinned over RDMA, and reachable with the registration's key). A
+// cover UCX refuses is registered run by run instead, and the refusal is
+// kept (RegistrationFallbacks).
 //
 // An arena exported from a cached registration is exported with the
 // registration's remote key: on RDMA a peer's key covers the whole
@@ -72,6 +82,71 @@ func (b *Backend) RegistrationStats() (maps, hits uint64) {
 		return 0, 0
 	}
 	return uint64(b.be.nreg_maps), uint64(b.be.nreg_hits)
+}
+
+// CoverStats counts the covering registrations RegisterRegions made
+// since New.
+type CoverStats struct {
+	Covers   uint64 // covering registrations (each one ucp_mem_map, in RegistrationStats' maps too)
+	Gaps     uint64 // gaps they bridged
+	GapBytes uint64 // bytes of those gaps: registered though no region asked for them
+	Refused  uint64 // covers not made (RegistrationFallbacks says why): their runs were registered one by one
+}
+
+// RegistrationCovers says what covering registrations RegisterRegions
+// made (CoverStats).
+func (b *Backend) RegistrationCovers() CoverStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return CoverStats{}
+	}
+	return CoverStats{
+		Covers:   uint64(b.be.ncovers),
+		Gaps:     uint64(b.be.ncover_gaps),
+		GapBytes: uint64(b.be.ncover_gapbytes),
+		Refused:  uint64(b.be.refusal_n),
+	}
+}
+
+// RegistrationFallbacks says why the most recent covering registrations
+// (up to 8, oldest first) were not made: UCX refused the range (the error
+// wraps ErrUCX and names UCX's status), or the process's mappings could
+// not be read (it wraps the system error). Their regions were registered
+// run by run instead, as without covers.
+func (b *Backend) RegistrationFallbacks() []error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	n := uint64(b.be.refusal_n)
+	first := uint64(0)
+	if n > C.HC_REFUSALS {
+		first = n - C.HC_REFUSALS
+	}
+	var errs []error
+	for i := first; i < n; i++ {
+		f := b.be.refusals[i%C.HC_REFUSALS]
+		if f.len == 0 {
+			errs = append(errs, fmt.Errorf("ucx: covering registration: read /proc/self/maps: %w", syscall.Errno(f.errnum)))
+			continue
+		}
+		errs = append(errs, fmt.Errorf("ucx: covering registration %#x+%d of %d runs refused (registered run by run): %s: %w",
+			uint64(f.addr), uint64(f.len), uint32(f.runs), ucsString(C.int(f.status)), ErrUCX))
+	}
+	return errs
+}
+
+// refuseCovers makes every covering registration fail before UCX sees
+// it, as a refused pin would (tests: the fallback run by run).
+func (b *Backend) refuseCovers(on bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.be.reg_refuse = 0
+	if on {
+		b.be.reg_refuse = 1
+	}
 }
 
 // RegisterUncached registers mem with UCX directly — one ucp_mem_map and

@@ -23,12 +23,18 @@ import (
 // verbs ucp_mem_map pins the pages (ibv_reg_mr), over tcp it pins nothing.
 func newRegBackend(tb testing.TB, n int) (*Backend, []byte) {
 	tb.Helper()
+	return newRegBackendConfig(tb, n, Config{})
+}
+
+// newRegBackendConfig is newRegBackend with cfg.
+func newRegBackendConfig(tb testing.TB, n int, cfg Config) (*Backend, []byte) {
+	tb.Helper()
 	tls := "tcp"
 	if _, bench := tb.(*testing.B); bench && os.Getenv(tlsEnv) != "" {
 		tls = os.Getenv(tlsEnv)
 	}
 	tb.Setenv("UCX_TLS", tls)
-	b, err := New(Config{})
+	b, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -48,7 +54,8 @@ func newRegBackend(tb testing.TB, n int) (*Backend, []byte) {
 // RegisterRegions of the same range, of a range inside it, and MapArena of
 // an arena inside it are answered from the cache (no ucp_mem_map) — many
 // adjacent regions in one call are one registration whatever their order,
-// scattered ones one each, and the last reference unmaps.
+// scattered ones too far apart to cover one each, and the last reference
+// unmaps.
 func TestRegisterCache(t *testing.T) {
 	b, mem := newRegBackend(t, 64<<20)
 	step := func(what string, wantMaps, wantHits uint64) {
@@ -88,10 +95,11 @@ func TestRegisterCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	step("1000 adjacent regions", 2, 3)
-	// 100 scattered ones (a page between each): one registration each.
+	// 100 scattered ones, gaps wider than a cover bridges (68 KiB between
+	// each): one registration each.
 	var scat [][]byte
 	for i := 0; i < 100; i++ {
-		o := 50<<20 + i*(16<<10+4096)
+		o := 50<<20 + i*(16<<10+68<<10)
 		scat = append(scat, mem[o:o+16<<10])
 	}
 	if err := b.RegisterRegions(scat); err != nil {
@@ -124,6 +132,173 @@ func TestRegisterCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	step("registered anew", 103, 13)
+}
+
+// TestRegisterCover: runs close together in one mapping are one covering
+// registration, within the policy (each gap at most RegisterGap, the gaps
+// together at most an eighth of the regions' bytes, one mapping, no cached
+// registration in the way); a region later registered inside a covered gap
+// is a cache hit; the last reference unmaps the cover; a refused cover
+// falls back to one registration per run and says why.
+func TestRegisterCover(t *testing.T) {
+	const size, gap = 64 << 10, 4096
+	b, mem := newRegBackend(t, 64<<20)
+	check := func(what string, wantMaps, wantHits uint64, want CoverStats) {
+		t.Helper()
+		if m, h := b.RegistrationStats(); m != wantMaps || h != wantHits {
+			t.Fatalf("%s: %d ucp_mem_map calls, %d cache hits; want %d, %d", what, m, h, wantMaps, wantHits)
+		}
+		if c := b.RegistrationCovers(); c != want {
+			t.Fatalf("%s: covers %+v, want %+v", what, c, want)
+		}
+	}
+	scattered := func(base, n, size, gap int) [][]byte {
+		rs := make([][]byte, n)
+		for i := range rs {
+			o := base + i*(size+gap)
+			rs[i] = mem[o : o+size]
+		}
+		rand.New(rand.NewPCG(3, 4)).Shuffle(len(rs), func(i, j int) { rs[i], rs[j] = rs[j], rs[i] })
+		return rs
+	}
+	// 100 regions of 64 KiB, 4 KiB apart, in random order: one cover.
+	regs := scattered(0, 100, size, gap)
+	if err := b.RegisterRegions(regs); err != nil {
+		t.Fatal(err)
+	}
+	check("100 regions 4 KiB apart", 1, 0, CoverStats{Covers: 1, Gaps: 99, GapBytes: 99 * gap})
+	if n := b.be.nregs; n != 1 {
+		t.Fatalf("%d registrations cached, want the cover alone", n)
+	}
+	inGap := mem[size : size+gap]
+	if err := b.RegisterRegions([][]byte{inGap, regs[7]}); err != nil {
+		t.Fatal(err)
+	}
+	check("a covered gap and a region again", 1, 2, CoverStats{Covers: 1, Gaps: 99, GapBytes: 99 * gap})
+	if err := b.UnregisterRegions([][]byte{inGap, regs[7]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.UnregisterRegions(regs[:50]); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.be.nregs; n != 1 {
+		t.Fatalf("%d registrations cached with 50 regions still held, want 1", n)
+	}
+	if err := b.UnregisterRegions(regs[50:]); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.be.nregs; n != 0 {
+		t.Fatalf("%d registrations cached after the last reference went", n)
+	}
+	cov := CoverStats{Covers: 1, Gaps: 99, GapBytes: 99 * gap}
+
+	// Gaps wider than RegisterGap, or more than an eighth of the regions'
+	// bytes: one registration per region.
+	wide := scattered(8<<20, 10, size, DefaultRegisterGap+4096)
+	if err := b.RegisterRegions(wide); err != nil {
+		t.Fatal(err)
+	}
+	check("gaps wider than RegisterGap", 11, 2, cov)
+	dense := scattered(16<<20, 10, 16<<10, 8<<10) // a gap is half a region
+	if err := b.RegisterRegions(dense); err != nil {
+		t.Fatal(err)
+	}
+	check("gaps half the regions", 21, 2, cov)
+	// 8 KiB regions with 1 KiB gaps: exactly an eighth, bridged.
+	eighth := scattered(20<<20, 10, 8<<10, 1<<10)
+	if err := b.RegisterRegions(eighth); err != nil {
+		t.Fatal(err)
+	}
+	cov = CoverStats{Covers: 2, Gaps: 108, GapBytes: 99*gap + 9<<10}
+	check("gaps an eighth of the regions", 22, 2, cov)
+	for _, rs := range [][][]byte{wide, dense, eighth} {
+		if err := b.UnregisterRegions(rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A page in the middle made another mapping (PROT_NONE, as a guard
+	// page): two covers, one each side of it.
+	guard := scattered(24<<20, 10, size, gap)
+	hole := 24<<20 + 5*(size+gap) - gap
+	if err := unix.Mprotect(mem[hole:hole+gap], unix.PROT_NONE); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.RegisterRegions(guard); err != nil {
+		t.Fatal(err)
+	}
+	cov = CoverStats{Covers: 4, Gaps: 116, GapBytes: 99*gap + 9<<10 + 8*gap}
+	check("a guard page between two halves", 24, 2, cov)
+	if err := b.UnregisterRegions(guard); err != nil {
+		t.Fatal(err)
+	}
+	// Memory not mapped at all between them: the same. (unix.Munmap of a
+	// slice would unmap the whole mapping it came from.)
+	if _, _, errno := unix.Syscall(unix.SYS_MUNMAP, uintptr(unsafePointer(mem[hole:])), gap, 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	if err := b.RegisterRegions(guard); err != nil {
+		t.Fatal(err)
+	}
+	cov = CoverStats{Covers: 6, Gaps: 124, GapBytes: 99*gap + 9<<10 + 16*gap}
+	check("a hole between two halves", 26, 2, cov)
+	if err := b.UnregisterRegions(guard); err != nil {
+		t.Fatal(err)
+	}
+
+	// A cached registration in a gap: the cover stops before it.
+	lone := mem[32<<20+size : 32<<20+size+512]
+	if err := b.RegisterRegions([][]byte{lone}); err != nil {
+		t.Fatal(err)
+	}
+	split := scattered(32<<20, 4, size, gap)
+	if err := b.RegisterRegions(split); err != nil {
+		t.Fatal(err)
+	}
+	cov = CoverStats{Covers: 7, Gaps: 126, GapBytes: 99*gap + 9<<10 + 16*gap + 2*gap}
+	check("a cached registration in a gap", 29, 2, cov) // the lone one, run 0, runs 1-3 covered
+	for _, rs := range [][][]byte{split, {lone}} {
+		if err := b.UnregisterRegions(rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A refused cover: run by run, and said.
+	b.refuseCovers(true)
+	refused := scattered(40<<20, 10, size, gap)
+	if err := b.RegisterRegions(refused); err != nil {
+		t.Fatal(err)
+	}
+	b.refuseCovers(false)
+	cov.Refused = 1
+	check("a refused cover", 39, 2, cov)
+	fbs := b.RegistrationFallbacks()
+	if len(fbs) != 1 || !errors.Is(fbs[0], ErrUCX) || !strings.Contains(fbs[0].Error(), "of 10 runs refused") {
+		t.Fatalf("fallbacks %v: want one refusal of 10 runs, wrapping ErrUCX", fbs)
+	}
+	t.Log(fbs[0])
+	if err := b.UnregisterRegions(refused); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.be.nregs; n != 0 {
+		t.Fatalf("%d registrations cached at the end", n)
+	}
+
+	// RegisterGap < 0: never.
+	off, m2 := newRegBackendConfig(t, 8<<20, Config{RegisterGap: -1})
+	rs := make([][]byte, 10)
+	for i := range rs {
+		rs[i] = m2[i*(size+gap) : i*(size+gap)+size]
+	}
+	if err := off.RegisterRegions(rs); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := off.RegistrationStats(); m != 10 || off.RegistrationCovers() != (CoverStats{}) {
+		t.Fatalf("RegisterGap -1: %d ucp_mem_map calls, covers %+v; want 10, none", m, off.RegistrationCovers())
+	}
+	if err := off.UnregisterRegions(rs); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestRegisterUncached: RegisterUncached makes its own ucp_mem_map and
@@ -327,8 +502,11 @@ func TestRegisterNoSyscall(t *testing.T) {
 //     time.
 //   - 10000x64KiB/batched: one RegisterRegions of 10 000 adjacent 64 KiB
 //     regions and one UnregisterRegions.
-//   - 10000x64KiB/scattered: the same with a 4 KiB gap between regions
-//     (nothing to merge: one registration each).
+//   - 10000x64KiBscattered/batched: the same with a 4 KiB gap between
+//     regions: one covering registration (the gaps are 6% of the bytes).
+//   - 10000x64KiBscattered/percall: the same through a backend that makes
+//     no covers (RegisterGap -1): one registration per region, as
+//     before covers.
 //   - 10000x64KiB/second, 10000x64KiBscattered/second: the same calls
 //     while another reference holds the regions: cache hits.
 //   - 10000x64KiB/ucp_mem_map and 10000x64KiBscattered/ucp_mem_map: 10 000
@@ -389,6 +567,22 @@ func BenchmarkRegister(b *testing.B) {
 		return rs
 	}
 	adj, scat := regions(size), regions(size+gap)
+	// The same UCX_TLS as be (newRegBackend set it for the benchmark).
+	nocover, err := New(Config{RegisterGap: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nocover.Close()
+	b.Run("10000x64KiBscattered/percall", func(b *testing.B) {
+		for range b.N {
+			if err := nocover.RegisterRegions(scat); err != nil {
+				b.Fatal(err)
+			}
+			if err := nocover.UnregisterRegions(scat); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	for _, c := range []struct {
 		name   string
 		rs     [][]byte

@@ -72,7 +72,17 @@ type Config struct {
 	// DefaultNotifyQueue). Notifications beyond it wait in the backend,
 	// unacknowledged: their senders' transfers stay outstanding.
 	NotifyQueue int
+	// RegisterGap is the largest gap between two regions of one
+	// RegisterRegions call that a covering registration bridges: regions
+	// that lie close together in one mapping are registered as one range,
+	// gaps included, within the policy docs/remote.md describes
+	// ("Covering registrations"). Default (0) DefaultRegisterGap;
+	// negative: never (one registration per run of touching regions).
+	RegisterGap int
 }
+
+// DefaultRegisterGap is Config.RegisterGap's default.
+const DefaultRegisterGap = 64 << 10
 
 // DefaultTimeout is Config.Timeout's default.
 const DefaultTimeout = 30 * time.Second
@@ -246,6 +256,13 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.NotifyQueue < 0 {
 		return nil, fmt.Errorf("ucx: NotifyQueue %d: want >= 0: %w", cfg.NotifyQueue, backend.ErrBadConfig)
 	}
+	gap := cfg.RegisterGap
+	switch {
+	case gap == 0:
+		gap = DefaultRegisterGap
+	case gap < 0:
+		gap = 0
+	}
 	q := cfg.NotifyQueue
 	if q == 0 {
 		q = DefaultNotifyQueue
@@ -262,6 +279,7 @@ func New(cfg Config) (*Backend, error) {
 		return nil, ucxErr(C.GoString(cerr), st)
 	}
 	b.dataWorker = b.be.dworker != b.be.worker
+	b.be.reg_gap = C.uint64_t(gap)
 	var err error
 	if b.wakeFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
 		b.stopFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
