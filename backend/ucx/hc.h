@@ -97,13 +97,18 @@ typedef struct hc_be hc_be;
 // backend's range cache (reg.c), with its packed remote key once an arena
 // inside it was exported, and its references: mapped arenas and regions
 // registered in batches. Registering a range a cached registration
-// contains takes a reference: no UCX call, no system call.
+// contains takes a reference: no UCX call, no system call. A covering
+// registration (hc_reg_batch) holds only its runs for lookups: spans[2i],
+// spans[2i+1] is run i's [lo, hi), sorted; memory in its gaps is
+// registered but not held (nspans 0: all of it is).
 typedef struct hc_reg {
 	uint64_t addr, len;
 	ucp_mem_h memh;
 	void *rkey;
 	size_t rkeylen;
 	uint32_t refs;
+	uint32_t nspans;
+	uint64_t *spans;
 } hc_reg;
 
 // hc_refusal is a covering registration that was not made: the range,

@@ -9,7 +9,27 @@
 #include <string.h>
 #include <unistd.h>
 
-// reg_find is the cached registration that contains [addr, addr+len), or
+// reg_holds says whether r holds [addr, addr+len): r contains it and, for
+// a cover, one of its runs does (never memory of its gaps: the
+// application may free and reuse that memory, and a registration of it
+// must be of its pages then, not of the ones the cover pinned).
+static int reg_holds(const hc_reg *r, uint64_t addr, uint64_t len) {
+	if (addr < r->addr || addr + len > r->addr + r->len)
+		return 0;
+	if (r->nspans == 0)
+		return 1;
+	uint32_t lo = 0, hi = r->nspans; // first run starting after addr
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (r->spans[2 * mid] <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > 0 && addr + len <= r->spans[2 * (lo - 1) + 1];
+}
+
+// reg_find is the cached registration that holds [addr, addr+len), or
 // NULL: a binary search for the last entry starting at or before addr,
 // then back while an entry could still reach (reg_maxlen).
 hc_reg *reg_find(hc_be *be, uint64_t addr, uint64_t len) {
@@ -25,7 +45,7 @@ hc_reg *reg_find(hc_be *be, uint64_t addr, uint64_t len) {
 		hc_reg *r = be->regs[i];
 		if (r->addr + be->reg_maxlen < addr + len)
 			break; // no earlier entry is long enough to reach
-		if (r->addr + r->len >= addr + len)
+		if (reg_holds(r, addr, len))
 			return r;
 	}
 	return NULL;
@@ -98,6 +118,7 @@ static void reg_free(hc_be *be, hc_reg *r) {
 		ucp_rkey_buffer_release(r->rkey);
 	ucp_mem_unmap(be->ctx, r->memh);
 	hc_forget(r->addr, r->len);
+	free(r->spans);
 	free(r);
 }
 
@@ -319,7 +340,7 @@ static void refusal(hc_be *be, uint64_t addr, uint64_t len, uint32_t runs, int32
 
 // hc_reg_batch registers n regions in one call: sorted, adjacent or
 // overlapping ones merged into runs, each run one ucp_mem_map unless a
-// cached registration already contains it; every region holds one
+// cached registration already holds it; every region holds one
 // reference on its run's registration (hc_reg_release drops them). All or
 // nothing: on a failure no reference is taken and nothing new stays.
 //
@@ -330,8 +351,10 @@ static void refusal(hc_be *be, uint64_t addr, uint64_t len, uint32_t runs, int32
 // process (/proc/self/maps, read once per call and only when some runs
 // pass the size test: so the gaps are memory the regions' own mapping
 // holds); and no cached registration touches the range (every region's
-// registration stays the one lookup finds). A cover UCX refuses is
-// recorded (be->refusals) and its runs registered one by one.
+// registration stays the one lookup finds). A cover holds its runs only
+// (reg_holds): a later registration of memory in its gaps is a new one.
+// A cover UCX refuses is recorded (be->refusals) and its runs registered
+// one by one.
 int hc_reg_batch(hc_be *be, const uint64_t *addr, const uint64_t *len, uint32_t n) {
 	span *s = malloc((n ? n : 1) * sizeof(*s));
 	run_t *run = malloc((n ? n : 1) * sizeof(*run));
@@ -413,15 +436,26 @@ int hc_reg_batch(hc_be *be, const uint64_t *addr, const uint64_t *len, uint32_t 
 		if (e - k > 1) {
 			uint64_t lo = run[k].lo, hi = run[e - 1].hi;
 			hc_reg *c = NULL;
+			uint64_t *spans = malloc(2 * (e - k) * sizeof(*spans));
+			if (spans == NULL) {
+				st = UCS_ERR_NO_MEMORY;
+				goto out;
+			}
 			if (be->reg_refuse)
 				st = UCS_ERR_NO_RESOURCE;
 			else
 				c = reg_new(be, lo, hi - lo, &st);
+			if (c == NULL)
+				free(spans);
 			if (c != NULL) {
 				add[nadd++] = c;
+				c->spans = spans;
+				c->nspans = e - k;
 				uint64_t gaps = 0;
 				for (uint32_t q = k; q < e; q++) {
 					run[q].r = c;
+					spans[2 * (q - k)] = run[q].lo;
+					spans[2 * (q - k) + 1] = run[q].hi;
 					if (q > k)
 						gaps += run[q].lo - run[q - 1].hi;
 				}

@@ -29,9 +29,10 @@ import (
 // each gap is at most Config.RegisterGap and the gaps together at most an
 // eighth of the runs' bytes (docs/remote.md, "Covering registrations"):
 // one ucp_mem_map instead of one per run. The gaps are then registered
-// too (pinned over RDMA, and reachable with the registration's key). A
-// cover UCX refuses is registered run by run instead, and the refusal is
-// kept (RegistrationFallbacks).
+// too (pinned over RDMA, and reachable with the registration's key), but
+// the cache holds only the runs: a later registration of memory in a gap
+// is one of its own. A cover UCX refuses is registered run by run
+// instead, and the refusal is kept (RegistrationFallbacks).
 //
 // An arena exported from a cached registration is exported with the
 // registration's remote key: on RDMA a peer's key covers the whole
