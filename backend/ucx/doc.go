@@ -67,7 +67,11 @@
 // registration contains takes a reference — no UCX call, no system call —
 // and RegisterRegions registers many regions in one call, adjacent ones
 // merged into one ucp_mem_map (not with SharedMemory, whose arenas are
-// segments of their own).
+// segments of their own). Runs that lie close together in one mapping
+// are one covering registration, gaps included, within a bound on the
+// extra bytes (Config.RegisterGap; docs/remote.md): the cache holds only
+// the runs, and a cover UCX refuses falls back to one registration per
+// run (RegistrationFallbacks).
 //
 // # Notifications
 //
