@@ -287,6 +287,9 @@ func TestRegisterCover(t *testing.T) {
 		t.Fatalf("%d registrations cached at the end", n)
 	}
 
+	if _, err := New(Config{RegisterGap: MaxRegisterGap + 1}); !errors.Is(err, backend.ErrBadConfig) {
+		t.Fatalf("RegisterGap beyond MaxRegisterGap: %v, want ErrBadConfig", err)
+	}
 	// RegisterGap < 0: never.
 	off, m2 := newRegBackendConfig(t, 8<<20, Config{RegisterGap: -1})
 	rs := make([][]byte, 10)

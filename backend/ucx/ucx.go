@@ -76,13 +76,18 @@ type Config struct {
 	// RegisterRegions call that a covering registration bridges: regions
 	// that lie close together in one mapping are registered as one range,
 	// gaps included, within the policy docs/remote.md describes
-	// ("Covering registrations"). Default (0) DefaultRegisterGap;
-	// negative: never (one registration per run of touching regions).
+	// ("Covering registrations"). Default (0) DefaultRegisterGap, at most
+	// MaxRegisterGap; negative: never (one registration per run of
+	// touching regions).
 	RegisterGap int
 }
 
-// DefaultRegisterGap is Config.RegisterGap's default.
-const DefaultRegisterGap = 64 << 10
+// DefaultRegisterGap is Config.RegisterGap's default; MaxRegisterGap its
+// largest value.
+const (
+	DefaultRegisterGap = 64 << 10
+	MaxRegisterGap     = 1 << 30
+)
 
 // DefaultTimeout is Config.Timeout's default.
 const DefaultTimeout = 30 * time.Second
@@ -262,6 +267,8 @@ func New(cfg Config) (*Backend, error) {
 		gap = DefaultRegisterGap
 	case gap < 0:
 		gap = 0
+	case gap > MaxRegisterGap:
+		return nil, fmt.Errorf("ucx: RegisterGap %d: want at most MaxRegisterGap (%d): %w", gap, MaxRegisterGap, backend.ErrBadConfig)
 	}
 	q := cfg.NotifyQueue
 	if q == 0 {
