@@ -14,6 +14,9 @@ package main
 //     eventfd);
 //   - fio: fio's sequential read of the same file, same block size and
 //     queue depth, io_uring, O_DIRECT — the disk's ceiling;
+//   - fio beside the device stage (file_to_device/fio_beside_device): fio's
+//     read again while the device stage below writes beside it, uncoupled —
+//     how much slower the disk reads while the device works;
 //   - the device stage alone (host_to_device/engine): the engine of the
 //     first row, set up the same way, writing the same bytes from its pool
 //     blocks into device memory, pipeChunk transfers, pipeDepth in flight,
@@ -55,6 +58,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -92,6 +96,16 @@ var pipeVariants = []string{"file_to_device/engine", "file_to_device/traditional
 const (
 	pipeDeviceStage = "host_to_device/engine"
 	pipeSlowerStage = "file_to_device/slower_stage"
+	// pipeFioBeside is fio's read of the file while the device stage runs
+	// beside it, uncoupled: on a machine where the disk's transfers and
+	// the device model's copying share memory bandwidth or host CPUs (a
+	// virtual disk is a copy by the hypervisor), the disk reads slower
+	// than alone while the device works, and so does any pipeline of the
+	// two.
+	pipeFioBeside = "file_to_device/fio_beside_device"
+	// pipeBesideStep is how much the device stage moves per round while
+	// fio reads beside it (the granularity of its bandwidth meanwhile).
+	pipeBesideStep = 64 << 20
 )
 
 // pipeSizeOverride replaces the file's size when > 0 (tests).
@@ -638,6 +652,7 @@ func runPipeline(o *options, out io.Writer, tables bool) ([]entry, []string, boo
 	}
 	var s [2][]pipeSample
 	var stage []pipeSample // the device stage alone
+	var beside []besideSample
 	var fioBW, fioCPU, fioSteal []float64
 	descs := map[string]string{}
 	var failed error
@@ -645,11 +660,25 @@ func runPipeline(o *options, out io.Writer, tables bool) ([]entry, []string, boo
 		// The engine and fio take turns going first: a disk whose speed
 		// drifts, or that recovers after a slow reader, favours neither.
 		// (Index 3: the device stage alone, beside the engine's copy.)
-		order := []int{0, 3, 1, 2}
+		// (Index 4: fio beside the device stage.)
+		order := []int{0, 3, 1, 2, 4}
 		if rep%2 == 1 {
-			order = []int{2, 1, 3, 0}
+			order = []int{4, 2, 1, 3, 0}
 		}
 		for _, i := range order {
+			if i == 4 {
+				if ferr != nil {
+					continue
+				}
+				b, err := fioBesideDevice(path, size, fio, fioArgs)
+				if err != nil {
+					failed = fmt.Errorf("%s: %w", pipeFioBeside, err)
+					break
+				}
+				beside = append(beside, b)
+				o.logf("pipeline: %s, repetition %d: fio %.3f GiB/s, the device stage meanwhile %.3f GiB/s", pipeFioBeside, rep+1, b.fio, b.device)
+				continue
+			}
 			if i == 2 {
 				v := pipeVariants[2]
 				if ferr != nil {
@@ -711,9 +740,11 @@ func runPipeline(o *options, out io.Writer, tables bool) ([]entry, []string, boo
 	}
 	es := pipeEntries(s, fioBW, fioCPU, fioSteal, fioNote, copies, copyNote)
 	es = append(es, pipeStageEntries(s[0], stage, fioBW)...)
+	es = append(es, pipeBesideEntries(s[0], beside, fioBW)...)
 	if tables {
 		printPipeline(out, size, fs, s, fioBW, fioCPU, fioNote, copies, descs)
 		printPipeStage(out, stage, fioBW, descs[pipeDeviceStage])
+		printPipeBeside(out, beside, fioBW)
 	}
 	// Device memory → a peer process's pool, one engine against two.
 	rs, rdescs, rerr := runPipeRemote(o)
@@ -803,6 +834,108 @@ func pipeStageEntries(eng, stage []pipeSample, fioBW []float64) []entry {
 		pairEntry(pipeVariants[0], pipeSlowerStage, "bandwidth", "GiB/s", "higher", pipeField(eng, bw), slower,
 			"baseline: per repetition, the lesser of fio's sequential read of the file and the device stage alone — the most a pipeline of the two can move"),
 	}
+}
+
+// besideSample is one repetition of fio's read with the device stage
+// running beside it: fio's bandwidth, and the device stage's over the same
+// window (GiB/s).
+type besideSample struct{ fio, device float64 }
+
+// fioBesideDevice runs fio's read of the file (args from fioPipeArgs) while
+// the device stage (the engine of the device-stage row, set up the same
+// way) writes its pool blocks into device memory round after round,
+// pipeBesideStep bytes a round, from before fio starts until it ends: the
+// two stages at once, uncoupled. The device stage's bandwidth is the
+// rounds it finished while fio ran.
+func fioBesideDevice(path string, size int64, fio string, args []string) (besideSample, error) {
+	p, err := openPipe(pipeDeviceStage, path, size)
+	if err != nil {
+		return besideSample{}, err
+	}
+	defer p.close()
+	step := min(int64(pipeBesideStep), size)
+	var rounds atomic.Int64
+	var stop atomic.Bool
+	started, ended := make(chan struct{}), make(chan error, 1)
+	go func() {
+		var off int64
+		for i := 0; !stop.Load(); i++ {
+			if off+step > size {
+				off = 0
+			}
+			if err := p.move(off, step); err != nil {
+				ended <- err
+				return
+			}
+			off += step
+			rounds.Add(1)
+			if i == 0 {
+				close(started)
+			}
+		}
+		ended <- nil
+	}()
+	select {
+	case <-started:
+	case err := <-ended:
+		return besideSample{}, fmt.Errorf("the device stage before fio: %w", err)
+	}
+	r0, t0 := rounds.Load(), time.Now()
+	bw, _, ferr := fioPipe(fio, args, size)
+	r1, el := rounds.Load(), time.Since(t0)
+	stop.Store(true)
+	if err := <-ended; err != nil {
+		return besideSample{}, fmt.Errorf("the device stage beside fio: %w", err)
+	}
+	if ferr != nil {
+		return besideSample{}, ferr
+	}
+	return besideSample{fio: bw, device: float64((r1-r0)*step) / (1 << 30) / el.Seconds()}, nil
+}
+
+// pipeBesideEntries: fio's read with the device stage beside it, against
+// fio's read alone in the same repetition, and the device stage's
+// bandwidth meanwhile.
+func pipeBesideEntries(eng []pipeSample, beside []besideSample, fioBW []float64) []entry {
+	if len(beside) == 0 {
+		return nil
+	}
+	fb := make([]float64, len(beside))
+	db := make([]float64, len(beside))
+	for i, b := range beside {
+		fb[i], db[i] = b.fio, b.device
+	}
+	return []entry{
+		pairEntry(pipeFioBeside, pipeVariants[2], "bandwidth", "GiB/s", "higher", fb, fioBW,
+			"fio's read of the file while the device stage runs beside it, uncoupled, against fio's read alone: below 1, the disk and the device model share something on this machine (memory bandwidth, the hypervisor's CPUs), and no pipeline of the two reaches fio's read alone"),
+		pairEntry(pipeFioBeside+"/device", "", "bandwidth", "GiB/s", "higher", db, nil,
+			"the device stage's bandwidth while fio read beside it"),
+		pairEntry(pipeVariants[0], pipeFioBeside, "bandwidth", "GiB/s", "higher", pipeField(eng, func(x pipeSample) float64 { return x.gibps }), fb,
+			"the Copy against fio's read with the device stage running beside it (uncoupled, at the device stage's full speed: more device traffic than a pipeline at the disk's pace makes)"),
+	}
+}
+
+// printPipeBeside prints fio's read beside the device stage.
+func printPipeBeside(w io.Writer, beside []besideSample, fioBW []float64) {
+	if len(beside) == 0 {
+		return
+	}
+	fb := make([]float64, len(beside))
+	db := make([]float64, len(beside))
+	ratio := make([]float64, 0, len(beside))
+	for i, b := range beside {
+		fb[i], db[i] = b.fio, b.device
+		if i < len(fioBW) && fioBW[i] > 0 {
+			ratio = append(ratio, b.fio/fioBW[i])
+		}
+	}
+	f, d := newStat(fb), newStat(db)
+	fmt.Fprintf(w, "   %-28s %.3f [%.3f–%.3f] GiB/s, the device stage meanwhile %.3f [%.3f–%.3f] GiB/s", pipeFioBeside, f.Median, f.Min, f.Max, d.Median, d.Min, d.Max)
+	if len(ratio) > 0 {
+		r := newStat(ratio)
+		fmt.Fprintf(w, "; %.2f× [%.2f–%.2f] fio's read alone", r.Median, r.Min, r.Max)
+	}
+	fmt.Fprintf(w, "\n   %s: fio's read (the same command) while the device stage writes pool blocks into device memory beside it, %d MiB a round, uncoupled\n", pipeFioBeside, pipeBesideStep>>20)
 }
 
 // printPipeStage prints the device stage's row and the slower stage.
@@ -1020,6 +1153,20 @@ func pipelineGoals() []goalSpec {
 				// device model is slower than the disk, say so.
 				if e := es.find(ref{"pipeline", pipeDeviceStage, fio, "bandwidth"}); e != nil && e.Ratio != nil && *e.Ratio < 1 {
 					g.Detail = strings.TrimPrefix(g.Detail+fmt.Sprintf("; the device stage alone is the slower stage (%.3g× fio's read): see pipeline.file_to_device.bw_vs_slower_stage", *e.Ratio), "; ")
+				}
+				// Nor can it outrun the disk as it reads while the
+				// device works: fio beside the device stage.
+				if e := es.find(ref{"pipeline", pipeFioBeside, fio, "bandwidth"}); e != nil && e.Ratio != nil {
+					var rs []float64
+					for i := range min(len(e.EngineRuns), len(e.BaselineRuns)) {
+						if e.BaselineRuns[i] > 0 {
+							rs = append(rs, e.EngineRuns[i]/e.BaselineRuns[i])
+						}
+					}
+					if len(rs) > 0 {
+						r := newStat(rs)
+						g.Detail = strings.TrimPrefix(g.Detail+fmt.Sprintf("; fio's read with the device stage running beside it: %.3g× [%.3g–%.3g] its read alone", *e.Ratio, r.Min, r.Max), "; ")
+					}
 				}
 			}},
 		{ID: "pipeline.file_to_device.bw_vs_slower_stage", Group: "pipeline", Scenario: "pipeline",
