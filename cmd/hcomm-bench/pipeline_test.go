@@ -333,3 +333,45 @@ func TestPipeRemoteOnce(t *testing.T) {
 		t.Fatal("a flipped byte passed the check")
 	}
 }
+
+func TestPipeBesideEntries(t *testing.T) {
+	s := []pipeSample{{gibps: 3}, {gibps: 3.5}}
+	fio := []float64{8, 10}
+	for _, tc := range []struct {
+		name   string
+		beside []besideSample
+		detail string // in bw_vs_fio's detail ("" = no beside clause)
+	}{
+		{"none", nil, ""},
+		{"slower beside the device", []besideSample{{fio: 6, device: 11}, {fio: 7, device: 10}}, "beside it: 0.722× [0.7–0.75] its read alone"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			es := pipeEntries([2][]pipeSample{s, s}, fio, nil, nil, "fio", [2]*float64{ptr(0), ptr(1)}, [2]string{})
+			es = append(es, pipeBesideEntries(s, tc.beside, fio)...)
+			if n := len(pipeBesideEntries(s, tc.beside, fio)); (n == 0) != (tc.beside == nil) {
+				t.Fatalf("%d entries for %d repetitions", n, len(tc.beside))
+			}
+			var found bool
+			for _, g := range goals(es, map[string]bool{"pipeline": true}, nil) {
+				if g.ID != "pipeline.file_to_device.bw_vs_fio" {
+					continue
+				}
+				found = true
+				has := strings.Contains(g.Detail, "beside it")
+				if tc.detail == "" && has || tc.detail != "" && !strings.Contains(g.Detail, tc.detail) {
+					t.Errorf("detail %q, want %q", g.Detail, tc.detail)
+				}
+			}
+			if !found {
+				t.Fatal("bw_vs_fio not judged")
+			}
+			if tc.beside == nil {
+				return
+			}
+			e := entries(es).find(ref{"pipeline", pipeVariants[0], pipeFioBeside, "bandwidth"})
+			if e == nil || e.Ratio == nil || *e.Ratio < 0.49 || *e.Ratio > 0.51 {
+				t.Errorf("the copy against fio beside the device: %+v, want 0.5×", e)
+			}
+		})
+	}
+}
