@@ -136,7 +136,14 @@ func TestPollYields(t *testing.T) {
 // submitter executes (the CPU path into device memory) with no callback is
 // done when Submit returns: a Wait finds it done without a completion round
 // (even with its context already ended), Stats counts it completed, and
-// the device holds its bytes. With a callback it goes through a completion
+// the device holds its bytes. The exception is documented: a submitter
+// that finds another goroutine draining (the reaper's cycle holds the
+// owner flag a moment) leaves its entry to that goroutine, which completes
+// it moments later; a Wait with an ended context then reports the context,
+// and one with a live context finds it done. That may happen to a few of
+// the transfers (the reaper cycles right after Open; once, in a TCG guest,
+// to the first), not to a tenth of them; without the drain's marking it
+// happens to every one. With a callback it goes through a completion
 // round, whose callback runs once.
 func TestQuietInlineDoneAtSubmit(t *testing.T) {
 	m, err := mock.New(mock.Config{Logger: quiet()})
@@ -149,6 +156,7 @@ func TestQuietInlineDoneAtSubmit(t *testing.T) {
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
 	const n = 1000
+	left := 0 // transfers left to another goroutine's drain
 	for i := range n {
 		for j := range b.Bytes() {
 			b.Bytes()[j] = byte(i + j)
@@ -157,11 +165,20 @@ func TestQuietInlineDoneAtSubmit(t *testing.T) {
 		id, err := e.Submit(engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(uint64(off)), Len: 4096})
 		must(t, err)
 		if err := e.Wait(ended, id); err != nil {
-			t.Fatalf("transfer %d: Wait with an ended context: %v, want nil (done at Submit)", i, err)
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("transfer %d: Wait with an ended context: %v, want nil (done at Submit) or context.Canceled", i, err)
+			}
+			left++
+			must(t, e.Wait(ctxT(t, 10*time.Second), id))
 		}
 		if !bytes.Equal(dev.Mapped()[off:off+4096], b.Bytes()) {
 			t.Fatalf("transfer %d: device memory does not hold the block's bytes", i)
 		}
+	}
+	if left > n/10 {
+		t.Errorf("%d of %d transfers not done when Submit returned, want at most %d", left, n, n/10)
+	} else if left > 0 {
+		t.Logf("%d of %d transfers left to another goroutine's drain", left, n)
 	}
 	if st := e.Stats(); st.Completed < n {
 		t.Errorf("Stats.Completed = %d after %d transfers done at Submit", st.Completed, n)
