@@ -100,9 +100,13 @@ typedef struct hc_be hc_be;
 // contains takes a reference: no UCX call, no system call. A covering
 // registration (hc_reg_batch) holds only its runs for lookups: spans[2i],
 // spans[2i+1] is run i's [lo, hi), sorted; memory in its gaps is
-// registered but not held (nspans 0: all of it is).
+// registered but not held (nspans 0: all of it is). seq orders the
+// cache's registrations by age (be->reg_seq when made): a lookup answers
+// with the oldest that holds the range, so a release finds the
+// registration its registration took a reference on (reg.c, reg_find).
 typedef struct hc_reg {
 	uint64_t addr, len;
+	uint64_t seq;
 	ucp_mem_h memh;
 	void *rkey;
 	size_t rkeylen;
@@ -274,12 +278,17 @@ struct hc_be {
 	uint64_t arena_len[HC_MAX_ARENAS];
 	uint64_t export_addr[HC_MAX_ARENAS];
 	// The registration cache (reg.c): entries sorted by address;
-	// reg_maxlen is the longest (lookups stop where none can reach);
-	// slot_reg[s] is arena s's registration (memh[s] its memh) when it
-	// came from the cache. Counters for tests and benchmarks.
+	// reg_end is a max tree over their ends (reg_treecap leaves, a power
+	// of two: leaf i is regs[i]'s end, 0 past nregs), so a lookup visits
+	// only entries that reach its range; reg_seq numbers registrations
+	// as they are made (hc_reg.seq). slot_reg[s] is arena s's
+	// registration (memh[s] its memh) when it came from the cache.
+	// Counters for tests and benchmarks.
 	hc_reg **regs;
 	uint32_t nregs, regcap;
-	uint64_t reg_maxlen;
+	uint64_t *reg_end;
+	uint32_t reg_treecap;
+	uint64_t reg_seq;
 	hc_reg *slot_reg[HC_MAX_ARENAS];
 	uint64_t nreg_maps, nreg_hits;
 	// Covering registrations (hc_reg_batch): reg_gap is the largest gap

@@ -29,26 +29,63 @@ static int reg_holds(const hc_reg *r, uint64_t addr, uint64_t len) {
 	return lo > 0 && addr + len <= r->spans[2 * (lo - 1) + 1];
 }
 
-// reg_find is the cached registration that holds [addr, addr+len), or
-// NULL: a binary search for the last entry starting at or before addr,
-// then back while an entry could still reach (reg_maxlen).
-hc_reg *reg_find(hc_be *be, uint64_t addr, uint64_t len) {
-	uint32_t lo = 0, hi = be->nregs; // first entry with addr > addr
+// reg_before is the number of cached entries that start before addr
+// (strict) or at or before it: the entries [0, n) are the ones a range
+// starting there can lie in (or, strict, overlap from below).
+static uint32_t reg_before(const hc_be *be, uint64_t addr, int strict) {
+	uint32_t lo = 0, hi = be->nregs;
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
-		if (be->regs[mid]->addr <= addr)
+		uint64_t a = be->regs[mid]->addr;
+		if (a < addr || (!strict && a == addr))
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	for (uint32_t i = lo; i-- > 0;) {
-		hc_reg *r = be->regs[i];
-		if (r->addr + be->reg_maxlen < addr + len)
-			break; // no earlier entry is long enough to reach
-		if (reg_holds(r, addr, len))
-			return r;
+	return lo;
+}
+
+// reg_oldest visits the entries [0, lim) below tree node k (leaves
+// [nlo, nhi)) that end at or after need, and keeps in *best the oldest
+// that holds [addr, addr+len). Subtrees whose ends all fall short are
+// skipped: the cost is the entries that contain the range's bounds, not
+// those that merely start below it.
+static void reg_oldest(const hc_be *be, uint32_t k, uint32_t nlo, uint32_t nhi, uint32_t lim, uint64_t addr, uint64_t len,
+		       hc_reg **best) {
+	if (nlo >= lim || be->reg_end[k] < addr + len)
+		return;
+	if (nhi - nlo == 1) {
+		hc_reg *r = be->regs[nlo];
+		if ((*best == NULL || r->seq < (*best)->seq) && reg_holds(r, addr, len))
+			*best = r;
+		return;
 	}
-	return NULL;
+	uint32_t mid = nlo + (nhi - nlo) / 2;
+	reg_oldest(be, 2 * k, nlo, mid, lim, addr, len, best);
+	reg_oldest(be, 2 * k + 1, mid, nhi, lim, addr, len, best);
+}
+
+// reg_find is the oldest cached registration that holds [addr,
+// addr+len), or NULL. Oldest, so that a release finds the registration
+// its registration took the reference on: a registration older than that
+// one and holding the range would have been alive, and found, then
+// (registrations live one interval each, and what one holds never
+// changes), and the one it took stays alive while the reference does.
+hc_reg *reg_find(hc_be *be, uint64_t addr, uint64_t len) {
+	hc_reg *best = NULL;
+	if (be->nregs > 0)
+		reg_oldest(be, 1, 0, be->reg_treecap, reg_before(be, addr, 0), addr, len, &best);
+	return best;
+}
+
+// reg_tree rebuilds the max tree over the entries' ends (after the
+// entries changed).
+static void reg_tree(hc_be *be) {
+	uint32_t n = be->reg_treecap;
+	for (uint32_t i = 0; i < n; i++)
+		be->reg_end[n + i] = i < be->nregs ? be->regs[i]->addr + be->regs[i]->len : 0;
+	for (uint32_t k = n; k-- > 1;)
+		be->reg_end[k] = be->reg_end[2 * k] > be->reg_end[2 * k + 1] ? be->reg_end[2 * k] : be->reg_end[2 * k + 1];
 }
 
 // reg_merge inserts n new entries (sorted by address) into the sorted
@@ -67,6 +104,16 @@ static int reg_merge(hc_be *be, hc_reg **add, uint32_t n) {
 		be->regs = m;
 		be->regcap = cap;
 	}
+	if (total > be->reg_treecap) {
+		uint32_t cap = be->reg_treecap ? be->reg_treecap : 16;
+		while (cap < total)
+			cap *= 2;
+		uint64_t *t = realloc(be->reg_end, 2 * (size_t)cap * sizeof(*t));
+		if (t == NULL)
+			return UCS_ERR_NO_MEMORY;
+		be->reg_end = t;
+		be->reg_treecap = cap;
+	}
 	// Merge from the back: old entries [0, nregs), new ones add[0, n).
 	uint32_t i = be->nregs, j = n, k = total;
 	while (j > 0) {
@@ -76,9 +123,7 @@ static int reg_merge(hc_be *be, hc_reg **add, uint32_t n) {
 			be->regs[--k] = add[--j];
 	}
 	be->nregs = total;
-	for (uint32_t a = 0; a < n; a++)
-		if (add[a]->len > be->reg_maxlen)
-			be->reg_maxlen = add[a]->len;
+	reg_tree(be);
 	return UCS_OK;
 }
 
@@ -108,8 +153,10 @@ static hc_reg *reg_map(hc_be *be, uint64_t addr, uint64_t len, ucs_status_t *st)
 // reg_new is reg_map for the cache (counted in nreg_maps).
 static hc_reg *reg_new(hc_be *be, uint64_t addr, uint64_t len, ucs_status_t *st) {
 	hc_reg *r = reg_map(be, addr, len, st);
-	if (r != NULL)
+	if (r != NULL) {
 		be->nreg_maps++;
+		r->seq = ++be->reg_seq;
+	}
 	return r;
 }
 
@@ -132,6 +179,7 @@ static void reg_drop(hc_be *be) {
 			be->regs[k++] = be->regs[i];
 	}
 	be->nregs = k;
+	reg_tree(be);
 }
 
 // hc_reg_get is the registration for [addr, addr+len): a cached one that
@@ -162,8 +210,11 @@ void hc_reg_put(hc_be *be, hc_reg *r) {
 		reg_drop(be);
 }
 
+// A region of a batch, and the cached registration that holds it
+// (reg_find: the one its reference goes to), or NULL.
 typedef struct {
 	uint64_t addr, len;
+	hc_reg *r;
 } span;
 
 static int span_cmp(const void *a, const void *b) {
@@ -172,24 +223,24 @@ static int span_cmp(const void *a, const void *b) {
 }
 
 // reg_overlaps says whether a cached registration shares a byte with
-// [lo, hi).
+// [lo, hi): one of those starting before hi ends after lo (the max tree
+// over the prefix, O(log n)).
 static int reg_overlaps(hc_be *be, uint64_t lo, uint64_t hi) {
-	uint32_t a = 0, b = be->nregs; // first entry starting at or after hi
-	while (a < b) {
-		uint32_t mid = a + (b - a) / 2;
-		if (be->regs[mid]->addr < hi)
-			a = mid + 1;
-		else
-			b = mid;
+	uint32_t n = be->reg_treecap, l = n, r = n + reg_before(be, hi, 1); // leaves [l, r)
+	uint64_t end = 0;
+	for (; l < r; l /= 2, r /= 2) {
+		if (l & 1) {
+			if (be->reg_end[l] > end)
+				end = be->reg_end[l];
+			l++;
+		}
+		if (r & 1) {
+			r--;
+			if (be->reg_end[r] > end)
+				end = be->reg_end[r];
+		}
 	}
-	for (uint32_t i = a; i-- > 0;) {
-		hc_reg *r = be->regs[i];
-		if (r->addr + be->reg_maxlen <= lo)
-			break; // no earlier entry is long enough to reach
-		if (r->addr + r->len > lo)
-			return 1;
-	}
-	return 0;
+	return end > lo;
 }
 
 // A mapping of the process (/proc/self/maps): one line, or contiguous
@@ -305,16 +356,18 @@ static int64_t vma_of(const vma *v, int64_t n, uint64_t lo, uint64_t hi) {
 	return a < n && v[a].lo <= lo && hi <= v[a].hi ? a : -1;
 }
 
-// A run: regions of the batch that touch or overlap, sorted; its
-// registration (found in the cache, or new), and the group of runs a
-// covering registration would join (the first run's index).
+// A run: regions of the batch that touch or overlap, sorted (s[first,
+// first+cnt)); the registration of its regions that no cached one holds
+// (new: reg_new or a cover; NULL when the cache holds every region), and
+// the group of runs a covering registration would join (the first run's
+// index).
 typedef struct {
 	uint64_t lo, hi;
-	uint32_t cnt; // regions in it
+	uint32_t first, cnt; // its regions
+	uint32_t held;       // of them, held by a cached registration
 	uint32_t group;
 	int64_t map; // its mapping (vma_of), -2 until looked up
 	hc_reg *r;
-	int hit; // r was cached
 } run_t;
 
 // bridgeable: may runs a (the last of a group that starts at first) and
@@ -323,7 +376,7 @@ typedef struct {
 // cached)? gaps and bytes are the group's so far.
 #define HC_COVER_SLACK 8 // gaps * 8 <= bytes: at most 12.5% more registered
 static int bridgeable(hc_be *be, const run_t *a, const run_t *b, uint64_t gaps, uint64_t bytes) {
-	if (be->reg_gap == 0 || a->r != NULL || b->r != NULL)
+	if (be->reg_gap == 0 || a->held > 0 || b->held > 0)
 		return 0;
 	uint64_t gap = b->lo - a->hi; // > 0: runs do not touch
 	return gap <= be->reg_gap && (gaps + gap) * HC_COVER_SLACK <= bytes + (b->hi - b->lo);
@@ -339,10 +392,12 @@ static void refusal(hc_be *be, uint64_t addr, uint64_t len, uint32_t runs, int32
 }
 
 // hc_reg_batch registers n regions in one call: sorted, adjacent or
-// overlapping ones merged into runs, each run one ucp_mem_map unless a
-// cached registration already holds it; every region holds one
-// reference on its run's registration (hc_reg_release drops them). All or
-// nothing: on a failure no reference is taken and nothing new stays.
+// overlapping ones merged into runs, each run one ucp_mem_map unless
+// cached registrations already hold each of its regions. Every region
+// holds one reference (hc_reg_release drops them): on the oldest cached
+// registration that holds it (reg_find, as the release looks it up), or
+// else on its run's new one. All or nothing: on a failure no reference is
+// taken and nothing new stays.
 //
 // Runs not cached that lie close together are registered as one covering
 // range, gaps included, when (docs/remote.md, "Covering registrations"):
@@ -374,6 +429,7 @@ int hc_reg_batch(hc_be *be, const uint64_t *addr, const uint64_t *len, uint32_t 
 		}
 		s[i].addr = addr[i];
 		s[i].len = len[i];
+		s[i].r = NULL;
 	}
 	qsort(s, n, sizeof(*s), span_cmp);
 	int candidates = 0;
@@ -388,11 +444,16 @@ int hc_reg_batch(hc_be *be, const uint64_t *addr, const uint64_t *len, uint32_t 
 		run_t *r = &run[nrun];
 		r->lo = lo;
 		r->hi = hi;
+		r->first = i;
 		r->cnt = j - i;
+		r->held = 0;
 		r->group = nrun;
 		r->map = -2;
-		r->r = reg_find(be, lo, hi - lo);
-		r->hit = r->r != NULL;
+		r->r = NULL;
+		for (uint32_t q = i; q < j; q++) {
+			s[q].r = reg_find(be, s[q].addr, s[q].len);
+			r->held += s[q].r != NULL;
+		}
 		if (nrun > 0 && bridgeable(be, r - 1, r, 0, (r - 1)->hi - (r - 1)->lo))
 			candidates = 1;
 		nrun++;
@@ -429,8 +490,8 @@ int hc_reg_batch(hc_be *be, const uint64_t *addr, const uint64_t *len, uint32_t 
 		uint32_t e = k + 1; // the group is [k, e)
 		while (e < nrun && run[e].group == k)
 			e++;
-		if (run[k].r != NULL) {
-			k = e;
+		if (e - k == 1 && run[k].held == run[k].cnt) {
+			k = e; // the cache holds all its regions
 			continue;
 		}
 		if (e - k > 1) {
@@ -477,11 +538,15 @@ int hc_reg_batch(hc_be *be, const uint64_t *addr, const uint64_t *len, uint32_t 
 	}
 	if ((st = reg_merge(be, add, nadd)) != UCS_OK)
 		goto out;
-	for (uint32_t k = 0; k < nrun; k++) {
-		if (run[k].hit)
-			be->nreg_hits += run[k].cnt;
-		run[k].r->refs += run[k].cnt;
+	for (uint32_t i = 0; i < n; i++) {
+		if (s[i].r != NULL) {
+			s[i].r->refs++;
+			be->nreg_hits++;
+		}
 	}
+	for (uint32_t k = 0; k < nrun; k++)
+		if (run[k].r != NULL)
+			run[k].r->refs += run[k].cnt - run[k].held;
 	nadd = 0;
 out:
 	for (uint32_t a = 0; a < nadd; a++)
@@ -493,19 +558,22 @@ out:
 	return st;
 }
 
-// hc_reg_release drops the references hc_reg_batch took for n regions.
-// Returns how many regions no registration contained (not registered).
+// hc_reg_release drops the references hc_reg_batch took for n regions:
+// each on the oldest cached registration that holds it (reg_find), the
+// one its registration took. Returns how many regions no registration
+// held (not registered).
 uint32_t hc_reg_release(hc_be *be, const uint64_t *addr, const uint64_t *len, uint32_t n) {
-	uint32_t missing = 0;
+	uint32_t missing = 0, gone = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		hc_reg *r = reg_find(be, addr[i], len[i]);
 		if (r == NULL || r->refs == 0) {
 			missing++;
 			continue;
 		}
-		r->refs--;
+		gone += --r->refs == 0;
 	}
-	reg_drop(be);
+	if (gone > 0)
+		reg_drop(be);
 	return missing;
 }
 
@@ -514,8 +582,10 @@ void hc_reg_destroy(hc_be *be) {
 	for (uint32_t i = 0; i < be->nregs; i++)
 		reg_free(be, be->regs[i]);
 	free(be->regs);
+	free(be->reg_end);
 	be->regs = NULL;
-	be->nregs = be->regcap = 0;
+	be->reg_end = NULL;
+	be->nregs = be->regcap = be->reg_treecap = 0;
 }
 
 // hc_reg_uncached registers [addr, addr+len) with a ucp_mem_map of its
