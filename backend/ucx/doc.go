@@ -71,7 +71,9 @@
 // are one covering registration, gaps included, within a bound on the
 // extra bytes (Config.RegisterGap; docs/remote.md): the cache holds only
 // the runs, and a cover UCX refuses falls back to one registration per
-// run (RegistrationFallbacks).
+// run (RegistrationFallbacks). Cached registrations may overlap; a
+// region's reference goes to the oldest one that holds it, and its
+// release drops that same one.
 //
 // # Notifications
 //

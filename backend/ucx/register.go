@@ -16,11 +16,11 @@ import (
 // RegisterRegions registers memory regions with UCX in one call, into the
 // backend's registration cache: the regions are sorted, adjacent or
 // overlapping ones merged into runs, and each run is registered once
-// (ucp_mem_map) unless a registration already in the cache contains it.
-// Later registrations of memory the cache holds — MapArena of an arena
-// inside a registered run (the engine's Register, a pool arena), or
-// RegisterRegions again — take a reference: no UCX call and no system
-// call. Each region holds one reference until UnregisterRegions; a
+// (ucp_mem_map) unless registrations already in the cache hold each of
+// its regions. Later registrations of memory the cache holds — MapArena
+// of an arena inside a registered run (the engine's Register, a pool
+// arena), or RegisterRegions again — take a reference: no UCX call and no
+// system call. Each region holds one reference until UnregisterRegions; a
 // registration is unmapped (ucp_mem_unmap) with its last reference. All
 // or nothing: on an error nothing is registered.
 //
@@ -56,8 +56,13 @@ func (b *Backend) RegisterRegions(regions [][]byte) error {
 }
 
 // UnregisterRegions drops the references RegisterRegions took for regions
-// (the same slices, or the same address ranges). A region no registration
-// holds is an error (ErrBadConfig); the others are released all the same.
+// (the same slices, or the same address ranges). Each reference is dropped
+// from the registration it was taken on, also where cached registrations
+// overlap: RegisterRegions takes it on the oldest cached registration
+// that holds the region (a new one only when none does), and the release
+// finds that same one (docs/remote.md, "What a release refers to"). A
+// region no registration holds is an error (ErrBadConfig); the others are
+// released all the same.
 func (b *Backend) UnregisterRegions(regions [][]byte) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
