@@ -900,11 +900,7 @@ func pipeBesideEntries(eng []pipeSample, beside []besideSample, fioBW []float64)
 	if len(beside) == 0 {
 		return nil
 	}
-	fb := make([]float64, len(beside))
-	db := make([]float64, len(beside))
-	for i, b := range beside {
-		fb[i], db[i] = b.fio, b.device
-	}
+	fb, db := besideRuns(beside)
 	return []entry{
 		pairEntry(pipeFioBeside, pipeVariants[2], "bandwidth", "GiB/s", "higher", fb, fioBW,
 			"fio's read of the file while the device stage runs beside it, uncoupled, against fio's read alone: below 1, the disk and the device model share something on this machine (memory bandwidth, the hypervisor's CPUs), and no pipeline of the two reaches fio's read alone"),
@@ -915,16 +911,24 @@ func pipeBesideEntries(eng []pipeSample, beside []besideSample, fioBW []float64)
 	}
 }
 
+// besideRuns splits the repetitions into fio's bandwidths and the device
+// stage's.
+func besideRuns(beside []besideSample) (fio, device []float64) {
+	fio, device = make([]float64, len(beside)), make([]float64, len(beside))
+	for i, b := range beside {
+		fio[i], device[i] = b.fio, b.device
+	}
+	return fio, device
+}
+
 // printPipeBeside prints fio's read beside the device stage.
 func printPipeBeside(w io.Writer, beside []besideSample, fioBW []float64) {
 	if len(beside) == 0 {
 		return
 	}
-	fb := make([]float64, len(beside))
-	db := make([]float64, len(beside))
+	fb, db := besideRuns(beside)
 	ratio := make([]float64, 0, len(beside))
 	for i, b := range beside {
-		fb[i], db[i] = b.fio, b.device
 		if i < len(fioBW) && fioBW[i] > 0 {
 			ratio = append(ratio, b.fio/fioBW[i])
 		}
@@ -1157,15 +1161,8 @@ func pipelineGoals() []goalSpec {
 				// Nor can it outrun the disk as it reads while the
 				// device works: fio beside the device stage.
 				if e := es.find(ref{"pipeline", pipeFioBeside, fio, "bandwidth"}); e != nil && e.Ratio != nil {
-					var rs []float64
-					for i := range min(len(e.EngineRuns), len(e.BaselineRuns)) {
-						if e.BaselineRuns[i] > 0 {
-							rs = append(rs, e.EngineRuns[i]/e.BaselineRuns[i])
-						}
-					}
-					if len(rs) > 0 {
-						r := newStat(rs)
-						g.Detail = strings.TrimPrefix(g.Detail+fmt.Sprintf("; fio's read with the device stage running beside it: %.3g× [%.3g–%.3g] its read alone", *e.Ratio, r.Min, r.Max), "; ")
+					if lo, hi := ratioRange(e); lo != nil {
+						g.Detail = strings.TrimPrefix(g.Detail+fmt.Sprintf("; fio's read with the device stage running beside it: %.3g× [%.3g–%.3g] its read alone", *e.Ratio, *lo, *hi), "; ")
 					}
 				}
 			}},
