@@ -23,7 +23,7 @@ PKGS      ?= ./... ./cmd/...
 BIN       := bin
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: fuzz fuzz-python lint-arm64 check-lib-deps soak test-soak install uninstall python-test capi-install-test all build test lint-vet test-unit test-engine test-vm test-vm-arm64 test-vm-rdma test-vm-rdma-short bench-vm bench-vm-rdma test-long bench bench-uring-nop bench-hcomm bench-report demo lint generate clean capi capi-valgrind capi-cgocheck2 capi-test bench-capi bpf-tools bpf-vmlinux check-generate godefs-tools
+.PHONY: fuzz fuzz-python lint-arm64 check-lib-deps soak test-soak install uninstall python-test capi-install-test all build test lint-vet test-unit test-engine test-vm test-vm-arm64 test-vm-rdma test-vm-rdma-short bench-vm bench-vm-rdma test-long bench bench-uring-nop bench-insn bench-hcomm bench-report demo lint generate clean capi capi-valgrind capi-cgocheck2 capi-test bench-capi bpf-tools bpf-vmlinux check-generate godefs-tools
 
 all: build
 
@@ -269,11 +269,23 @@ bench-vm:
 test-long:
 	HCOMM_LONG=1 $(GO) test -count=1 -timeout 60m -v -run 'Stress' ./ring/...
 
-bench: deps-bench bench-uring-nop bench-hcomm python-bench
+bench: deps-bench bench-uring-nop bench-insn bench-hcomm python-bench
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 # io_uring NOPs: Go (internal/uring BenchmarkNop) vs C liburing (internal/uring/testdata/uring_nop.c,
 # liburing-dev installed when missing), interleaved rounds, medians and Go/C ratios.
+# The engine's own cost in instructions per transfer against the HDMA driver
+# alone on the same inline device model (backend/hdmadev
+# BenchmarkEngineVsDriverSide, 4 KiB, batches of 1 and 64), counted by
+# callgrind: the same figures on every run of one build, whatever else the
+# machine does (scripts/insn-per-op.sh, docs/engine.md "Instructions per
+# transfer").
+bench-insn: deps-bench
+	$(GO) test -c -o bin/hdmadev-insn.test ./backend/hdmadev
+	@scripts/insn-per-op.sh bin/hdmadev-insn.test 'EngineVsDriverSide/engine/batch=1/' 'EngineVsDriverSide/driver/batch=1/' \
+		'EngineVsDriverSide/engine/batch=64/' 'EngineVsDriverSide/driver/batch=64/' | awk -F'\t' '{v[NR]=$$2; print} \
+		END {printf "engine ÷ driver, instructions per 4 KiB transfer: batch 1 %.2f×, batch 64 %.2f×\n", v[1]/v[2], v[3]/v[4]}'
+
 bench-uring-nop: deps-bench
 	GO=$(GO) RUNS=$${RUNS:-5} internal/uring/testdata/bench_uring_nop.sh
 

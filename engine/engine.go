@@ -76,6 +76,7 @@ type Engine struct {
 	// Submitters load them (routing); AddBackend and RemoveBackend store
 	// them under memberMu, the arena table's lock and the owner flag.
 	members   [MaxBackends]atomic.Pointer[member]
+	memberSet atomic.Uint32       // bit i: members[i] is not nil (setMember)
 	memberGen [MaxBackends]uint16 // under memberMu
 	memberMu  sync.Mutex
 	route     atomic.Uint64          // per LocKind, the backend of Locs that name none (updateRoutes)
@@ -283,7 +284,7 @@ func (e *Engine) attach(bes []backend.Backend) error {
 		if err != nil {
 			return err
 		}
-		e.members[i].Store(m)
+		e.setMember(i, m)
 		e.addFallback(m.desc.Fallbacks...)
 	}
 	e.first = e.members[0].Load()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -273,10 +274,21 @@ func (e *Engine) memberNames() string {
 	return strings.Join(names, ", ")
 }
 
+// setMember stores m (nil: none) as backend i, and its bit in memberSet.
+// Under memberMu (AddBackend and RemoveBackend also hold the owner flag).
+func (e *Engine) setMember(i int, m *member) {
+	e.members[i].Store(m)
+	if m != nil {
+		e.memberSet.Or(1 << i)
+	} else {
+		e.memberSet.And(^uint32(1 << i))
+	}
+}
+
 // forEach calls f for every backend of the engine.
 func (e *Engine) forEach(f func(m *member)) {
-	for i := range e.members {
-		if m := e.members[i].Load(); m != nil {
+	for set := e.memberSet.Load(); set != 0; set &= set - 1 {
+		if m := e.members[bits.TrailingZeros32(set)].Load(); m != nil {
 			f(m)
 		}
 	}
@@ -286,8 +298,8 @@ func (e *Engine) forEach(f func(m *member)) {
 // reaped (owner flag).
 func (e *Engine) outstanding() int {
 	n := 0
-	for i := range e.members {
-		if m := e.members[i].Load(); m != nil {
+	for set := e.memberSet.Load(); set != 0; set &= set - 1 {
+		if m := e.members[bits.TrailingZeros32(set)].Load(); m != nil {
 			n += m.be.Outstanding()
 		}
 	}
@@ -361,7 +373,7 @@ func (e *Engine) AddBackend(be backend.Backend) (Target, error) {
 		_ = be.Close()
 		return Target{}, err
 	}
-	e.members[idx].Store(m)
+	e.setMember(idx, m)
 	e.updateRoutes()
 	e.addFallback(m.desc.Fallbacks...)
 	e.membersChanged()
@@ -394,7 +406,7 @@ func (e *Engine) RemoveBackend(ctx context.Context, t Target) error {
 	// for it completes canceled), cycles no longer reap it.
 	e.arenas.mu.Lock()
 	e.lock()
-	e.members[m.idx].Store(nil)
+	e.setMember(int(m.idx), nil)
 	e.retired = append(e.retired, memberTotals{m.desc.Name, m.transfers, m.bytes, m.ctr})
 	e.unlock()
 	e.arenas.mu.Unlock()

@@ -143,6 +143,11 @@ func (e *Engine) drainLocked() {
 		return
 	}
 	e.advanceLocked()
+	// Nothing reserved beyond what went out (a cycle of a Wait or a Poll,
+	// most of the time): nothing can be published either.
+	if e.stage.Tail() == e.nextForward {
+		return
+	}
 	b := e.stage.Peek(e.depth)
 	end := b.Start() + uint64(b.Len())
 	if e.nextForward == end {
@@ -368,11 +373,8 @@ func (e *Engine) collectLocked(out []backend.Completion) int {
 		out[n] = backend.Completion{Tag: pos, N: uint32(res), Status: backend.Status(res >> 32)}
 		n++
 	}
-	for i := range e.members {
-		if n >= len(out) {
-			break
-		}
-		if m := e.members[i].Load(); m != nil {
+	for set := e.memberSet.Load(); set != 0 && n < len(out); set &= set - 1 {
+		if m := e.members[bits.TrailingZeros32(set)].Load(); m != nil {
 			n += m.be.Reap(out[n:])
 		}
 	}

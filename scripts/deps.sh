@@ -69,6 +69,7 @@ bench      optional  fio              hcomm-bench: the fio rows
 bench      optional  ucx-utils        hcomm-bench: ucx_perftest, the remote rows' yardstick
 bench      optional  strace           hcomm-bench: the system-call counts
 bench      optional  liburing-dev     make bench-uring-nop: the C liburing side
+bench      optional  valgrind         make bench-insn: instructions per transfer (callgrind)
 EOF
 }
 

@@ -83,6 +83,31 @@ func BenchmarkEngineVsDriver(b *testing.B) {
 	}
 }
 
+// BenchmarkEngineVsDriverSide runs one side of BenchmarkEngineVsDriver
+// alone: b.N transfers (rounded up to whole batches) of the engine or of
+// the bare driver, each in a process run of its own. It is the form a
+// count of instructions per transfer needs (scripts/insn-per-op.sh runs it
+// under callgrind: make bench-insn), whose engine ÷ driver ratio is the
+// same on every run of one build, unlike the time the other benchmark
+// measures.
+func BenchmarkEngineVsDriverSide(b *testing.B) {
+	const size = 4096
+	for _, side := range []string{"engine", "driver"} {
+		for _, batch := range []int{1, 64} {
+			b.Run(fmt.Sprintf("%s/batch=%d/size=%d", side, batch, size), func(b *testing.B) {
+				run := newEngineSide
+				if side == "driver" {
+					run = newDriverSide
+				}
+				move := run(b, batch, size)
+				b.ReportAllocs()
+				b.ResetTimer()
+				move((b.N + batch - 1) / batch * batch)
+			})
+		}
+	}
+}
+
 // newEngineSide opens an engine over an inline vfio-mock and returns a
 // function that moves n transfers (n a multiple of batch).
 func newEngineSide(b *testing.B, batch, size int) func(n int) {
