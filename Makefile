@@ -281,8 +281,9 @@ bench: deps-bench bench-uring-nop bench-insn bench-hcomm python-bench
 # machine does (scripts/insn-per-op.sh, docs/engine.md "Instructions per
 # transfer").
 bench-insn: deps-bench
-	$(GO) test -c -o bin/hdmadev-insn.test ./backend/hdmadev
-	@scripts/insn-per-op.sh bin/hdmadev-insn.test 'EngineVsDriverSide/engine/batch=1/' 'EngineVsDriverSide/driver/batch=1/' \
+	@if ! command -v valgrind >/dev/null; then echo "bench-insn: SKIPPED: no valgrind (apt-get install valgrind)"; exit 0; fi; \
+	$(GO) test -c -o bin/hdmadev-insn.test ./backend/hdmadev && \
+	scripts/insn-per-op.sh bin/hdmadev-insn.test 'EngineVsDriverSide/engine/batch=1/' 'EngineVsDriverSide/driver/batch=1/' \
 		'EngineVsDriverSide/engine/batch=64/' 'EngineVsDriverSide/driver/batch=64/' | awk -F'\t' '{v[NR]=$$2; print} \
 		END {printf "engine ÷ driver, instructions per 4 KiB transfer: batch 1 %.2f×, batch 64 %.2f×\n", v[1]/v[2], v[3]/v[4]}'
 
