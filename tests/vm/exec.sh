@@ -148,8 +148,44 @@ if [ -f "$here/args-$arch" ]; then
 		echo "exec.sh: $pkg in the $arch guest: ${extra[*]} (tests/vm/args-$arch)" >&2
 	fi
 fi
+# A Go test binary's own timeout must end before the VM's: at its
+# -test.timeout the binary panics with every goroutine's stack, which the
+# VM's timeout (a kill) would never let it print. go test passes its
+# -timeout (run.sh: 10m) as -test.timeout, longer than the VM's 540 s; a
+# binary with -test.* flags whose timeout is longer than the VM's less a
+# margin for the boot and the output (60 s, at most half the VM's) — or
+# none — gets that instead (the last flag wins).
+vm_timeout=${HCOMM_VM_TIMEOUT:-540}
+# dur_s: a Go duration (10m0s, 1h2m3.5s, 90s, 0) in whole seconds.
+dur_s() {
+	awk -v d="$1" 'BEGIN {
+		s = 0
+		while (match(d, /^[0-9.]+(ns|us|ms|s|m|h)/)) {
+			t = substr(d, 1, RLENGTH); d = substr(d, RLENGTH + 1)
+			match(t, /[a-z]+$/); u = substr(t, RSTART); v = substr(t, 1, RSTART - 1) + 0
+			s += v * (u == "h" ? 3600 : u == "m" ? 60 : u == "s" ? 1 : u == "ms" ? 1e-3 : u == "us" ? 1e-6 : 1e-9)
+		}
+		printf "%d\n", (s > 0 && s < 1) ? 1 : s
+	}'
+}
+test_timeout=() gotest=0 given= prev=
+for a in "$@" "${extra[@]}"; do
+	case $a in -test.* | --test.*) gotest=1 ;; esac
+	case $a in -test.timeout=* | --test.timeout=*) given=${a#*=} ;; esac
+	case $prev in -test.timeout | --test.timeout) given=$a ;; esac
+	prev=$a
+done
+if [ $gotest = 1 ]; then
+	margin=$((vm_timeout / 2 < 60 ? vm_timeout / 2 : 60))
+	want=$((vm_timeout - margin))
+	given_s=$(dur_s "${given:-0}")
+	if [ "$given_s" -eq 0 ] || [ "$given_s" -gt "$want" ]; then
+		test_timeout=("-test.timeout=${want}s")
+		echo "exec.sh: -test.timeout=${want}s (given: ${given:-none}), ${margin}s under the VM's limit of ${vm_timeout}s, so that a hanging test prints its goroutines" >&2
+	fi
+fi
 : >"$work/root/pkg/args"
-for a in "$@" "${extra[@]}"; do q "$a" >>"$work/root/pkg/args"; done
+for a in "$@" "${extra[@]}" "${test_timeout[@]}"; do q "$a" >>"$work/root/pkg/args"; done
 : >"$work/root/pkg/env"
 while IFS= read -r name; do
 	printf 'export %s=%s\n' "$name" "$(q "${!name}")" >>"$work/root/pkg/env"
@@ -245,7 +281,7 @@ run_vm() {
 			-serial "file:$work/console.log")
 		;;
 	esac
-	timeout --foreground -k 5 "${HCOMM_VM_TIMEOUT:-540}" \
+	timeout --foreground -k 5 "$vm_timeout" \
 		"${machine[@]}" \
 		-accel "tcg,thread=$tcg_thread" -smp 2 -m "${HCOMM_VM_MEM:-6144}" \
 		-nodefaults -display none -no-reboot \
@@ -287,7 +323,7 @@ setup="$(grep -a 'HCOMM-VM-SETUP-FAILED' "$out")"
 if [ -z "$verdict" ] || [ -n "$setup" ]; then
 	{
 		echo "exec.sh: no verdict from the guest (qemu exit $qrc${setup:+; $setup})"
-		[ $qrc -eq 124 ] && echo "exec.sh: the VM ran longer than ${HCOMM_VM_TIMEOUT:-540}s and was killed"
+		[ $qrc -eq 124 ] && echo "exec.sh: the VM ran longer than ${vm_timeout}s and was killed"
 		echo "--- qemu:"; cat "$work/qemu.log"
 		# From the first sign of a kernel in trouble (the stacks) if there
 		# is one, else the last 60 lines.
