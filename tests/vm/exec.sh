@@ -26,6 +26,14 @@
 # second serial port: QEMU exits 0 on a guest power-off whatever the tests
 # did, so its exit code alone proves nothing. No verdict line (kernel panic,
 # hang, setup failure) is a failure.
+#
+# A hang shows where it stands: a Go test binary's -test.timeout is kept
+# under the VM's limit (its goroutines' stacks come out before the VM is
+# killed); /init marks each stage on the kernel console; and at the VM
+# timeout exec.sh reads the vCPUs' state from QEMU's monitor, then makes the
+# guest's kernel panic (an NMI on x86, SysRq-c over the console on arm64),
+# which prints every task's stack and every CPU's backtrace, before it kills
+# QEMU (docs/vm-tests.md, "When a guest hangs").
 set -uo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -258,8 +266,22 @@ tcg_thread=${HCOMM_VM_TCG_THREAD:-}
 [ -n "$tcg_thread" ] || [ ! -f testdata/vm-tcg-thread ] || tcg_thread=$(tr -d ' \n' <testdata/vm-tcg-thread)
 tcg_thread=${tcg_thread:-multi}
 case $tcg_thread in single | multi) ;; *) die "TCG thread mode '$tcg_thread': single or multi" ;; esac
+# QEMU's human monitor on a pipe chardev: commands go in through a FIFO
+# (mon.in, which exec.sh opens read-write, so a write never blocks), the
+# answers go to a file (mon.out). Nothing is said to it unless the VM times
+# out (hang_diag).
+# The console: a file on x86; on arm64 a multiplexed pipe chardev (the same
+# FIFO-and-file pair), whose escape Ctrl-A b sends a break to the UART —
+# SysRq for the kernel, which takes the next character as the command.
+timed_out=0
+# An exec.sh that is stopped (go test's SIGQUIT at its own timeout, a ^C)
+# takes its QEMU along: QEMU runs in the background here. QEMU removes its
+# pid file when it ends.
+trap '[ -s "$work/qemu.pid" ] && kill "$(cat "$work/qemu.pid")" 2>/dev/null; exit 130' INT TERM HUP QUIT
 run_vm() {
-	rm -f "$work/out.log" "$work/console.log"
+	rm -f "$work/out.log" "$work/console.log" "$work/mon.in" "$work/mon.out" "$work/qemu.pid" "$work/con.in"
+	mkfifo "$work/mon.in" && : >"$work/mon.out" || die "cannot make the monitor's FIFO"
+	timed_out=0
 	if [ ${#nvme[@]} -gt 0 ]; then
 		rm -f "$work/nvme.img"
 		truncate -s "${HCOMM_VM_NVME:-1G}" "$work/nvme.img" || die "cannot make the NVMe image"
@@ -277,19 +299,83 @@ run_vm() {
 		machine=(qemu-system-aarch64 -machine virt,iommu=smmuv3,gic-version=3 -cpu max,pauth-impdef=on
 			-device edu
 			-device virtio-serial-pci -chardev "file,id=hcout,path=$work/out.log" -device virtconsole,chardev=hcout
-			-append "console=ttyAMA0 $cmdline"
-			-serial "file:$work/console.log")
+			-append "console=ttyAMA0 $cmdline sysrq_always_enabled"
+			-chardev "pipe,id=con,mux=on,path=$work/con" -serial chardev:con)
+		mkfifo "$work/con.in" && : >"$work/console.log" && ln -sf console.log "$work/con.out" ||
+			die "cannot make the console's FIFO"
 		;;
 	esac
-	timeout --foreground -k 5 "$vm_timeout" \
+	# In the background, in a subshell whose stderr is dropped (bash's
+	# "Killed" notice when QEMU is killed; QEMU's own messages go to
+	# qemu.log); the exit status is QEMU's, 128+N for a signal. The outer
+	# timeout is a safety net for an exec.sh that is itself killed; the
+	# VM's limit is kept by the loop below.
+	(timeout --foreground -k 5 $((vm_timeout + 120)) \
 		"${machine[@]}" \
 		-accel "tcg,thread=$tcg_thread" -smp 2 -m "${HCOMM_VM_MEM:-6144}" \
 		-nodefaults -display none -no-reboot \
 		"${scratch[@]}" "${nvme[@]}" "${net[@]}" \
+		-chardev "pipe,id=mon,path=$work/mon" -mon chardev=mon,mode=readline \
+		-pidfile "$work/qemu.pid" \
 		-kernel "$kdir/vmlinux" -initrd "$work/initrd" \
-		</dev/null >"$work/qemu.log" 2>&1
+		</dev/null >"$work/qemu.log" 2>&1; exit $?) 2>/dev/null &
+	local vm=$! start=$SECONDS
+	while kill -0 $vm 2>/dev/null; do
+		if [ $((SECONDS - start)) -ge "$vm_timeout" ]; then
+			hang_diag $vm
+			break
+		fi
+		sleep 1
+	done
+	wait $vm
+	local rc=$?
+	[ $timed_out = 1 ] && rc=124
+	return $rc
+}
+# hang_diag VM: the VM ran into its limit. Ask the monitor where the vCPUs
+# stand (info cpus, info registers -a: the state of a guest frozen solid),
+# then make the guest's kernel panic: on x86 an NMI, which the kernel takes
+# as unknown and panics on (unknown_nmi_panic=1), even with interrupts
+# off; on arm64 (QEMU 7.2's virt machine has no NMI to inject) SysRq-c, a
+# break and "c" on the console, which needs the UART's interrupt to be
+# served. The panic prints every task's stack and every CPU's backtrace
+# (panic_print=0x41, at any loglevel) and ends QEMU (panic=-1,
+# -no-reboot); exec.sh gives it 30 s, then kills QEMU. A monitor that does
+# not answer means QEMU itself is stuck: its threads' states (and stacks,
+# with gdb) go to the log instead.
+hang_diag() {
+	local vm=$1 qpid i
+	timed_out=1
+	qpid=$(cat "$work/qemu.pid" 2>/dev/null)
+	echo "exec.sh: the VM ran ${vm_timeout}s; asking QEMU's monitor for the vCPUs and making the guest panic with its stacks" >&2
+	printf 'info cpus\ninfo registers -a\n' 1<>"$work/mon.in"
+	case $arch in
+	amd64) printf 'nmi\n' 1<>"$work/mon.in" ;;
+	arm64) printf '\001b' 1<>"$work/con.in"; sleep 1; printf 'c' 1<>"$work/con.in" ;;
+	esac
+	for ((i = 0; i < 30; i++)); do
+		kill -0 "$vm" 2>/dev/null || return
+		sleep 1
+	done
+	if ! grep -aq 'CPU #0' "$work/mon.out" && [ -n "$qpid" ]; then
+		{
+			echo "exec.sh: QEMU's monitor did not answer in 30 s: QEMU itself is stuck; its threads (name, state, wait channel):"
+			for t in /proc/"$qpid"/task/*; do
+				echo "  $(cat "$t/comm" 2>/dev/null) $(awk '{print $3}' "$t/stat" 2>/dev/null) $(cat "$t/wchan" 2>/dev/null)"
+			done
+			command -v gdb >/dev/null &&
+				timeout 60 gdb -p "$qpid" -batch -nx -ex 'thread apply all bt' 2>&1 | grep -v '^\[New LWP'
+		} >>"$work/qemu.log"
+	fi
+	[ -n "$qpid" ] && kill "$qpid" 2>/dev/null
+	for ((i = 0; i < 5; i++)); do
+		kill -0 "$vm" 2>/dev/null || return
+		sleep 1
+	done
+	[ -n "$qpid" ] && kill -9 "$qpid" 2>/dev/null
 }
 cmdline="loglevel=${HCOMM_VM_LOGLEVEL:-5} panic=-1 softlockup_panic=1 softlockup_all_cpu_backtrace=1 panic_print=0x41"
+[ "$arch" = amd64 ] && cmdline="$cmdline unknown_nmi_panic=1"
 # QEMU itself (7.2, TCG) has been seen to die of SIGSEGV mid-run (exit 139)
 # on this host: that is the emulator, not the code under test. Only then —
 # SIGSEGV or SIGABRT (139, 134), no verdict from the guest — the run is repeated once,
@@ -325,11 +411,22 @@ if [ -z "$verdict" ] || [ -n "$setup" ]; then
 		echo "exec.sh: no verdict from the guest (qemu exit $qrc${setup:+; $setup})"
 		[ $qrc -eq 124 ] && echo "exec.sh: the VM ran longer than ${vm_timeout}s and was killed"
 		echo "--- qemu:"; cat "$work/qemu.log"
+		if [ $qrc -eq 124 ]; then
+			# The monitor's answers without its prompt, its echo and the
+			# vector and floating-point registers.
+			echo "--- qemu monitor at the timeout (info cpus, info registers -a):"
+			sed -e 's/\x1b\[[0-9;]*[A-Za-z]//g' -e 's/\r//g' "$work/mon.out" |
+				grep -avE '^\(qemu\)|^QEMU .* monitor|^ *([XY]MM|FPR|[QZP])[0-9]+(\[[0-9-]+\])?=|^ *\[[0-9-]+\]=|^ *FFR='
+		fi
+		# /init's progress lines: the last one names the stage a guest
+		# that gives no verdict stopped in.
+		echo "--- /init's progress (guest console):"
+		grep -a 'hcomm-vm: ' "$work/console.log"
 		# From the first sign of a kernel in trouble (the stacks) if there
 		# is one, else the last 60 lines.
-		first="$(grep -anm1 -E 'BUG:|Kernel panic|rcu: INFO|WARNING:|Oops' "$work/console.log" | cut -d: -f1)"
+		first="$(grep -anm1 -E 'BUG:|Kernel panic|rcu: INFO|WARNING:|Oops|NMI received|sysrq: Trigger a crash' "$work/console.log" | cut -d: -f1)"
 		if [ -n "$first" ]; then
-			echo "--- guest console (from line $first):"; tail -n +"$first" "$work/console.log" | head -n 600
+			echo "--- guest console (from line $first):"; tail -n +"$first" "$work/console.log" | head -n 3000
 		else
 			echo "--- guest console (last 60 lines):"; tail -n 60 "$work/console.log"
 		fi
