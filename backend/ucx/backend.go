@@ -644,6 +644,7 @@ func (b *Backend) Close() error {
 		if p.state.Load() < stateFailed {
 			p.status = C.UCS_ERR_CANCELED
 			p.state.Store(stateClosed)
+			p.settle() // a Connect under way returns
 		}
 	}
 	b.destroy()

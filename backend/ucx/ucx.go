@@ -157,6 +157,9 @@ type peer struct {
 	// arena's mapping is waited out the same way (syncWindow).
 	users  atomic.Int32
 	fenced atomic.Bool
+	// settled is closed (and dropped) when the handshake ends, ready or
+	// failed (syncPeer, under mu): Connect waits on it.
+	settled chan struct{}
 }
 
 // Backend is a backend.Backend whose targets are other processes' pools,
@@ -174,7 +177,6 @@ type Backend struct {
 	addr       string
 	dataWorker bool                    // a second worker carries the data (SharedMemory)
 	peers      atomic.Pointer[[]*peer] // copy-on-write, appended under mu
-	peerEv     chan struct{}           // a peer changed state
 
 	// Under mu.
 	// regAddrs, regLens: RegisterRegions' and UnregisterRegions' spans
@@ -251,7 +253,7 @@ func ucxErr(call string, st C.int) error {
 // UCX_NET_DEVICES and its other variables from the environment now), starts
 // the listener if cfg.Listen is set, and starts the progress goroutine.
 func New(cfg Config) (*Backend, error) {
-	b := &Backend{cfg: cfg, log: cfg.Logger, peerEv: make(chan struct{}, 1), wakeFD: -1, stopFD: -1, timeout: cfg.Timeout}
+	b := &Backend{cfg: cfg, log: cfg.Logger, wakeFD: -1, stopFD: -1, timeout: cfg.Timeout}
 	if b.timeout == 0 {
 		b.timeout = DefaultTimeout
 	}
@@ -363,7 +365,9 @@ func (b *Backend) ThreadMode() string {
 // exported windows (each side's mapped arenas: base addresses and remote
 // keys), and returns the peer's index for engine.Remote. A peer index is
 // never reused: after a peer failed, Connect again gives a new one.
-// Arenas this side maps after the handshake are not exported to the peer.
+// Connect waits for the handshake's end, not on a timer: with the progress
+// goroutine on the peer's settled channel, with CallerProgress on the
+// workers' event fds while it progresses them itself.
 func (b *Backend) Connect(ctx context.Context, addr string) (uint32, error) {
 	fam, ip, port, err := parseAddr(addr)
 	if err != nil {
@@ -381,10 +385,9 @@ func (b *Backend) Connect(ctx context.Context, addr string) (uint32, error) {
 		return 0, fmt.Errorf("ucx: connect %s: %s: %w", addr, ucsString(st), ErrConnect)
 	}
 	p := b.addPeer(uint32(idx), addr)
+	settled := p.settled // nil once the handshake ended (addPeer synced it)
 	b.mu.Unlock()
 	b.wakeProgress()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
 	for {
 		switch p.state.Load() {
 		case stateReady:
@@ -395,21 +398,61 @@ func (b *Backend) Connect(ctx context.Context, addr string) (uint32, error) {
 			}
 			return 0, fmt.Errorf("ucx: connect %s: %s: %w", addr, ucsString(C.int(p.status)), ErrConnect)
 		}
-		if b.cfg.CallerProgress {
-			b.mu.Lock()
-			if !b.closed {
-				b.progress(true, C.HC_ROUNDS)
-			}
-			b.mu.Unlock()
-		}
-		select {
-		case <-ctx.Done():
+		if ctx.Err() != nil {
 			b.Disconnect(p.idx)
 			return 0, fmt.Errorf("ucx: connect %s: %w: %w", addr, ErrConnect, ctx.Err())
-		case <-b.peerEv:
-		case <-tick.C:
+		}
+		if b.cfg.CallerProgress {
+			b.connectProgress(ctx)
+			continue
+		}
+		// The progress goroutine runs the handshake; syncPeer closes
+		// settled when it ends, either way.
+		select {
+		case <-ctx.Done():
+		case <-settled:
 		}
 	}
+}
+
+// connectWait bounds one sleep of Connect under CallerProgress on the
+// workers' event fds: how late a canceled context without a deadline is
+// noticed, and a progress of the workers however quiet their fds stay.
+const connectWait = 10 * time.Millisecond
+
+// connectProgress is one round of Connect under CallerProgress, where
+// nobody else need progress the workers: progress them (the handshake's
+// messages), then arm them and sleep on their event fds until the next
+// event, the context's deadline or connectWait. An event that arrives
+// after the arm makes an fd readable, whoever progresses it meanwhile (a
+// Poll of the engine on another goroutine), and hc_arm looks once more
+// after arming: nothing that arrived before the sleep is slept on.
+func (b *Backend) connectProgress(ctx context.Context) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.progress(true, C.HC_ROUNDS)
+	if !b.handshaking() {
+		b.mu.Unlock()
+		return
+	}
+	st := C.hc_arm(b.be)
+	fds := []unix.PollFd{{Fd: int32(b.be.efd), Events: unix.POLLIN}, {Fd: int32(b.be.defd), Events: unix.POLLIN}}
+	if b.be.defd == b.be.efd {
+		fds = fds[:1]
+	}
+	b.mu.Unlock()
+	if st == C.UCS_ERR_BUSY {
+		return
+	}
+	wait := connectWait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = max(min(wait, time.Until(dl)), 0)
+	}
+	ts := unix.NsecToTimespec(wait.Nanoseconds())
+	_, _ = unix.Ppoll(fds, &ts, nil)
 }
 
 // Disconnect closes the connection to peer: transfers outstanding to it
@@ -462,9 +505,18 @@ func (b *Backend) Peers() []PeerInfo {
 	return out
 }
 
+// settle ends p's handshake for Connect, once its state left connecting
+// (under mu).
+func (p *peer) settle() {
+	if p.settled != nil {
+		close(p.settled)
+		p.settled = nil
+	}
+}
+
 // addPeer publishes a new peer (under mu).
 func (b *Backend) addPeer(idx uint32, addr string) *peer {
-	p := &peer{idx: idx, addr: addr}
+	p := &peer{idx: idx, addr: addr, settled: make(chan struct{})}
 	old := *b.peers.Load()
 	ps := make([]*peer, len(old), len(old)+1)
 	copy(ps, old)
@@ -494,6 +546,11 @@ func (b *Backend) syncPeer(p *peer) {
 	if cs == old {
 		return
 	}
+	if old == stateConnecting {
+		// After the switch below stored the new state: a Connect woken
+		// by the close finds it.
+		defer p.settle()
+	}
 	switch {
 	case cs == stateReady && old == stateConnecting:
 		w := b.loadWindow(cp)
@@ -512,10 +569,6 @@ func (b *Backend) syncPeer(p *peer) {
 			lvl = slog.LevelInfo // closed on purpose: Close, Disconnect, unmap
 		}
 		b.log.Log(context.Background(), lvl, "ucx: peer gone", "peer", p.idx, "addr", p.addr, "status", ucsString(C.int(p.status)))
-	}
-	select {
-	case b.peerEv <- struct{}{}:
-	default:
 	}
 }
 
