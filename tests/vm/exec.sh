@@ -24,8 +24,10 @@
 #
 # The verdict comes from the guest's own "HCOMM-VM-VERDICT rc=N" line on its
 # second serial port: QEMU exits 0 on a guest power-off whatever the tests
-# did, so its exit code alone proves nothing. No verdict line (kernel panic,
-# hang, setup failure) is a failure.
+# did, so its exit code alone proves nothing. When that channel lost its last
+# lines (a lost UART interrupt strands them), /init's mark of the test's exit
+# status on the kernel console stands in for it, and exec.sh says so. No
+# verdict at all (kernel panic, hang, setup failure) is a failure.
 #
 # A hang shows where it stands: a Go test binary's -test.timeout is kept
 # under the VM's limit (its goroutines' stacks come out before the VM is
@@ -406,6 +408,23 @@ awk '
 ' "$out"
 verdict="$(grep -ao 'HCOMM-VM-VERDICT rc=[0-9]*$' "$out" | tail -n1 | sed 's/.*rc=//')"
 setup="$(grep -a 'HCOMM-VM-SETUP-FAILED' "$out")"
+# The test's channel is an interrupt-driven UART (x86's ttyS1) or virtio
+# console (arm64): output that a lost interrupt strands in the guest's tty
+# buffer never reaches the file — the kernel drops it when the last close
+# has waited 30 s (closing_wait) — and with it, at the end, the verdict
+# line. The kernel console is written by polling, interrupt or not, and
+# /init marks the test's exit status there too: without a verdict line that
+# mark is the verdict, and exec.sh says the channel lost output.
+if [ -z "$verdict" ] && [ -z "$setup" ]; then
+	cverdict="$(grep -ao 'hcomm-vm: the test exited with [0-9]*;' "$work/console.log" 2>/dev/null | tail -n1 | sed 's/.*with \([0-9]*\);/\1/')"
+	if [ -n "$cverdict" ]; then
+		{
+			echo "exec.sh: the test's channel lost its last lines (no verdict line on it); the verdict is the kernel console's: the test exited with $cverdict"
+			echo "--- guest console (last 10 lines):"; tail -n 10 "$work/console.log"
+		} >&2
+		verdict=$cverdict
+	fi
+fi
 if [ -z "$verdict" ] || [ -n "$setup" ]; then
 	{
 		echo "exec.sh: no verdict from the guest (qemu exit $qrc${setup:+; $setup})"
