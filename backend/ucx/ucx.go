@@ -828,7 +828,12 @@ func (b *Backend) armLook() (busy, ready bool, err error) {
 	if b.be.defd != b.be.efd {
 		fds = append(fds, unix.PollFd{Fd: int32(b.be.defd), Events: unix.POLLIN})
 	}
+	// A signal (the Go runtime's preemption, above all) can interrupt
+	// even a poll that does not wait: look again.
 	n, err := unix.Poll(fds, 0)
+	for err == unix.EINTR {
+		n, err = unix.Poll(fds, 0)
+	}
 	if err != nil {
 		return false, false, fmt.Errorf("ucx: poll the workers' event fds: %w", err)
 	}
