@@ -272,8 +272,6 @@ test-long:
 bench: deps-bench bench-uring-nop bench-insn bench-hcomm python-bench
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-# io_uring NOPs: Go (internal/uring BenchmarkNop) vs C liburing (internal/uring/testdata/uring_nop.c,
-# liburing-dev installed when missing), interleaved rounds, medians and Go/C ratios.
 # The engine's own cost in instructions per transfer against the HDMA driver
 # alone on the same inline device model (backend/hdmadev
 # BenchmarkEngineVsDriverSide, 4 KiB, batches of 1 and 64), counted by
@@ -287,6 +285,8 @@ bench-insn: deps-bench
 		'EngineVsDriverSide/engine/batch=64/' 'EngineVsDriverSide/driver/batch=64/' | awk -F'\t' '{v[NR]=$$2; print} \
 		END {printf "engine ÷ driver, instructions per 4 KiB transfer: batch 1 %.2f×, batch 64 %.2f×\n", v[1]/v[2], v[3]/v[4]}'
 
+# io_uring NOPs: Go (internal/uring BenchmarkNop) vs C liburing (internal/uring/testdata/uring_nop.c,
+# liburing-dev installed when missing), interleaved rounds, medians and Go/C ratios.
 bench-uring-nop: deps-bench
 	GO=$(GO) RUNS=$${RUNS:-5} internal/uring/testdata/bench_uring_nop.sh
 
