@@ -162,11 +162,11 @@ func goalTable() []goalSpec {
 					What: what + "syscalls per I/O (eBPF)", Unit: "/I/O", Limit: limit{"≤", 1.0 / 32}, Ref: sref("syscalls"), Amend: amendSyscalls})
 		}
 	}
-	t = append(t, driverGoal(64, 1.25),
+	t = append(t, driverGoal(64, 1.10),
 		goalSpec{ID: "device.b64_inline.time_vs_traditional", Group: "device", Scenario: "device-small",
 			What: "device 4 KiB batch 64, inline: engine ÷ traditional", Unit: "×", Limit: limit{"≤", 0.10},
 			Ref: ref{"device-small", "4096-inline/engine-b64", "4096-inline/traditional", "time"}},
-		driverGoal(1, 2))
+		driverGoal(1, 1.5))
 	t = append(t, latencyGoals()...)
 	t = append(t,
 		goalSpec{ID: "latency.read_4k.p50_vs_readat", Group: "latency", Scenario: "latency",
