@@ -40,11 +40,29 @@ func TestSleepSurvivesArmingThreadExit(t *testing.T) {
 	}
 	defer w.close()
 
-	// Arm everything from a thread that exits.
+	// Arm everything from a thread that exits. A signal to that thread
+	// while it sleeps (the Go runtime's preemption signal) does not cut
+	// the sleep short: the io_uring_enter that armed the requests then
+	// returns how many it submitted, and the sleep waits again, for its
+	// timeout — whose completion is then not left behind for a later
+	// sleep to take for its own.
 	var first bool
-	onExitingThread(t, func() { first, _ = w.wait(time.Millisecond, 0) })
-	if first {
-		t.Fatal("the first sleep woke with nothing signalled")
+	const firstSleep = 100 * time.Millisecond
+	var took time.Duration
+	onExitingThread(t, func() {
+		tid, pid := unix.Gettid(), unix.Getpid()
+		go func() {
+			for range 3 {
+				time.Sleep(firstSleep / 5)
+				_ = unix.Tgkill(pid, tid, unix.SIGURG)
+			}
+		}()
+		start := time.Now()
+		first, _ = w.wait(firstSleep, 0)
+		took = time.Since(start)
+	})
+	if first || took < firstSleep/2 {
+		t.Fatalf("the first sleep ended after %v (woke %v) with nothing signalled, want its %v timeout", took, first, firstSleep)
 	}
 	wakes := func(what string, signal func()) {
 		t.Helper()

@@ -43,7 +43,9 @@
 // System calls: a submit-only enter (and one that only runs deferred task
 // work) uses RawSyscall6, which skips the Go scheduler's bookkeeping because
 // it cannot sleep; an enter that waits for completions uses Syscall6, so the
-// scheduler can run other goroutines meanwhile. EINTR is retried.
+// scheduler can run other goroutines meanwhile. A signal does not end a
+// wait: EINTR is retried, and so is a call that submitted and was then
+// interrupted before enough completions were ready.
 //
 // Sentinel errors, for errors.Is: ErrConfig, ErrClosed, ErrWrongThread,
 // ErrSQFull, ErrBusy, ErrNotFromRing, ErrNotSupported (wraps

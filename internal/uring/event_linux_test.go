@@ -98,6 +98,71 @@ func TestEINTR(t *testing.T) {
 	}
 }
 
+// A signal that interrupts the wait of an io_uring_enter which has just
+// submitted does not end SubmitAndWait early: the kernel then returns the
+// number it submitted, not EINTR, with no completion yet, and the wait is
+// made again for what it was asked to wait for. Each kind of ring, with
+// and without a deadline.
+func TestSubmitAndWaitSignaled(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		deadline bool
+	}{
+		{"bound", Config{Entries: 8}, false},
+		{"bound/deadline", Config{Entries: 8}, true},
+		{"unbound", Config{Entries: 8, Unbound: true, NoModernFlags: true}, false},
+		{"unbound/deadline", Config{Entries: 8, Unbound: true, NoModernFlags: true}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newTestRing(t, tc.cfg)
+			const fire = 200 * time.Millisecond
+			sqe := u.GetSQE()
+			if err := u.PrepTimeout(sqe, fire, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			sqe.SetUserData(7)
+			// SIGURG (the Go runtime's preemption signal: its handler
+			// returns at once) at this thread, several times while it
+			// waits.
+			tid, pid := unix.Gettid(), unix.Getpid()
+			stop := make(chan struct{})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(20 * time.Millisecond):
+						_ = unix.Tgkill(pid, tid, unix.SIGURG)
+					}
+				}
+			}()
+			start := time.Now()
+			var err error
+			if tc.deadline {
+				_, err = u.SubmitAndWaitTimeout(1, 10*time.Second)
+			} else {
+				_, err = u.SubmitAndWait(1)
+			}
+			took := time.Since(start)
+			close(stop)
+			<-done
+			if err != nil {
+				t.Fatalf("wait: %v", err)
+			}
+			if n := u.CQReady(); n != 1 || took < fire/2 {
+				t.Fatalf("the wait returned after %v with %d completions ready, want the timeout's one after ~%v", took, n, fire)
+			}
+			cqes := reap(t, u, 1)
+			if cqes[0].UserData() != 7 {
+				t.Fatalf("completion %d, want the timeout's (7)", cqes[0].UserData())
+			}
+		})
+	}
+}
+
 // TestTimeouts: TIMEOUT fires on time (generous upper bound), each of
 // several timeouts in one batch uses its own duration (its own timespec
 // memory), a count-based timeout completes early, and LINK_TIMEOUT cancels

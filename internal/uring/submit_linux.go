@@ -320,14 +320,17 @@ func (u *Ring) enterNoWait(toSubmit, flags uint32) (int, error) {
 // enterWait makes an io_uring_enter that may sleep until minComplete
 // completions are ready. It uses Syscall6 so that the Go scheduler hands
 // this thread's P to other goroutines while it sleeps; RawSyscall6 would
-// stall them for the whole wait. EINTR (a signal, e.g. SIGCHLD or the
-// runtime's preemption signal, during the wait) is retried; the kernel
-// returns EINTR only when it submitted nothing in that call.
+// stall them for the whole wait. A signal (e.g. SIGCHLD or the runtime's
+// preemption signal) during the wait does not end it: the kernel returns
+// EINTR when it submitted nothing in that call, and the number submitted
+// when it did — with fewer than minComplete completions ready; either way
+// enterWait waits again. It returns the SQEs submitted over all its calls.
 //
 // With IORING_ENTER_EXT_ARG in flags, deadline bounds the wait: the
 // kernel reads the timeout from u.waitArg/u.waitTS (heap memory of the
 // Ring, valid for the whole call) and answers ETIME when it expires.
 func (u *Ring) enterWait(toSubmit, minComplete, flags uint32, deadline time.Time) (int, error) {
+	submitted := 0
 	for {
 		var arg, argSz uintptr
 		if flags&enterExtArg != 0 {
@@ -351,9 +354,24 @@ func (u *Ring) enterWait(toSubmit, minComplete, flags uint32, deadline time.Time
 			return 0, fmt.Errorf("uring: io_uring_enter (wait %d): %w: %w", minComplete, ErrTimeout, errno)
 		}
 		if errno != 0 {
-			return 0, u.enterErr("submit and wait", toSubmit, minComplete, errno)
+			return submitted, u.enterErr("submit and wait", toSubmit, minComplete, errno)
 		}
-		return int(r), nil
+		submitted += int(r)
+		// A call that submitted returns how many it took even when a
+		// signal (or the deadline) ended its wait before minComplete
+		// completions were there: the kernel reports EINTR (or ETIME)
+		// only when it submitted nothing. Wait again for the rest.
+		// (The kernel waits for at most a full CQ.)
+		if toSubmit == 0 || u.CQReady() >= min(int(minComplete), int(u.cqEntries)) {
+			return submitted, nil
+		}
+		toSubmit = 0
+		if !u.sqpoll {
+			toSubmit = u.sqeTail - atomic.LoadUint32(u.sqHead)
+		}
+		if flags&enterExtArg != 0 && !time.Now().Before(deadline) {
+			return submitted, fmt.Errorf("uring: io_uring_enter (wait %d): %w: %w", minComplete, ErrTimeout, unix.ETIME)
+		}
 	}
 }
 
