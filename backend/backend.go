@@ -361,6 +361,20 @@ type BatchWaitChooser interface {
 	BatchWaits() bool
 }
 
+// InterruptGate is a backend whose completion signal (the interrupt
+// eventfd of ReadyFD) can be switched off while nothing sleeps on it: a
+// device interrupt that nobody waits for still costs the device its
+// signal and the host its interrupt work. The engine's reaper — the one
+// sleeper on ReadyFD — turns it off when it wakes, and on before it sleeps
+// on ReadyFD again, then looks at the completions once more: what completed
+// while it was off raised nothing and is not owed. Off, completions still
+// arrive (Reap finds them). Called by the reaper goroutine only, beside the
+// owner's calls; an error leaves the signal as it was (the engine then
+// keeps it on for good). backend/hdmadev has it (the queue's IRQ register).
+type InterruptGate interface {
+	GateInterrupts(on bool) error
+}
+
 // LazyDoorbell is a BatchWaiter whose doorbell (its system call) can be
 // deferred to the next batched wait (backend/uringfile). FlushDeferred is
 // Flush without the system call: the batch is published to the backend but

@@ -36,6 +36,10 @@ type member struct {
 	devMem *span.Space              // AllocDevice's ranges (nil: no device memory)
 	fd     int                      // ReadyFD (-1: none)
 	efd    bool
+	// gate switches the backend's completion signal (nil: it cannot);
+	// gateFailed: a switch failed, the signal stays on (reaper only).
+	gate       backend.InterruptGate
+	gateFailed bool
 	// removing: RemoveBackend began; submissions to it are refused.
 	removing atomic.Bool
 }
@@ -328,6 +332,9 @@ func (e *Engine) attachMember(be backend.Backend, idx int) (*member, error) {
 		m.devMem = span.New(m.desc.DeviceMemory, grain)
 	}
 	m.fd, m.efd = be.ReadyFD()
+	if m.fd >= 0 {
+		m.gate, _ = be.(backend.InterruptGate)
+	}
 	return m, nil
 }
 

@@ -4,7 +4,9 @@ package engine
 // sleep over the backends' readiness fds; waking it.
 
 import (
+	"errors"
 	"fmt"
+	"math/bits"
 	"runtime"
 	"slices"
 	"time"
@@ -108,6 +110,11 @@ func (e *Engine) reaper(ready chan<- struct{}) {
 			backoff(i) // a waiter's callback may block: do not spin
 		}
 	}()
+	// The backends' completion signals are on only while the reaper
+	// sleeps on them (reaperSleep); on again when it ends (last out,
+	// first done).
+	e.gateInterrupts(r, false)
+	defer e.gateInterrupts(r, true)
 	r.timeouts(e)
 	r.seen = e.waiterCycles.Load()
 	r.spinSeen = r.seen
@@ -149,8 +156,11 @@ type reaperState struct {
 	tick, idleTick time.Duration
 	bw             backend.BatchWaiter
 	last           time.Time // the reaper's last completion (its spin)
-	lazy           time.Duration
-	lazyTimer      *time.Timer
+	// gatedOff: the reaper turned the backends' completion signals off
+	// (gateInterrupts).
+	gatedOff  bool
+	lazy      time.Duration
+	lazyTimer *time.Timer
 	// seen and spinSeen are waiterCycles as last looked at; lastWaiter is
 	// when it last moved; standSince is when the reaper began to stand
 	// back beside reaping waiters.
@@ -249,6 +259,13 @@ func (e *Engine) reaperWaitBatch(busy, ok bool) bool {
 // shorter timeout (sleepBusy), unless a waker got in.
 func (e *Engine) reaperSleep(r *reaperState) {
 	e.sleeping.Store(sleepIdle)
+	// The backends' completion signals on before the look below (a
+	// completion the look misses signals), off again once the reaper is
+	// awake: nobody else sleeps on them, and a signal while it is awake
+	// costs the device its interrupt and the reaper a wake-up for nothing
+	// at its next sleep.
+	e.gateInterrupts(r, true)
+	defer e.gateInterrupts(r, false)
 	n, busy, ok := e.reaperCycle()
 	if n > 0 || e.stop.Load() {
 		e.sleeping.Store(awake)
@@ -283,6 +300,33 @@ func (e *Engine) reaperSleep(r *reaperState) {
 	r.sl.sleep(timeout, ok)
 	e.engineSyscalls.Add(r.sl.syscalls())
 	e.sleeping.Store(awake)
+}
+
+// gateInterrupts turns on or off the completion signal of every backend
+// that can switch it (backend.InterruptGate). Reaper goroutine only. A
+// backend added while the signals are off starts with its own on, which
+// only costs it signals until the next switch; one whose switch fails
+// keeps its signal on from then on.
+func (e *Engine) gateInterrupts(r *reaperState, on bool) {
+	if r.gatedOff != on {
+		return
+	}
+	for set := e.memberSet.Load(); set != 0; set &= set - 1 {
+		m := e.members[bits.TrailingZeros32(set)].Load()
+		if m == nil || m.gate == nil || m.gateFailed || !on && m.removing.Load() {
+			continue
+		}
+		if err := m.gate.GateInterrupts(on); err != nil {
+			m.gateFailed = true
+			if !on {
+				_ = m.gate.GateInterrupts(true)
+			}
+			if !errors.Is(err, ErrClosed) {
+				e.log.Warn("engine: switching a backend's completion signal failed; it stays on", "backend", m.desc.Name, "on", on, "err", err)
+			}
+		}
+	}
+	r.gatedOff = !on
 }
 
 // batchWait is how long the reaper lets a batch of completions grow once

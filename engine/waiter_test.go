@@ -301,3 +301,82 @@ func TestWaiterLeavesLazyReaper(t *testing.T) {
 		}
 	}
 }
+
+// TestReaperGatesInterrupts: the reaper turns the device's completion
+// signal off while it is awake and on before it sleeps on it, looking at
+// the completions once more in between (backend.InterruptGate).
+//
+// Callbacks with nobody waiting, submitted at random moments so that
+// completions land while the reaper is awake, as it turns the signal back
+// on, and while it sleeps: with the reaper's timeout an hour, a completion
+// neither its look nor a signal caught shows as callbacks that do not run.
+// Then a loop of Submit and Wait, the waiter reaping for itself: the
+// reaper stands beside it with the signal off, and the device raises
+// (almost) no interrupt, where it raised one per transfer before.
+func TestReaperGatesInterrupts(t *testing.T) {
+	m, err := mock.New(mock.Config{Logger: quiet()})
+	must(t, err)
+	t.Cleanup(func() { m.Close() })
+	// No spin: the reaper goes back to sleep as soon as a cycle finds
+	// nothing, so completions often land just as it does.
+	// The reaper's timeouts an hour (with transfers outstanding) and half
+	// an hour (the backend's Timeout halved, without).
+	e := open(t, engine.Config{Spin: -1, Backend: hdmaBE(t, m, hdmadev.Config{CPUThreshold: -1, Timeout: time.Hour})})
+	e.SetReaperTick(time.Hour)
+	b := alloc(t, e, 4096)
+	var ran atomic.Int64
+	cb := func(engine.Result) { ran.Add(1) }
+	rng := uint64(1)
+	next := func(n uint64) uint64 { // xorshift
+		rng ^= rng << 13
+		rng ^= rng >> 7
+		rng ^= rng << 17
+		return rng % n
+	}
+	submitted := int64(0)
+	for round := range 300 {
+		for range 1 + next(3) {
+			_, err := e.Submit(engine.Transfer{Src: engine.Host(b), Dst: engine.DeviceAt(0), Len: 4096, Callback: cb})
+			must(t, err)
+			submitted++
+			if d := next(200); d > 100 {
+				time.Sleep(time.Duration(d-100) * time.Microsecond)
+			}
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for ran.Load() < submitted {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: %d of %d callbacks ran in 5 s (a completion left to the reaper's timeout of an hour)", round, ran.Load(), submitted)
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+		// Sometimes let the reaper go to sleep before the next round.
+		if next(4) == 0 {
+			time.Sleep(time.Duration(next(8)) * time.Millisecond)
+		}
+	}
+
+	// A Spin far longer than a transfer: the waiter never parks (a
+	// parked waiter needs the reaper asleep on the signal).
+	m2, err := mock.New(mock.Config{Logger: quiet()})
+	must(t, err)
+	t.Cleanup(func() { m2.Close() })
+	e2 := open(t, engine.Config{Spin: 5 * time.Millisecond, Backend: hdmaBE(t, m2, hdmadev.Config{CPUThreshold: -1})})
+	b2 := alloc(t, e2, 4096)
+	const n = 2000
+	tr := engine.Transfer{Src: engine.Host(b2), Dst: engine.DeviceAt(0), Len: 4096}
+	id, err := e2.Submit(tr)
+	must(t, err)
+	must(t, e2.Wait(ctxT(t, 10*time.Second), id))
+	before := m2.Counters().MSIs
+	for range n {
+		id, err := e2.Submit(tr)
+		must(t, err)
+		must(t, e2.Wait(ctxT(t, 10*time.Second), id))
+	}
+	msis := m2.Counters().MSIs - before
+	t.Logf("Submit+Wait: %d interrupts for %d transfers", msis, n)
+	if msis > n/2 {
+		t.Fatalf("Submit+Wait: the device raised %d interrupts for %d transfers, with the reaper standing beside the waiter", msis, n)
+	}
+}

@@ -86,7 +86,10 @@ type arena struct {
 	iova uint64
 }
 
-var _ backend.Backend = (*Backend)(nil)
+var (
+	_ backend.Backend       = (*Backend)(nil)
+	_ backend.InterruptGate = (*Backend)(nil)
+)
 
 // New returns a backend over dev, an HDMA device. It checks cfg; the
 // device is opened at Attach (engine.Open).
@@ -437,6 +440,10 @@ func (b *Backend) Check() {
 
 // Outstanding implements backend.Backend.
 func (b *Backend) Outstanding() int { return b.q.Outstanding() }
+
+// GateInterrupts implements backend.InterruptGate: the queue's IRQ
+// register (hdma.Queue.SetInterrupts).
+func (b *Backend) GateInterrupts(on bool) error { return b.q.SetInterrupts(on) }
 
 // ReadyFD implements backend.Backend: the queue's MSI eventfd.
 func (b *Backend) ReadyFD() (int, bool) { return b.q.EventFD(), true }

@@ -32,8 +32,9 @@
 //
 // Interrupts: a queue configured with Interrupts gets an eventfd routed to
 // its MSI vector; descriptors with Desc.Interrupt set raise it when they
-// complete (errors always do). Wait with WaitInterrupt, or hand EventFD to
-// an io_uring READ.
+// complete (errors always do), while the queue's IRQ register is on
+// (SetInterrupts turns it off while the host polls). Wait with
+// WaitInterrupt, or hand EventFD to an io_uring READ.
 //
 // Sentinel errors for errors.Is (errors.go): ErrNotHDMA, ErrVersion,
 // ErrBadConfig, ErrNotReady, ErrFatal, ErrEnabled, ErrClosed (hcomm's

@@ -543,6 +543,32 @@ func TestInterruptEventfd(t *testing.T) {
 	}
 }
 
+// TestSetInterrupts: with its IRQ register off, a queue's completions
+// arrive and raise nothing, and nothing is owed once it is on again; on,
+// they interrupt. A queue without interrupts refuses the switch.
+func TestSetInterrupts(t *testing.T) {
+	r := newRig(t, mock.Config{}, hdma.Config{}, 2, 64)
+	q := r.qs[0]
+	must(t, q.SetInterrupts(false))
+	r.submit(q, hdma.Desc{Op: hdma.OpFence, User: 1, Interrupt: true})
+	r.reap(q, 1)
+	must(t, q.SetInterrupts(true))
+	if n, err := q.WaitInterrupt(50 * time.Millisecond); n != 0 || err != nil {
+		t.Fatalf("an interrupt for a completion made while they were off: %d, %v", n, err)
+	}
+	r.submit(q, hdma.Desc{Op: hdma.OpFence, User: 2, Interrupt: true})
+	if n, err := q.WaitInterrupt(20 * time.Second); n == 0 || err != nil {
+		t.Fatalf("no interrupt once they are on again: %d, %v", n, err)
+	}
+	r.reap(q, 1)
+	if got := r.dev.Counters().MSIs; got != 1 {
+		t.Errorf("device raised %d MSIs, want 1", got)
+	}
+	if err := r.qs[1].SetInterrupts(true); !errors.Is(err, hdma.ErrBadConfig) {
+		t.Errorf("SetInterrupts on a queue without interrupts: %v", err)
+	}
+}
+
 // TestZeroAllocs: Enqueue, Submit and Reap do not allocate.
 func TestZeroAllocs(t *testing.T) {
 	r := newRig(t, mock.Config{}, hdma.Config{}, 1, 128)

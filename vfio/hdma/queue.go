@@ -163,6 +163,29 @@ func (q *Queue) releaseHead() error {
 // Stats returns the queue's counters.
 func (q *Queue) Stats() QueueStats { return q.st }
 
+// SetInterrupts switches the queue's MSI on or off (its IRQ register) —
+// one register write, no system call, safe beside the queue's owner. Off,
+// the device still writes completions (Reap finds them) but signals
+// nothing, and an interrupt it would have sent meanwhile is not owed: a
+// host that turns it back on and will sleep on EventFD looks at the
+// completion ring once more first (the device checks the register after
+// it publishes a completion, so any completion the look misses
+// interrupts). Enable (and with it Start and Recover) turns it on. The
+// queue must have Interrupts.
+func (q *Queue) SetInterrupts(on bool) error {
+	if q.efd < 0 {
+		return fmt.Errorf("hdma: queue %d has no interrupts: %w", q.idx, nested(ErrBadConfig))
+	}
+	var v uint32
+	if on {
+		v = model.IRQEnable
+	}
+	if err := q.bar0.Write32(model.QueueReg(q.idx, model.QIRQ), v); err != nil {
+		return fmt.Errorf("hdma: queue %d IRQ register: %w", q.idx, err)
+	}
+	return nil
+}
+
 // EventFD is the eventfd the queue's MSI vector signals, or -1 when the
 // queue was set up without interrupts. Read it (8 bytes) directly, through
 // WaitInterrupt, or with an io_uring READ.
