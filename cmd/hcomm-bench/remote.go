@@ -27,6 +27,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -73,14 +74,19 @@ func remoteTransportsFor(rdmaIP string) []struct{ name, engineTLS, perftestTLS s
 	}
 	return []struct{ name, engineTLS, perftestTLS string }{
 		{"tcp", "tcp", "tcp"},
+		{vethTLS, "tcp", "tcp"}, // tcp over a veth pair between namespaces: remoteveth.go
 		{"shm", "shm,tcp", "shm,tcp"},
 	}
 }
 
 // remoteHost is the address the engine's peer and ucx_perftest's server
-// are reached at: the RDMA interface's (remoteRDMAEnv) or loopback's. The
-// TCP socket's peer is on 127.0.0.1 either way.
+// are reached at: the peer end of the veth pair (tcp_veth), the RDMA
+// interface's (remoteRDMAEnv) or loopback's. The TCP socket's peer is on
+// 127.0.0.1 but over the veth pair.
 func remoteHost() string {
+	if remoteNet != nil {
+		return remoteNet.peerIP
+	}
 	if ip := os.Getenv(remoteRDMAEnv); ip != "" {
 		return ip
 	}
@@ -102,6 +108,8 @@ func remoteBudget(quick bool, tls string) time.Duration {
 		d = 110 * time.Second
 	case "rc":
 		d = 480 * time.Second
+	case vethTLS:
+		d = 100 * time.Second // put bandwidth rows only
 	}
 	if quick {
 		d /= 3
@@ -178,7 +186,8 @@ type remoteRow struct {
 	eng, pt, sock    []float64
 	engT, ptT, sockT []float64
 	ptErr, err       string
-	noSock           bool // no socket column (the notification rows)
+	noSock           bool   // no socket column (the notification rows)
+	skip             string // why the row was not measured (tcp_veth without root)
 }
 
 // runRemote measures the remote scenario and prints its table; it returns
@@ -190,7 +199,17 @@ func runRemote(o *options, w io.Writer) (rows []*remoteRow, skipped []string, fa
 	for _, tr := range remoteTransports {
 		o.logf("remote: %s", tr.name)
 		tdl := time.Now().Add(remoteBudget(o.quick, tr.name))
-		rs, err := remoteTransport(o, tr.name, tr.engineTLS, tr.perftestTLS, tdl)
+		var rs []*remoteRow
+		var err error
+		if tr.name == vethTLS {
+			var skip string
+			rs, skip, err = remoteVeth(o, tr.engineTLS, tr.perftestTLS, tdl)
+			if skip != "" {
+				skipped = append(skipped, fmt.Sprintf("remote/%s: not measured: %s", tr.name, skip))
+			}
+		} else {
+			rs, err = remoteTransport(o, tr.name, tr.engineTLS, tr.perftestTLS, tdl)
+		}
 		if err != nil {
 			failed = true
 			skipped = append(skipped, fmt.Sprintf("remote/%s FAILED: %v", tr.name, err))
@@ -221,6 +240,77 @@ func minTime(a, b time.Time) time.Time {
 }
 
 const outOfTime = "not measured: the scenario's time budget ran out"
+
+// remotePeerIPEnv tells a peer process in the veth pair's namespace the
+// address of its end, where it listens for UCX and the socket.
+const remotePeerIPEnv = "HCOMM_BENCH_PEER_IP"
+
+// remoteVeth measures the tcp_veth transport: it creates the veth pair
+// and the namespace (remoteveth.go), confines this process's UCX to its
+// end for the measurements, and removes both after them. Without root
+// (or without ip) it measures nothing and returns why (skip): every row
+// says so, none is faked.
+func remoteVeth(o *options, engineTLS, perftestTLS string, deadline time.Time) (rows []*remoteRow, skip string, err error) {
+	v, err := setupVeth(o)
+	if err != nil {
+		if vethStatus() != nil { // no privilege: a skip, not a failure
+			skip = err.Error()
+			err = nil
+		}
+		for _, size := range remoteSizes(o.quick) {
+			if size < 64<<10 {
+				continue
+			}
+			for _, batch := range []int{1, 64} {
+				r := &remoteRow{tls: vethTLS, op: "put", size: size, batch: batch, unit: "MiB/s", skip: skip}
+				if err != nil {
+					r.err = "veth: " + err.Error()
+				}
+				rows = append(rows, r)
+			}
+		}
+		return rows, skip, err
+	}
+	defer func() {
+		if cerr := v.close(); cerr != nil && err == nil {
+			err = fmt.Errorf("removing the veth pair: %w", cerr)
+		}
+	}()
+	vethDescription = v.describe()
+	remoteNet = v
+	defer func() { remoteNet = nil }()
+	old, had := os.LookupEnv("UCX_NET_DEVICES")
+	os.Setenv("UCX_NET_DEVICES", v.here)
+	defer func() {
+		if had {
+			os.Setenv("UCX_NET_DEVICES", old)
+		} else {
+			os.Unsetenv("UCX_NET_DEVICES")
+		}
+	}()
+	rows, err = remoteTransport(o, vethTLS, engineTLS, perftestTLS, deadline)
+	return rows, "", err
+}
+
+// vethDescription names the veth pair in the table's heading.
+var vethDescription string
+
+// tx reads the veth pair's send counter (0 without the pair).
+func (rr *remoteRun) tx() (uint64, error) {
+	if remoteNet == nil {
+		return 0, nil
+	}
+	return remoteNet.txBytes()
+}
+
+// crossed checks, over the veth pair, that n puts of r's size left through
+// its end since tx0 (a get's bytes come back: not checked).
+func (rr *remoteRun) crossed(what string, r *remoteRow, tx0 uint64, n int) error {
+	if remoteNet == nil || r.op != "put" {
+		return nil
+	}
+	return remoteNet.crossed(what, tx0, int64(n)*int64(r.size))
+}
 
 // remoteTCPEnv is UCX's tcp tuning for the tcp transport's run, set for
 // the engine, its peers and ucx_perftest alike (through this process's
@@ -256,13 +346,17 @@ func setEnv(kvs []string) func() {
 func remoteTransport(o *options, name, engineTLS, perftestTLS string, deadline time.Time) ([]*remoteRow, error) {
 	os.Setenv("UCX_TLS", engineTLS)
 	defer os.Unsetenv("UCX_TLS")
-	if name == "tcp" {
+	if name == "tcp" || name == vethTLS {
 		defer setEnv(remoteTCPEnv)()
 	}
 	rr := &remoteRun{o: o, name: name, engineTLS: engineTLS, perftestTLS: perftestTLS, shm: name == "shm"}
-	rows, err := rr.bandwidth(time.Now().Add(time.Until(deadline) * 3 / 4))
+	bwEnd := time.Now().Add(time.Until(deadline) * 3 / 4)
+	if name == vethTLS {
+		bwEnd = deadline // its only rows
+	}
+	rows, err := rr.bandwidth(bwEnd)
 	rr.close()
-	if err != nil {
+	if err != nil || name == vethTLS {
 		return rows, err
 	}
 	rows = append(rows, remoteLatency(o, name, engineTLS, perftestTLS, deadline))
@@ -303,6 +397,11 @@ func (rr *remoteRun) open() error {
 	if err != nil {
 		return err
 	}
+	if remoteNet != nil {
+		if info := b.EndpointInfo(rr.pidx); !strings.Contains(info, remoteNet.here) {
+			return fmt.Errorf("the endpoint to the peer does not run over %s:\n%s", remoteNet.here, info)
+		}
+	}
 	if rr.conn, err = net.Dial("tcp", rr.peer.tcpAddr); err != nil {
 		return err
 	}
@@ -316,7 +415,22 @@ func (rr *remoteRun) open() error {
 	return nil
 }
 
-func (rr *remoteRun) sizes() []int { return remoteSizes(rr.o.quick || rr.name == "rc") }
+func (rr *remoteRun) sizes() []int {
+	ss := remoteSizes(rr.o.quick || rr.name == "rc")
+	if rr.name == vethTLS { // the goal's sizes
+		return slices.DeleteFunc(ss, func(s int) bool { return s < 64<<10 })
+	}
+	return ss
+}
+
+// ops are the bandwidth rows' operations: tcp_veth measures what its goal
+// judges, puts.
+func (rr *remoteRun) ops() []string {
+	if rr.name == vethTLS {
+		return []string{"put"}
+	}
+	return []string{"put", "get"}
+}
 
 // batches are the bandwidth rows' batch sizes: 1 and 64; rc's second is 16
 // (a 1 MiB batch of 64 is 64 MiB, 10 s in the TCG guest).
@@ -348,7 +462,7 @@ func (rr *remoteRun) bandwidth(bwDeadline time.Time) ([]*remoteRow, error) {
 		return nil, err
 	}
 	var rows []*remoteRow
-	for _, op := range []string{"put", "get"} {
+	for _, op := range rr.ops() {
 		for _, size := range rr.sizes() {
 			for _, batch := range rr.batches() {
 				rows = append(rows, &remoteRow{tls: rr.name, op: op, size: size, batch: batch, unit: "MiB/s"})
@@ -388,12 +502,17 @@ func (rr *remoteRun) repetition(r *remoteRow, bwDeadline time.Time) error {
 	ctx, cancel := measureCtx(bwDeadline)
 	// The tcp target must progress (see remotePeerMain); over shared
 	// memory and RDMA the initiator (its copy, its device) moves the bytes.
-	spin := rr.name == "tcp"
+	spin := rr.name == "tcp" || rr.name == vethTLS
 	if spin {
 		if err := rr.peer.cmd("spin"); err != nil {
 			cancel()
 			return err
 		}
+	}
+	tx0, err := rr.tx()
+	if err != nil {
+		cancel()
+		return err
 	}
 	v, vt, err := engineBW(ctx, rr.eng, rr.pidx, rr.blocks[r.size], r.op == "put", r.size, r.batch, n)
 	cancel()
@@ -401,6 +520,9 @@ func (rr *remoteRun) repetition(r *remoteRow, bwDeadline time.Time) error {
 		if err := rr.peer.cmd("idle"); err != nil {
 			return err
 		}
+	}
+	if err == nil {
+		err = rr.crossed("the engine", r, tx0, n)
 	}
 	if err != nil {
 		r.err = err.Error()
@@ -418,7 +540,14 @@ func (rr *remoteRun) repetition(r *remoteRow, bwDeadline time.Time) error {
 	if rr.name == "rc" {
 		sockTLS = "rc"
 	}
-	sv, svt, err := socketBW(rr.conn, rr.heap, r.op == "put", r.size, r.batch, remoteCount(rr.o.quick, sockTLS, r.size, r.batch))
+	if tx0, err = rr.tx(); err != nil {
+		return err
+	}
+	sn := remoteCount(rr.o.quick, sockTLS, r.size, r.batch)
+	sv, svt, err := socketBW(rr.conn, rr.heap, r.op == "put", r.size, r.batch, sn)
+	if err == nil {
+		err = rr.crossed("the socket", r, tx0, sn)
+	}
 	if err != nil {
 		r.err = "socket: " + err.Error()
 		// The stream is out of step: a new connection.
@@ -442,7 +571,15 @@ func (rr *remoteRun) perftestBW(r *remoteRow, n int, bwDeadline time.Time) {
 	if rr.name == "tcp" && r.size < 64<<10 {
 		pn = min(n, 100) // its small tcp gets take ms each here
 	}
+	tx0, err := rr.tx()
+	if err != nil {
+		r.ptErr = err.Error()
+		return
+	}
 	pv, pvt, err := perftest(rr.perftestTLS, test, r.size, pn, remoteWarmup(pn), bwDeadline)
+	if err == nil {
+		err = rr.crossed("ucx_perftest", r, tx0, pn)
+	}
 	if err != nil {
 		r.ptErr = err.Error()
 		return
@@ -782,6 +919,10 @@ func perftest(tls, test string, size, n, warm int, deadline time.Time) (float64,
 	args := []string{"-t", test, "-s", strconv.Itoa(size), "-n", strconv.Itoa(n), "-w", strconv.Itoa(warm), "-p", port, "-f", "-v"}
 	env := append(os.Environ(), "UCX_TLS="+tls)
 	srv := exec.Command("ucx_perftest", args...)
+	if remoteNet != nil { // the server in the pair's namespace, on its end
+		srv = remoteNet.inNS("ucx_perftest", args...)
+		env = append(env, "UCX_NET_DEVICES="+remoteNet.peer)
+	}
 	srv.Env = env
 	var srvOut strings.Builder
 	srv.Stdout, srv.Stderr = &srvOut, &srvOut
@@ -803,7 +944,8 @@ func perftest(tls, test string, size, n, warm int, deadline time.Time) (float64,
 		time.Sleep(20 * time.Millisecond)
 		ctx, cancel := measureCtx(deadline)
 		cli := exec.CommandContext(ctx, "ucx_perftest", append([]string{remoteHost()}, args...)...)
-		cli.Env = env
+		cli.Env = os.Environ()
+		cli.Env = append(cli.Env, "UCX_TLS="+tls)
 		out, err = cli.CombinedOutput()
 		cancel()
 		if err == nil || !strings.Contains(string(out), "connect") {
@@ -850,7 +992,14 @@ type remotePeer struct {
 }
 
 func startRemotePeer(mode, tls string, shm bool) (*remotePeer, error) {
-	c := exec.Command(os.Args[0], "-remote-peer="+mode)
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("remote peer: %w", err)
+	}
+	c := exec.Command(self, "-remote-peer="+mode)
+	if remoteNet != nil { // in the pair's namespace, on its end
+		c = remoteNet.inNS(self, "-remote-peer="+mode)
+	}
 	// UCX logs to standard output by default, where the peer announces its
 	// address: its log goes to standard error instead. Over rdmacm a
 	// listener on a free port logs an ERROR line when the port rdmacm
@@ -858,6 +1007,9 @@ func startRemotePeer(mode, tls string, shm bool) (*remotePeer, error) {
 	// that line was read as the peer's announcement, and the measurement
 	// failed (the soft-RoCE guest, one notified repetition in a run).
 	c.Env = append(os.Environ(), "UCX_TLS="+tls, fmt.Sprintf("HCOMM_BENCH_SHM=%t", shm), "UCX_LOG_FILE=stderr")
+	if remoteNet != nil {
+		c.Env = append(c.Env, "UCX_NET_DEVICES="+remoteNet.peer, remotePeerIPEnv+"="+remoteNet.peerIP)
+	}
 	p, err := testutil.LaunchPeer(c, 30*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("remote peer: %w", err)
@@ -906,7 +1058,13 @@ func remotePeerMain(mode string) int {
 	// (a peer spinning throughout took one of this machine's two CPUs from
 	// them). Shared memory needs no target progress: never "spin".
 	notify := mode == "notify"
-	b, err := ucx.New(ucx.Config{Listen: net.JoinHostPort(remoteHost(), "0"), SharedMemory: shm, CallerProgress: !notify, Logger: log})
+	// In the veth pair's namespace (tcp_veth) the peer listens, for UCX
+	// and the socket, on its end of the pair.
+	host, sockHost := remoteHost(), "127.0.0.1"
+	if ip := os.Getenv(remotePeerIPEnv); ip != "" {
+		host, sockHost = ip, ip
+	}
+	b, err := ucx.New(ucx.Config{Listen: net.JoinHostPort(host, "0"), SharedMemory: shm, CallerProgress: !notify, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "remote peer:", err)
 		return 1
@@ -949,7 +1107,7 @@ func remotePeerMain(mode string) int {
 	}
 	h.flag = ping
 	dataOff, _ := b.Offset(h.data.Addr())
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", net.JoinHostPort(sockHost, "0"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "remote peer:", err)
 		return 1
@@ -1066,9 +1224,12 @@ func printRemote(w io.Writer, rows []*remoteRow, o *options) {
 	if h := remoteHost(); h != on {
 		on = fmt.Sprintf("%s (UCX_TLS=%s; the TCP socket on 127.0.0.1)", h, remoteRDMATLS)
 	}
+	if vethDescription != "" && slices.ContainsFunc(rows, func(r *remoteRow) bool { return r.tls == vethTLS }) {
+		on += " (" + vethTLS + ": " + vethDescription + "; the peers, ucx_perftest's server and the socket's reader in that namespace)"
+	}
 	fmt.Fprintf(w, "\n== remote: engine (backend/ucx) vs ucx_perftest vs TCP socket, two processes on %s (medians of %d; MiB/s higher is better, µs lower is better)\n", on, o.reps)
 	fmt.Fprintf(w, "   each cell: overall (typical) — overall is bytes ÷ wall time or wall time ÷ round trips; typical is the median per-operation figure (ucx_perftest's \"typical\"), what scheduling stalls on a loaded machine move least\n")
-	fmt.Fprintf(w, "%-4s %-12s %7s %5s %22s %22s %22s %13s %13s\n", "tls", "op", "size", "batch", "engine", "ucx_perftest", "tcp socket", "eng/ucx", "eng/sock")
+	fmt.Fprintf(w, "%-8s %-12s %7s %5s %22s %22s %22s %13s %13s\n", "tls", "op", "size", "batch", "engine", "ucx_perftest", "tcp socket", "eng/ucx", "eng/sock")
 	cell := func(v, t []float64) string {
 		if len(v) == 0 {
 			return "n/a"
@@ -1089,7 +1250,11 @@ func printRemote(w io.Writer, rows []*remoteRow, o *options) {
 		if r.err != "" && len(r.eng) == 0 {
 			es = "FAILED"
 		}
-		fmt.Fprintf(w, "%-4s %-12s %7s %5d %22s %22s %22s %13s %13s  %s\n", r.tls, r.op, figures.Size(r.size), r.batch, es,
+		if r.skip != "" {
+			fmt.Fprintf(w, "%-8s %-12s %7s %5d not measured: %s\n", r.tls, r.op, figures.Size(r.size), r.batch, r.skip)
+			continue
+		}
+		fmt.Fprintf(w, "%-8s %-12s %7s %5d %22s %22s %22s %13s %13s  %s\n", r.tls, r.op, figures.Size(r.size), r.batch, es,
 			cell(r.pt, r.ptT), cell(r.sock, r.sockT),
 			ratio(r.eng, r.pt)+" ("+ratio(r.engT, r.ptT)+")", ratio(r.eng, r.sock)+" ("+ratio(r.engT, r.sockT)+")", r.unit)
 		if r.err != "" {

@@ -12,6 +12,9 @@ import (
 // the flag), and the figures are positive.
 func TestNotifyLatOnce(t *testing.T) {
 	for _, tr := range remoteTransportsFor("") {
+		if tr.name == vethTLS { // no notification rows over the veth pair
+			continue
+		}
 		for _, notified := range []bool{true, false} {
 			name := tr.name + "/put+flag"
 			if notified {
