@@ -126,9 +126,11 @@ func setupVeth(o *options) (v *vethPair, err error) {
 			return nil, err
 		}
 	}
-	if v.mtu, err = readSysInt("/sys/class/net/" + v.here + "/mtu"); err != nil {
+	mtu, err := readSysUint("/sys/class/net/" + v.here + "/mtu")
+	if err != nil {
 		return nil, err
 	}
+	v.mtu = int(mtu)
 	o.logf("veth: %s (%s) here, %s (%s) in namespace %s, MTU %d", v.here, v.hereIP, v.peer, v.peerIP, v.ns, v.mtu)
 	return v, nil
 }
@@ -183,13 +185,13 @@ func removeStaleVeth(o *options) {
 	}
 }
 
-// readSysInt reads a decimal number from a sysfs file.
-func readSysInt(path string) (int, error) {
+// readSysUint reads a decimal number from a sysfs file.
+func readSysUint(path string) (uint64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", path, err)
 	}
@@ -198,11 +200,7 @@ func readSysInt(path string) (int, error) {
 
 // txBytes is how many bytes this end of the pair has sent.
 func (v *vethPair) txBytes() (uint64, error) {
-	b, err := os.ReadFile("/sys/class/net/" + v.here + "/statistics/tx_bytes")
-	if err != nil {
-		return 0, fmt.Errorf("veth counters: %w", err)
-	}
-	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	n, err := readSysUint("/sys/class/net/" + v.here + "/statistics/tx_bytes")
 	if err != nil {
 		return 0, fmt.Errorf("veth counters: %w", err)
 	}
